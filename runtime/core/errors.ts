@@ -1,0 +1,90 @@
+// The small set of domain errors. Mapped to HTTP statuses in one place (the service's
+// error handler) and to CLI exit codes (the CLI). Every message names the field or object,
+// the bad value, and the fix.
+
+export type ErrorCode =
+  | "validation" // 400
+  | "unauthenticated" // 401
+  | "not_found" // 404 (also: another owner's sandbox)
+  | "conflict" // 409
+  | "capacity" // 429 with Retry-After
+  | "timeout" // 504
+  | "upstream" // 502: the substrate failed transiently
+  | "failed"; // 409: the sandbox is terminal (OOMKilled, crashed)
+
+export class SbxError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown>;
+  constructor(code: ErrorCode, message: string, details: Record<string, unknown> = {}) {
+    super(message);
+    this.name = "SbxError";
+    this.code = code;
+    this.details = details;
+  }
+}
+
+export class ValidationError extends SbxError {
+  constructor(field: string, value: unknown, fix: string) {
+    super("validation", `${field}: invalid value ${JSON.stringify(value)}: ${fix}`, { field, value });
+  }
+}
+
+export class NotFoundError extends SbxError {
+  constructor(kind: string, id: string) {
+    super("not_found", `${kind} ${JSON.stringify(id)} not found`, { kind, id });
+  }
+}
+
+export class ConflictError extends SbxError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super("conflict", message, details);
+  }
+}
+
+export class CapacityError extends SbxError {
+  readonly retryAfterSeconds: number;
+  constructor(message: string, retryAfterSeconds: number, details: Record<string, unknown> = {}) {
+    super("capacity", message, { ...details, retryAfterSeconds });
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
+export class TimeoutError extends SbxError {
+  constructor(message: string) {
+    super("timeout", message);
+  }
+}
+
+export class UpstreamError extends SbxError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super("upstream", message, details);
+  }
+}
+
+export class SandboxFailedError extends SbxError {
+  constructor(id: string, reason: string, message?: string) {
+    super("failed", `sandbox ${id} failed: ${reason}${message ? ` (${message})` : ""}`, { id, reason });
+  }
+}
+
+export const HTTP_STATUS: Record<ErrorCode, number> = {
+  validation: 400,
+  unauthenticated: 401,
+  not_found: 404,
+  conflict: 409,
+  capacity: 429,
+  timeout: 504,
+  upstream: 502,
+  failed: 409,
+};
+
+export const EXIT_CODE: Record<ErrorCode, number> = {
+  validation: 2,
+  unauthenticated: 3,
+  not_found: 4,
+  conflict: 5,
+  capacity: 6,
+  timeout: 7,
+  upstream: 8,
+  failed: 9,
+};

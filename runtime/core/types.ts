@@ -1,0 +1,179 @@
+// The typed seams of the runtime. Manager (what the HTTP service and CLI call) sits on top
+// of a Backend (compute substrate: Kubernetes or local), Admission, ImageCatalog and
+// CredentialBroker. Everything here is plain data and interfaces: no I/O.
+import type { Readable } from "node:stream";
+
+/** Lifecycle phase of a sandbox as the substrate reports it. `ready` is separate. */
+export type SandboxPhase =
+  | "Pending" // accepted, compute not yet running
+  | "Running" // compute running (see `ready` for whether it accepts work)
+  | "Pausing" // snapshot in progress (pause/resume issue)
+  | "Paused" // compute released, snapshot recorded
+  | "Resuming"
+  | "Failed" // terminal: OOMKilled, crashed, deadline, quota, ...
+  | "Succeeded" // terminal: main process exited 0
+  | "Terminating"; // kill in progress
+
+export const TERMINAL_PHASES: ReadonlySet<SandboxPhase> = new Set(["Failed", "Succeeded"]);
+
+/** A named resource shape. Quantities are plain numbers so admission math stays exact. */
+export interface SizeClass {
+  name: string;
+  cpuRequestMillis: number;
+  cpuLimitMillis: number;
+  memoryRequestBytes: number;
+  memoryLimitBytes: number;
+  /** size limit of the writable /workspace */
+  workspaceBytes: number;
+  /** size limit of the writable /tmp */
+  tmpBytes: number;
+  /** max processes inside the sandbox */
+  pids: number;
+}
+
+export interface ImageRef {
+  profile: string;
+  /** OCI reference (Kubernetes) or a local rootfs path / "host" (local backend) */
+  image: string;
+}
+
+/** Everything a backend needs to start one sandbox. Built by the Manager, never by clients. */
+export interface SandboxSpec {
+  id: string;
+  owner: string;
+  image: ImageRef;
+  size: SizeClass;
+  env: Record<string, string>;
+  /** hard time to live; also enforced by the substrate (activeDeadlineSeconds / local timer) */
+  ttlSeconds: number;
+  /** reaped after this many seconds without API activity on the sandbox; 0 = never */
+  idleTimeoutSeconds: number;
+  /** client-supplied idempotency key: retrying a create with it never makes a duplicate */
+  clientKey?: string;
+  /** free-form metadata the caller attached (validated keys/values) */
+  metadata: Record<string, string>;
+  createdAt: Date;
+}
+
+export interface Sandbox {
+  id: string;
+  owner: string;
+  profile: string;
+  size: string;
+  phase: SandboxPhase;
+  /** true once the sandbox accepts exec */
+  ready: boolean;
+  /** machine-readable reason for the phase, e.g. OOMKilled, Error, DeadlineExceeded, Evicted */
+  reason?: string;
+  message?: string;
+  exitCode?: number;
+  createdAt: string;
+  readyAt?: string;
+  expiresAt: string;
+  lastActivityAt?: string;
+  /** came from the warm pool */
+  warm?: boolean;
+  /** where it runs (node name or "local") */
+  node?: string;
+  clientKey?: string;
+  metadata: Record<string, string>;
+  /** reserved resources, for rebuilding the admission budget after a restart */
+  cpuRequestMillis: number;
+  memoryRequestBytes: number;
+}
+
+export interface ExecRequest {
+  command: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  /** bytes or a stream written to the command's stdin, then closed */
+  stdin?: Uint8Array | Readable;
+  /** kill the whole command (all its processes) after this long; exit code 124, timedOut true */
+  timeoutMs?: number;
+}
+
+export interface ExecResult {
+  exitCode: number;
+  timedOut: boolean;
+  oomKilled: boolean;
+  durationMs: number;
+}
+
+/** A running command. stdout/stderr stream as produced; `result` settles when it ends. */
+export interface ExecSession {
+  stdout: Readable;
+  stderr: Readable;
+  result: Promise<ExecResult>;
+  /** ends the command and every process it started */
+  kill(): void;
+}
+
+export interface WaitOptions {
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+export interface LogOptions {
+  follow?: boolean;
+  tailLines?: number;
+}
+
+export type SandboxEvent =
+  | { type: "upsert"; sandbox: Sandbox }
+  | { type: "delete"; id: string; owner: string };
+
+/**
+ * The compute substrate. One implementation per platform; the Manager holds all policy.
+ * Every method is idempotent where it can be (delete of a gone sandbox resolves).
+ */
+export interface Backend {
+  readonly name: string;
+  /** Start serving: list what exists (for admission rebuild), open watches. */
+  start(): Promise<void>;
+  /** Warm fast path: take a pre-started slot matching spec, or undefined. */
+  claim(spec: SandboxSpec): Promise<Sandbox | undefined>;
+  /** Cold path: start compute for spec. Resolves once the substrate accepted it (not ready). */
+  provision(spec: SandboxSpec): Promise<Sandbox>;
+  /** Resolves when ready; rejects with a domain error when it becomes terminal or on timeout. */
+  awaitReady(id: string, opts: WaitOptions): Promise<Sandbox>;
+  exec(id: string, req: ExecRequest): Promise<ExecSession>;
+  /** Unpack a tar stream into `dir` inside the sandbox. */
+  putArchive(id: string, dir: string, tar: Readable): Promise<void>;
+  /** Stream `path` (file or directory) out of the sandbox as a tar archive. */
+  getArchive(id: string, path: string): Promise<Readable>;
+  logs(id: string, opts: LogOptions): Promise<Readable>;
+  delete(id: string): Promise<void>;
+  describe(id: string): Promise<Sandbox | undefined>;
+  list(): Promise<Sandbox[]>;
+  /** Every change the substrate observes, including external deletes and crashes. */
+  subscribe(listener: (event: SandboxEvent) => void): () => void;
+  close(): Promise<void>;
+}
+
+export interface CreateRequest {
+  owner: string;
+  profile: string;
+  size: string;
+  env?: Record<string, string>;
+  ttlSeconds?: number;
+  idleTimeoutSeconds?: number;
+  clientKey?: string;
+  metadata?: Record<string, string>;
+}
+
+export interface ListFilter {
+  owner: string;
+}
+
+/** What callers use: the HTTP service, the CLI direct mode, and the HTTP client all implement it. */
+export interface Manager {
+  create(req: CreateRequest): Promise<Sandbox>;
+  wait(owner: string, id: string, opts: WaitOptions): Promise<Sandbox>;
+  exec(owner: string, id: string, req: ExecRequest): Promise<ExecSession>;
+  putArchive(owner: string, id: string, dir: string, tar: Readable): Promise<void>;
+  getArchive(owner: string, id: string, path: string): Promise<Readable>;
+  logs(owner: string, id: string, opts: LogOptions): Promise<Readable>;
+  get(owner: string, id: string): Promise<Sandbox>;
+  list(filter: ListFilter): Promise<Sandbox[]>;
+  kill(owner: string, id: string): Promise<void>;
+}

@@ -1,0 +1,145 @@
+// The Kubernetes contract between the runtime and the Pulumi package: API group, labels,
+// the Sandbox CRD, and the exact RBAC rules the manager and controller need. Pure data:
+// the Pulumi Runtime component deploys these objects and the runtime relies on them, so a
+// change here changes both sides at once.
+
+export const API_GROUP = "sbx.dev";
+export const API_VERSION = "v1alpha1";
+export const SANDBOX_KIND = "Sandbox";
+export const SANDBOX_PLURAL = "sandboxes";
+
+/** Label and annotation keys set on sandbox pods and custom resources. */
+export const LABELS = {
+  managed: "sbx.dev/managed", // "true" on everything the runtime owns
+  sandbox: "sbx.dev/sandbox", // sandbox id
+  owner: "sbx.dev/owner", // hashed owner (label-safe); the plain owner is in an annotation
+  profile: "sbx.dev/profile",
+  size: "sbx.dev/size",
+  pool: "sbx.dev/pool", // "warm" while unclaimed, "claimed" after
+} as const;
+
+export const ANNOTATIONS = {
+  owner: "sbx.dev/owner",
+  clientKey: "sbx.dev/client-key",
+  lastActivity: "sbx.dev/last-activity",
+  expiresAt: "sbx.dev/expires-at",
+  metadata: "sbx.dev/metadata",
+} as const;
+
+/** Node label and taint that mark sandbox nodes (the Pulumi node groups set them). */
+export const SANDBOX_NODE_LABEL = { key: "sbx.dev/node-role", value: "sandbox" } as const;
+export const SANDBOX_NODE_TAINT = { key: "sbx.dev/sandbox", value: "true", effect: "NoSchedule" } as const;
+
+export interface PolicyRule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+  resourceNames?: string[];
+}
+
+/** Namespaced rules the manager needs in the sandbox namespace. No wildcards. */
+export function managerSandboxNamespaceRules(): PolicyRule[] {
+  return [
+    { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch", "create", "update", "patch", "delete"] },
+    { apiGroups: [""], resources: ["pods/exec"], verbs: ["create", "get"] },
+    { apiGroups: [""], resources: ["pods/log"], verbs: ["get"] },
+    { apiGroups: [""], resources: ["resourcequotas"], verbs: ["get", "list", "watch"] },
+    { apiGroups: [""], resources: ["events"], verbs: ["create", "patch"] },
+    {
+      apiGroups: [API_GROUP],
+      resources: [SANDBOX_PLURAL],
+      verbs: ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    { apiGroups: [API_GROUP], resources: [`${SANDBOX_PLURAL}/status`], verbs: ["get", "update", "patch"] },
+  ];
+}
+
+/** Rules in the runtime's own namespace: leader election Lease and the config it reads. */
+export function runtimeNamespaceRules(): PolicyRule[] {
+  return [
+    { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "list", "watch", "create", "update"] },
+    { apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list", "watch"] },
+    { apiGroups: [""], resources: ["events"], verbs: ["create", "patch"] },
+  ];
+}
+
+/** The Sandbox CRD: the durable record of a sandbox that must outlive its pod (pause). */
+export function sandboxCrd(): Record<string, unknown> {
+  const str = { type: "string" };
+  return {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: `${SANDBOX_PLURAL}.${API_GROUP}` },
+    spec: {
+      group: API_GROUP,
+      scope: "Namespaced",
+      names: { kind: SANDBOX_KIND, plural: SANDBOX_PLURAL, singular: "sandbox", listKind: "SandboxList", shortNames: ["sbx"] },
+      versions: [
+        {
+          name: API_VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: [
+            { name: "Phase", type: "string", jsonPath: ".status.phase" },
+            { name: "Profile", type: "string", jsonPath: ".spec.profile" },
+            { name: "Size", type: "string", jsonPath: ".spec.size" },
+            { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+          ],
+          schema: {
+            openAPIV3Schema: {
+              type: "object",
+              properties: {
+                spec: {
+                  type: "object",
+                  required: ["owner", "profile", "size", "image"],
+                  properties: {
+                    owner: str,
+                    profile: str,
+                    size: str,
+                    image: str,
+                    ttlSeconds: { type: "integer", minimum: 1 },
+                    idleTimeoutSeconds: { type: "integer", minimum: 0 },
+                    clientKey: str,
+                    env: { type: "object", additionalProperties: str },
+                    metadata: { type: "object", additionalProperties: str },
+                    desiredState: { type: "string", enum: ["Running", "Paused"] },
+                    autoPause: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
+                  },
+                },
+                status: {
+                  type: "object",
+                  properties: {
+                    phase: str,
+                    reason: str,
+                    message: str,
+                    podName: str,
+                    node: str,
+                    readyAt: str,
+                    lastActivityAt: str,
+                    exitCode: { type: "integer" },
+                    snapshot: {
+                      type: "object",
+                      properties: { ref: str, digest: str, sizeBytes: { type: "integer" }, createdAt: str },
+                    },
+                    probes: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
+                    nextPauseTime: str,
+                    nextResumeTime: str,
+                    conditions: {
+                      type: "array",
+                      items: {
+                        type: "object",
+                        required: ["type", "status"],
+                        properties: { type: str, status: str, reason: str, message: str, lastTransitionTime: str },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        },
+      ],
+    },
+  };
+}
