@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Debian packages the local backend and the test suite use. Idempotent: does nothing
+# when every command is already there. Needs root (apt-get); otherwise says what to install.
+set -euo pipefail
+declare -A need=([bwrap]=bubblewrap [docker-registry]=docker-registry [umoci]=umoci [tar]=tar [ip]=iproute2)
+missing=()
+for cmd in "${!need[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/bin/$cmd" ] || missing+=("${need[$cmd]}")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "sbx: missing tools; install them with: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "sbx: installing Debian packages: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
