@@ -1,0 +1,140 @@
+// The runtime's one config schema. Written as JSON by the Pulumi Runtime component (a
+// ConfigMap mounted at /etc/sbx/config.json) or by `npm start` for the local platform;
+// validated once at start into a typed RuntimeConfig. Errors name the key, the value, the fix.
+import { z } from "zod";
+import { ValidationError } from "../core/errors.ts";
+import { parseCpu, parseMemory } from "../core/quantity.ts";
+import type { SizeClass } from "../core/types.ts";
+
+const quantity = z.union([z.string(), z.number()]);
+
+export const sizeClassInput = z.object({
+  cpuRequest: quantity,
+  cpuLimit: quantity,
+  memoryRequest: quantity,
+  memoryLimit: quantity,
+  workspace: quantity.default("1Gi"),
+  tmp: quantity.default("256Mi"),
+  pids: z.number().int().positive().default(256),
+});
+
+export const DEFAULT_SIZE_CLASSES: Record<string, z.output<typeof sizeClassInput>> = {
+  nano: { cpuRequest: "100m", cpuLimit: "1", memoryRequest: "128Mi", memoryLimit: "512Mi", workspace: "1Gi", tmp: "256Mi", pids: 128 },
+  small: { cpuRequest: "250m", cpuLimit: "1", memoryRequest: "512Mi", memoryLimit: "1Gi", workspace: "2Gi", tmp: "512Mi", pids: 256 },
+  medium: { cpuRequest: "1", cpuLimit: "2", memoryRequest: "2Gi", memoryLimit: "4Gi", workspace: "8Gi", tmp: "1Gi", pids: 512 },
+  large: { cpuRequest: "2", cpuLimit: "4", memoryRequest: "8Gi", memoryLimit: "16Gi", workspace: "20Gi", tmp: "2Gi", pids: 1024 },
+};
+
+export const runtimeConfigInput = z.object({
+  /** which Backend: the embedded default is local */
+  platform: z.enum(["local", "kubernetes"]).default("local"),
+  listen: z.object({ host: z.string().default("127.0.0.1"), port: z.number().int().min(0).max(65535).default(8080) }).default({ host: "127.0.0.1", port: 8080 }),
+  sizeClasses: z.record(z.string(), sizeClassInput).default(DEFAULT_SIZE_CLASSES),
+  /** admission budget: total CPU and memory requests all live sandboxes may reserve */
+  budget: z.object({ cpu: quantity.default("4"), memory: quantity.default("8Gi") }).default({ cpu: "4", memory: "8Gi" }),
+  defaults: z
+    .object({
+      profile: z.string().default("base"),
+      size: z.string().default("nano"),
+      ttlSeconds: z.number().int().positive().default(3600),
+      maxTtlSeconds: z.number().int().positive().default(86400),
+      idleTimeoutSeconds: z.number().int().min(0).default(900),
+      /** finished (terminal) sandboxes are deleted after this grace */
+      finishedGraceSeconds: z.number().int().min(0).default(60),
+    })
+    .default({ profile: "base", size: "nano", ttlSeconds: 3600, maxTtlSeconds: 86400, idleTimeoutSeconds: 900, finishedGraceSeconds: 60 }),
+  /** warm pool targets per (profile, size) */
+  warmPool: z.array(z.object({ profile: z.string(), size: z.string(), count: z.number().int().min(0) })).default([]),
+  /** profile -> image. Inline, or a JSON file (catalogPath) that is reloaded on change. */
+  catalog: z.record(z.string(), z.string()).default({ base: "host" }),
+  catalogPath: z.string().optional(),
+  /** JSON file: { "<sha256 hex of token>": "<owner>" } */
+  tokensPath: z.string().optional(),
+  kubernetes: z
+    .object({
+      namespace: z.string().default("sbx-sandboxes"),
+      runtimeNamespace: z.string().default("sbx-system"),
+      runtimeClassName: z.string().optional(),
+      kubeconfigPath: z.string().optional(),
+      leaseName: z.string().default("sbx-controller"),
+    })
+    .default({ namespace: "sbx-sandboxes", runtimeNamespace: "sbx-system", leaseName: "sbx-controller" }),
+  local: z
+    .object({
+      /** where sandboxes' writable dirs and state live */
+      stateDir: z.string().default(".sbx-local"),
+    })
+    .default({ stateDir: ".sbx-local" }),
+  credentials: z
+    .object({
+      baseRoleArn: z.string(),
+      bucket: z.string(),
+      region: z.string(),
+      durationSeconds: z.number().int().min(900).max(43200).default(900),
+    })
+    .optional(),
+  snapshots: z
+    .object({
+      registry: z.string(),
+      repository: z.string().default("sbx-snapshots"),
+      retentionDays: z.number().int().positive().default(7),
+    })
+    .optional(),
+  audit: z.object({ path: z.string().optional() }).default({}),
+});
+
+export type RuntimeConfigInput = z.input<typeof runtimeConfigInput>;
+type Parsed = z.output<typeof runtimeConfigInput>;
+
+export interface RuntimeConfig extends Omit<Parsed, "sizeClasses" | "budget"> {
+  sizeClasses: Record<string, SizeClass>;
+  budget: { cpuMillis: number; memoryBytes: number };
+}
+
+/** Validate once at start. Throws ValidationError naming the first bad key. */
+export function validateRuntimeConfig(input: unknown): RuntimeConfig {
+  const parsed = runtimeConfigInput.safeParse(input ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const key = issue.path.join(".") || "(root)";
+    throw new ValidationError(`config.${key}`, valueAt(input, issue.path), issue.message);
+  }
+  const cfg = parsed.data;
+  const sizeClasses: Record<string, SizeClass> = {};
+  for (const [name, s] of Object.entries(cfg.sizeClasses)) {
+    const k = `config.sizeClasses.${name}`;
+    const sc: SizeClass = {
+      name,
+      cpuRequestMillis: parseCpu(`${k}.cpuRequest`, s.cpuRequest),
+      cpuLimitMillis: parseCpu(`${k}.cpuLimit`, s.cpuLimit),
+      memoryRequestBytes: parseMemory(`${k}.memoryRequest`, s.memoryRequest),
+      memoryLimitBytes: parseMemory(`${k}.memoryLimit`, s.memoryLimit),
+      workspaceBytes: parseMemory(`${k}.workspace`, s.workspace),
+      tmpBytes: parseMemory(`${k}.tmp`, s.tmp),
+      pids: s.pids,
+    };
+    if (sc.cpuLimitMillis < sc.cpuRequestMillis) throw new ValidationError(`${k}.cpuLimit`, s.cpuLimit, "must be at least cpuRequest");
+    if (sc.memoryLimitBytes < sc.memoryRequestBytes) throw new ValidationError(`${k}.memoryLimit`, s.memoryLimit, "must be at least memoryRequest");
+    sizeClasses[name] = sc;
+  }
+  if (!sizeClasses[cfg.defaults.size]) {
+    throw new ValidationError("config.defaults.size", cfg.defaults.size, `use one of the size classes: ${Object.keys(sizeClasses).join(", ")}`);
+  }
+  for (const [i, p] of cfg.warmPool.entries()) {
+    if (!sizeClasses[p.size]) throw new ValidationError(`config.warmPool[${i}].size`, p.size, `use one of: ${Object.keys(sizeClasses).join(", ")}`);
+  }
+  if (cfg.defaults.ttlSeconds > cfg.defaults.maxTtlSeconds) {
+    throw new ValidationError("config.defaults.ttlSeconds", cfg.defaults.ttlSeconds, `must not exceed defaults.maxTtlSeconds (${cfg.defaults.maxTtlSeconds})`);
+  }
+  return {
+    ...cfg,
+    sizeClasses,
+    budget: { cpuMillis: parseCpu("config.budget.cpu", cfg.budget.cpu), memoryBytes: parseMemory("config.budget.memory", cfg.budget.memory) },
+  };
+}
+
+function valueAt(input: unknown, path: PropertyKey[]): unknown {
+  let v: unknown = input;
+  for (const p of path) v = v && typeof v === "object" ? (v as Record<PropertyKey, unknown>)[p] : undefined;
+  return v;
+}
