@@ -145,6 +145,8 @@ export interface Backend {
   delete(id: string): Promise<void>;
   describe(id: string): Promise<Sandbox | undefined>;
   list(): Promise<Sandbox[]>;
+  /** Record API activity (idle timeout). Kubernetes stores it on the object so every replica sees it. */
+  touch(id: string, at: Date): Promise<void>;
   /** Every change the substrate observes, including external deletes and crashes. */
   subscribe(listener: (event: SandboxEvent) => void): () => void;
   close(): Promise<void>;
