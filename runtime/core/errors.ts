@@ -10,7 +10,8 @@ export type ErrorCode =
   | "capacity" // 429 with Retry-After
   | "timeout" // 504
   | "upstream" // 502: the substrate failed transiently
-  | "failed"; // 409: the sandbox is terminal (OOMKilled, crashed)
+  | "failed" // 409: the sandbox is terminal (OOMKilled, crashed)
+  | "too_large"; // 413: a request body (tar upload, stdin) is over its limit
 
 export class SbxError extends Error {
   readonly code: ErrorCode;
@@ -67,6 +68,19 @@ export class SandboxFailedError extends SbxError {
   }
 }
 
+export class TooLargeError extends SbxError {
+  constructor(field: string, limitBytes: number) {
+    super("too_large", `${field}: larger than the limit of ${limitBytes} bytes: send less or raise the server's limit`, { field, limitBytes });
+  }
+}
+
+/** The 401 the service answers without a valid bearer token. */
+export class UnauthenticatedError extends SbxError {
+  constructor(message = "missing or invalid bearer token: send Authorization: Bearer <token> (SBX_TOKEN for the CLI)") {
+    super("unauthenticated", message);
+  }
+}
+
 export const HTTP_STATUS: Record<ErrorCode, number> = {
   validation: 400,
   unauthenticated: 401,
@@ -76,6 +90,7 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   timeout: 504,
   upstream: 502,
   failed: 409,
+  too_large: 413,
 };
 
 export const EXIT_CODE: Record<ErrorCode, number> = {
@@ -87,4 +102,5 @@ export const EXIT_CODE: Record<ErrorCode, number> = {
   timeout: 7,
   upstream: 8,
   failed: 9,
+  too_large: 10,
 };

@@ -80,6 +80,10 @@ export interface Sandbox {
   /** reserved resources, for rebuilding the admission budget after a restart */
   cpuRequestMillis: number;
   memoryRequestBytes: number;
+  /** per-sandbox idle timeout (seconds, 0 = never); the reaper falls back to config.defaults when absent */
+  idleTimeoutSeconds?: number;
+  /** when it became terminal (Failed/Succeeded); the reaper deletes it finishedGraceSeconds later */
+  finishedAt?: string;
 }
 
 export interface ExecRequest {
@@ -118,6 +122,18 @@ export interface LogOptions {
   tailLines?: number;
 }
 
+/** Warm pool state for one (profile, size), as `sbx pool status` shows it. */
+export interface PoolStatus {
+  profile: string;
+  size: string;
+  /** configured number of ready slots */
+  target: number;
+  /** slots ready to be claimed now */
+  ready: number;
+  /** slots starting (not yet ready) */
+  starting: number;
+}
+
 export type SandboxEvent =
   | { type: "upsert"; sandbox: Sandbox }
   | { type: "delete"; id: string; owner: string };
@@ -150,6 +166,12 @@ export interface Backend {
   /** Every change the substrate observes, including external deletes and crashes. */
   subscribe(listener: (event: SandboxEvent) => void): () => void;
   close(): Promise<void>;
+  /** Warm pool state per (profile, size); absent when the backend has no pool. */
+  poolStatus?(): Promise<PoolStatus[]>;
+  /** Snapshot and release compute (pause/resume issue); absent when unsupported. */
+  pause?(id: string): Promise<Sandbox>;
+  /** Restore a paused sandbox; absent when unsupported. */
+  resume?(id: string): Promise<Sandbox>;
 }
 
 export interface CreateRequest {
@@ -178,4 +200,8 @@ export interface Manager {
   get(owner: string, id: string): Promise<Sandbox>;
   list(filter: ListFilter): Promise<Sandbox[]>;
   kill(owner: string, id: string): Promise<void>;
+  /** Warm pool state; absent when the backend has no pool. */
+  poolStatus?(): Promise<PoolStatus[]>;
+  pause?(owner: string, id: string): Promise<Sandbox>;
+  resume?(owner: string, id: string): Promise<Sandbox>;
 }
