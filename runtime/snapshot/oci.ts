@@ -1,0 +1,307 @@
+// A small OCI distribution client over node:http(s): streaming blob push and pull with
+// digests computed on the fly, manifest put/get/head/delete. No dependencies, constant
+// memory: a push holds at most one upload chunk (default 32 MiB), a pull holds nothing.
+import { createHash } from "node:crypto";
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import type { Readable } from "node:stream";
+import { NotFoundError, UpstreamError } from "../core/errors.ts";
+import { parseChallenge, type RegistryAuth } from "./auth.ts";
+import { DigestMismatchError, sha256Digest, VerifyingStream } from "./digest.ts";
+
+export const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
+
+export interface Descriptor {
+  mediaType: string;
+  digest: string;
+  size: number;
+  annotations?: Record<string, string>;
+}
+
+export interface OciManifest {
+  schemaVersion: 2;
+  mediaType: typeof OCI_MANIFEST;
+  artifactType?: string;
+  config: Descriptor;
+  layers: Descriptor[];
+  annotations?: Record<string, string>;
+}
+
+export interface OciClientOptions {
+  /** "http://127.0.0.1:5000" or "https://123.dkr.ecr.us-east-1.amazonaws.com"; a bare host means https */
+  registry: string;
+  auth?: RegistryAuth;
+  /** bytes per PATCH; one chunk is the most a push holds in memory */
+  chunkBytes?: number;
+  /** retries of one chunk when the registry confirms it received none of it */
+  chunkRetries?: number;
+}
+
+export interface PushOptions {
+  onProgress?: (bytes: number) => void;
+  signal?: AbortSignal;
+}
+
+interface Response {
+  status: number;
+  headers: IncomingMessage["headers"];
+  res: IncomingMessage;
+}
+
+export class OciClient {
+  readonly base: URL;
+  private readonly auth?: RegistryAuth;
+  private readonly chunkBytes: number;
+  private readonly chunkRetries: number;
+  private readonly agent: HttpAgent;
+  private authHeader?: string;
+
+  constructor(opts: OciClientOptions) {
+    this.base = new URL(/^https?:\/\//.test(opts.registry) ? opts.registry : `https://${opts.registry}`);
+    this.auth = opts.auth;
+    this.chunkBytes = opts.chunkBytes ?? 32 * 1024 * 1024;
+    this.chunkRetries = opts.chunkRetries ?? 2;
+    this.agent = this.base.protocol === "https:" ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+
+  /** Streams `source` into a blob of `repo`. Returns its digest and size once the registry committed it. */
+  async pushBlob(repo: string, source: Readable, opts: PushOptions = {}): Promise<{ digest: string; size: number }> {
+    const start = await this.call("POST", `/v2/${repo}/blobs/uploads/`, {}, undefined, [202]);
+    start.res.resume();
+    let location = this.location(start, `start upload to ${repo}`);
+    const hash = createHash("sha256");
+    const chunk = Buffer.allocUnsafe(this.chunkBytes);
+    let filled = 0;
+    let offset = 0;
+    const flush = async () => {
+      if (filled === 0) return;
+      location = await this.patchChunk(repo, location, chunk.subarray(0, filled), offset);
+      offset += filled;
+      filled = 0;
+      opts.onProgress?.(offset);
+    };
+    try {
+      for await (const piece of source as AsyncIterable<Buffer>) {
+        opts.signal?.throwIfAborted();
+        hash.update(piece);
+        let at = 0;
+        while (at < piece.length) {
+          const n = Math.min(piece.length - at, chunk.length - filled);
+          piece.copy(chunk, filled, at, at + n);
+          filled += n;
+          at += n;
+          if (filled === chunk.length) await flush();
+        }
+      }
+      await flush();
+      const digest = `sha256:${hash.digest("hex")}`;
+      const url = new URL(location, this.base);
+      url.searchParams.set("digest", digest);
+      const done = await this.call("PUT", url.pathname + url.search, { "content-length": "0" }, undefined, [201]);
+      done.res.resume();
+      const got = done.headers["docker-content-digest"];
+      if (got && got !== digest) throw new DigestMismatchError(`blob upload to ${repo}`, { digest, size: offset }, { digest: String(got), size: offset });
+      return { digest, size: offset };
+    } catch (err) {
+      await this.call("DELETE", new URL(location, this.base).pathname + new URL(location, this.base).search, {}, undefined, [204, 404]).then(
+        (r) => r.res.resume(),
+        () => undefined, // best effort: the registry purges abandoned uploads itself
+      );
+      throw err;
+    }
+  }
+
+  /**
+   * One PATCH with an exact Content-Range. On a transport error or 5xx the upload's status
+   * says how much arrived: if none of this chunk did, it is resent; otherwise the upload
+   * cannot be resumed (docker-registry refuses an upload URL whose signed state no longer
+   * matches the bytes it holds), so this fails; the stranded upload is never committed as a
+   * blob and the registry's upload purging reclaims it.
+   */
+  private async patchChunk(repo: string, location: string, data: Buffer, offset: number): Promise<string> {
+    for (let attempt = 0; ; attempt++) {
+      const url = new URL(location, this.base);
+      try {
+        const r = await this.call(
+          "PATCH",
+          url.pathname + url.search,
+          { "content-type": "application/octet-stream", "content-range": `${offset}-${offset + data.length - 1}`, "content-length": String(data.length) },
+          data,
+          [202],
+        );
+        r.res.resume();
+        const range = String(r.headers.range ?? "");
+        if (range && range !== `0-${offset + data.length - 1}`) {
+          throw new UpstreamError(`blob upload to ${repo}: registry reports range ${range} after sending bytes 0-${offset + data.length - 1}; retry the pause`);
+        }
+        return this.location(r, `upload chunk to ${repo}`);
+      } catch (err) {
+        const received = await this.uploadedBytes(location);
+        if (attempt < this.chunkRetries && received === offset) continue;
+        throw new UpstreamError(
+          `blob upload to ${repo} failed at byte ${offset} (registry holds ${received ?? "no upload"}): ${(err as Error).message}; the partial upload was discarded, retry the pause`,
+        );
+      }
+    }
+  }
+
+  private async uploadedBytes(location: string): Promise<number | undefined> {
+    try {
+      const url = new URL(location, this.base);
+      const r = await this.call("GET", url.pathname + url.search, {}, undefined, [204]);
+      r.res.resume();
+      // docker-registry reports an empty upload as "0-0" too; treating it as 0 is safe because a
+      // resend from the wrong offset is refused (416) and then fails cleanly
+      const m = /^0-(\d+)$/.exec(String(r.headers.range ?? ""));
+      return m && m[1] !== "0" ? Number(m[1]) + 1 : 0;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** A stream of the blob's bytes that errors at the end if they don't match `digest`/`size`. */
+  async pullBlob(repo: string, digest: string, opts: { size?: number; onProgress?: (bytes: number) => void } = {}): Promise<Readable> {
+    const r = await this.call("GET", `/v2/${repo}/blobs/${digest}`, {}, undefined, [200], { followRedirects: true, notFound: ["blob", `${repo}@${digest}`] });
+    const verify = new VerifyingStream(`blob ${repo}@${digest}`, { digest, size: opts.size }, opts.onProgress);
+    r.res.on("error", (e) => verify.destroy(e));
+    return r.res.pipe(verify);
+  }
+
+  async blobExists(repo: string, digest: string): Promise<boolean> {
+    const r = await this.call("HEAD", `/v2/${repo}/blobs/${digest}`, {}, undefined, [200, 404], { followRedirects: true });
+    r.res.resume();
+    return r.status === 200;
+  }
+
+  /** Small blobs (a snapshot's config) in one request. */
+  async pushSmallBlob(repo: string, data: Buffer): Promise<Descriptor & { mediaType: "" }> {
+    const digest = sha256Digest(data);
+    if (!(await this.blobExists(repo, digest))) {
+      const start = await this.call("POST", `/v2/${repo}/blobs/uploads/`, {}, undefined, [202]);
+      start.res.resume();
+      const url = new URL(this.location(start, `start upload to ${repo}`), this.base);
+      url.searchParams.set("digest", digest);
+      const r = await this.call("PUT", url.pathname + url.search, { "content-type": "application/octet-stream", "content-length": String(data.length) }, data, [201]);
+      r.res.resume();
+    }
+    return { mediaType: "", digest, size: data.length };
+  }
+
+  async getSmallBlob(repo: string, digest: string, maxBytes = 1 << 20): Promise<Buffer> {
+    const stream = await this.pullBlob(repo, digest);
+    const parts: Buffer[] = [];
+    let n = 0;
+    for await (const p of stream as AsyncIterable<Buffer>) {
+      n += p.length;
+      if (n > maxBytes) throw new UpstreamError(`blob ${repo}@${digest} is larger than ${maxBytes} bytes: it is not a snapshot config`);
+      parts.push(p);
+    }
+    return Buffer.concat(parts);
+  }
+
+  /** Puts the manifest under `tag` and returns its digest (checked against the registry's). */
+  async putManifest(repo: string, tag: string, manifest: OciManifest): Promise<{ digest: string; size: number }> {
+    const body = Buffer.from(JSON.stringify(manifest));
+    const digest = sha256Digest(body);
+    const r = await this.call("PUT", `/v2/${repo}/manifests/${tag}`, { "content-type": OCI_MANIFEST, "content-length": String(body.length) }, body, [201]);
+    r.res.resume();
+    const got = r.headers["docker-content-digest"];
+    if (got && got !== digest) throw new DigestMismatchError(`manifest ${repo}:${tag}`, { digest, size: body.length }, { digest: String(got), size: body.length });
+    return { digest, size: body.length };
+  }
+
+  /** The manifest at `ref` (tag or digest), verified against its digest. */
+  async getManifest(repo: string, ref: string): Promise<{ manifest: OciManifest; digest: string; size: number }> {
+    const r = await this.call("GET", `/v2/${repo}/manifests/${ref}`, { accept: OCI_MANIFEST }, undefined, [200], { notFound: ["manifest", `${repo}:${ref}`] });
+    const parts: Buffer[] = [];
+    for await (const p of r.res as AsyncIterable<Buffer>) parts.push(p);
+    const body = Buffer.concat(parts);
+    const digest = sha256Digest(body);
+    const claimed = ref.startsWith("sha256:") ? ref : String(r.headers["docker-content-digest"] ?? digest);
+    if (claimed !== digest) throw new DigestMismatchError(`manifest ${repo}:${ref}`, { digest: claimed }, { digest, size: body.length });
+    return { manifest: JSON.parse(body.toString("utf8")) as OciManifest, digest, size: body.length };
+  }
+
+  /** Digest and size of the manifest at `ref`, or undefined when absent. */
+  async headManifest(repo: string, ref: string): Promise<{ digest: string; size: number } | undefined> {
+    const r = await this.call("HEAD", `/v2/${repo}/manifests/${ref}`, { accept: OCI_MANIFEST }, undefined, [200, 404]);
+    r.res.resume();
+    if (r.status === 404) return undefined;
+    return { digest: String(r.headers["docker-content-digest"] ?? ""), size: Number(r.headers["content-length"] ?? 0) };
+  }
+
+  /** Deletes the manifest (by digest, as the distribution spec requires). Absent is fine. */
+  async deleteManifest(repo: string, digest: string): Promise<void> {
+    const r = await this.call("DELETE", `/v2/${repo}/manifests/${digest}`, {}, undefined, [202, 404]);
+    r.res.resume();
+  }
+
+  private location(r: Response, what: string): string {
+    const loc = r.headers.location;
+    if (!loc) throw new UpstreamError(`registry ${this.base.host}: ${what}: response ${r.status} has no Location header; is this an OCI distribution registry?`);
+    return String(loc);
+  }
+
+  private async call(
+    method: string,
+    path: string,
+    headers: Record<string, string>,
+    body: Buffer | undefined,
+    expect: number[],
+    opts: { followRedirects?: boolean; notFound?: [string, string] } = {},
+  ): Promise<Response> {
+    let url = new URL(path, this.base);
+    let sameOrigin = true;
+    for (let hop = 0; hop < 6; hop++) {
+      const h: Record<string, string> = { ...headers };
+      if (this.authHeader && sameOrigin) h.authorization = this.authHeader;
+      let r = await send(method, url, h, body, sameOrigin ? this.agent : undefined);
+      if (r.status === 401 && sameOrigin && this.auth) {
+        r.res.resume();
+        const challenge = parseChallenge(String(r.headers["www-authenticate"] ?? ""));
+        const header = challenge && (await this.auth.authorize(challenge));
+        if (header) {
+          this.authHeader = header;
+          r = await send(method, url, { ...h, authorization: header }, body, this.agent);
+        }
+      }
+      if (opts.followRedirects && [301, 302, 303, 307, 308].includes(r.status) && r.headers.location) {
+        r.res.resume();
+        const next = new URL(String(r.headers.location), url);
+        sameOrigin = next.origin === this.base.origin;
+        url = next;
+        continue;
+      }
+      if (expect.includes(r.status)) return r;
+      const text = await readText(r.res, 2000);
+      if (r.status === 404 && opts.notFound) throw new NotFoundError(opts.notFound[0], opts.notFound[1]);
+      const hint =
+        r.status === 401 || r.status === 403
+          ? "check the snapshot registry credentials and that they may push and pull this repository"
+          : "check the registry's health and logs";
+      throw new UpstreamError(`registry ${this.base.host}: ${method} ${url.pathname} answered ${r.status} (expected ${expect.join("/")}): ${text.trim()}: ${hint}`, {
+        status: r.status,
+      });
+    }
+    throw new UpstreamError(`registry ${this.base.host}: ${method} ${path}: too many redirects; check the registry's storage redirect settings`);
+  }
+}
+
+function send(method: string, url: URL, headers: Record<string, string>, body: Buffer | undefined, agent: HttpAgent | undefined): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const fn = url.protocol === "https:" ? httpsRequest : httpRequest;
+    const req = fn(url, { method, headers, agent }, (res) => resolve({ status: res.statusCode ?? 0, headers: res.headers, res }));
+    req.on("error", (e) => reject(new UpstreamError(`registry ${url.host}: ${method} ${url.pathname}: ${e.message}: check that the registry is reachable`)));
+    req.end(body);
+  });
+}
+
+async function readText(res: IncomingMessage, max: number): Promise<string> {
+  let s = "";
+  for await (const p of res as AsyncIterable<Buffer>) if (s.length < max) s += p.toString("utf8");
+  return s.slice(0, max);
+}
