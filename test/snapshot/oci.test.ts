@@ -184,7 +184,7 @@ describe("OciClient manifests", () => {
     const config = await client.pushSmallBlob("it/manifest", Buffer.from('{"sandbox":"s1"}'));
     const manifest = {
       schemaVersion: 2 as const,
-      mediaType: OCI_MANIFEST,
+      mediaType: OCI_MANIFEST as typeof OCI_MANIFEST,
       artifactType: "application/vnd.sbx.snapshot.v1",
       config: { mediaType: "application/vnd.sbx.snapshot.config.v1+json", digest: config.digest, size: config.size },
       layers: [{ mediaType: "application/vnd.sbx.snapshot.layer.v1.tar", digest: layer.digest, size: layer.size, annotations: { "dev.sbx.path": "/workspace" } }],
