@@ -172,6 +172,18 @@ export interface Backend {
   pause?(id: string): Promise<Sandbox>;
   /** Restore a paused sandbox; absent when unsupported. */
   resume?(id: string): Promise<Sandbox>;
+  /**
+   * Pause/resume building block (runtime/snapshot, docs/pause-resume.md): stop and remove the
+   * sandbox's compute and its writable storage but keep its identity (id, owner, spec), so it
+   * lists as Paused and can be adopted again. Idempotent: resolves when already released.
+   */
+  releaseCompute?(id: string): Promise<void>;
+  /**
+   * Pause/resume building block: give the released sandbox spec.id compute again under the same
+   * id and owner: take a warm slot of spec's profile and size when one exists, else start one.
+   * Resolves once the substrate accepted it (then awaitReady). Writable paths start empty.
+   */
+  adopt?(spec: SandboxSpec): Promise<Sandbox>;
 }
 
 export interface CreateRequest {
