@@ -1,0 +1,82 @@
+// Streaming exec over HTTP: the response is NDJSON, one frame per chunk of output as the
+// command produces it ({stream, data: base64}), then one {exit: {...}} frame (or {error}).
+// A client that goes away kills the command and everything it started.
+import { PassThrough, type Readable } from "node:stream";
+import { finished } from "node:stream/promises";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { SbxError, TooLargeError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import type { ExecRequest, ExecSession, Manager } from "../core/types.ts";
+
+export interface ExecBody {
+  command: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  stdin?: string;
+  timeoutMs?: number;
+}
+
+export function execRequestFrom(body: ExecBody, stdinLimitBytes: number): ExecRequest {
+  const req: ExecRequest = { command: body.command, env: body.env, cwd: body.cwd, timeoutMs: body.timeoutMs };
+  if (body.stdin !== undefined) {
+    const bytes = Buffer.from(body.stdin, "base64");
+    if (bytes.length > stdinLimitBytes) throw new TooLargeError("stdin", stdinLimitBytes);
+    req.stdin = bytes;
+  }
+  return req;
+}
+
+export async function streamExec(
+  manager: Manager,
+  owner: string,
+  id: string,
+  execReq: ExecRequest,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  logger: Logger,
+): Promise<FastifyReply> {
+  // Errors before the command starts (404, 409 failed, 400) are ordinary error responses.
+  const session = await manager.exec(owner, id, execReq);
+  const out = new PassThrough();
+  let done = false;
+  reply.raw.on("close", () => {
+    if (!done) {
+      logger.info({ sandbox: id, owner, op: "exec" }, "client went away; killing the command");
+      session.kill();
+    }
+  });
+  void pump(session, out, logger.child({ sandbox: id, owner, op: "exec" })).finally(() => (done = true));
+  return reply.code(200).header("content-type", "application/x-ndjson").header("cache-control", "no-store").send(out);
+}
+
+async function pump(session: ExecSession, out: PassThrough, log: Logger): Promise<void> {
+  const frame = (obj: unknown) => out.write(`${JSON.stringify(obj)}\n`);
+  const forward = (stream: Readable, name: "stdout" | "stderr") => {
+    stream.on("data", (chunk: Buffer | string) => {
+      const ok = frame({ stream: name, data: Buffer.from(chunk).toString("base64") });
+      // Backpressure: a slow client slows the command's output instead of growing memory.
+      if (!ok) {
+        session.stdout.pause();
+        session.stderr.pause();
+        out.once("drain", () => {
+          session.stdout.resume();
+          session.stderr.resume();
+        });
+      }
+    });
+    return finished(stream).catch((err) => log.warn({ err, stream: name }, "output stream ended with an error"));
+  };
+  try {
+    const streams = Promise.all([forward(session.stdout, "stdout"), forward(session.stderr, "stderr")]);
+    const result = await session.result;
+    await streams;
+    frame({ exit: result });
+  } catch (err) {
+    const code = err instanceof SbxError ? err.code : "internal";
+    const message = err instanceof SbxError ? err.message : "internal error";
+    if (!(err instanceof SbxError)) log.error({ err }, "exec failed");
+    frame({ error: { code, message } });
+  } finally {
+    out.end();
+  }
+}

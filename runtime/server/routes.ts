@@ -1,0 +1,190 @@
+// The API's routes as one table: fastify registers them and the OpenAPI document is generated
+// from the same entries, so every served route is described and nothing described is missing.
+import type { Readable } from "node:stream";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { ConflictError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import type { CreateRequest, Manager } from "../core/types.ts";
+import { execRequestFrom, streamExec, type ExecBody } from "./exec.ts";
+import { limitUpload } from "./files.ts";
+import * as S from "./schemas.ts";
+
+export interface RouteContext {
+  manager: Manager;
+  logger: Logger;
+  limits: ServerLimits;
+}
+
+export interface ServerLimits {
+  /** JSON request bodies (create, exec incl. base64 stdin) */
+  jsonBodyBytes: number;
+  /** tar uploads */
+  uploadBytes: number;
+  /** decoded exec stdin */
+  stdinBytes: number;
+  /** longest wait a client may ask for */
+  maxWaitSeconds: number;
+}
+
+export const DEFAULT_LIMITS: ServerLimits = {
+  jsonBodyBytes: 8 * 1024 * 1024,
+  uploadBytes: 512 * 1024 * 1024,
+  stdinBytes: 4 * 1024 * 1024,
+  maxWaitSeconds: 3600,
+};
+
+type Handler = (ctx: RouteContext, req: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+
+export interface ResponseDoc {
+  description: string;
+  contentType?: string;
+  schema?: unknown;
+}
+
+export interface RouteDef {
+  method: "GET" | "POST" | "PUT" | "DELETE";
+  url: string;
+  operationId: string;
+  summary: string;
+  auth: boolean;
+  schema?: { body?: unknown; params?: unknown; querystring?: unknown };
+  /** non-JSON request body (tar upload) */
+  requestContentType?: string;
+  responses: Record<string, ResponseDoc>;
+  handler: Handler;
+}
+
+type P = { id: string };
+const sandboxOut: ResponseDoc = { description: "the sandbox", schema: S.sandboxSchema };
+const owner = (req: FastifyRequest) => req.owner;
+const params = (req: FastifyRequest) => req.params as P;
+
+/** Abort when the client goes away before we answered. */
+function abortOnClose(reply: FastifyReply): AbortSignal {
+  const ac = new AbortController();
+  reply.raw.on("close", () => {
+    if (!reply.raw.writableFinished) ac.abort(new Error("client closed the connection"));
+  });
+  return ac.signal;
+}
+
+export const sandboxRoutes: RouteDef[] = [
+  {
+    method: "POST", url: "/v1/sandboxes", operationId: "createSandbox", auth: true,
+    summary: "Create a sandbox. Returns at once (phase Pending) after admission; 429 with Retry-After when over budget.",
+    schema: { body: S.createBody },
+    responses: { "201": { description: "accepted", schema: S.sandboxSchema } },
+    handler: async ({ manager }, req, reply) => {
+      const body = (req.body ?? {}) as Omit<CreateRequest, "owner">;
+      const s = await manager.create({ ...body, owner: owner(req) } as CreateRequest);
+      return reply.code(201).send(s);
+    },
+  },
+  {
+    method: "GET", url: "/v1/sandboxes", operationId: "listSandboxes", auth: true,
+    summary: "List the caller's sandboxes.",
+    responses: { "200": { description: "the caller's sandboxes", schema: { type: "object", properties: { sandboxes: { type: "array", items: S.sandboxSchema } } } } },
+    handler: async ({ manager }, req) => ({ sandboxes: await manager.list({ owner: owner(req) }) }),
+  },
+  {
+    method: "GET", url: "/v1/sandboxes/:id", operationId: "getSandbox", auth: true,
+    summary: "Describe one sandbox (live state from the substrate).",
+    schema: { params: S.idParams },
+    responses: { "200": sandboxOut },
+    handler: async ({ manager }, req) => manager.get(owner(req), params(req).id),
+  },
+  {
+    method: "DELETE", url: "/v1/sandboxes/:id", operationId: "killSandbox", auth: true,
+    summary: "Kill a sandbox and everything in it; its capacity returns to admission.",
+    schema: { params: S.idParams },
+    responses: { "204": { description: "killed" } },
+    handler: async ({ manager }, req, reply) => {
+      await manager.kill(owner(req), params(req).id);
+      return reply.code(204).send();
+    },
+  },
+  {
+    method: "POST", url: "/v1/sandboxes/:id/wait", operationId: "waitSandbox", auth: true,
+    summary: "Block until the sandbox accepts exec; 409 failed when it became terminal, 504 on timeout.",
+    schema: { params: S.idParams, body: S.waitBody },
+    responses: { "200": sandboxOut },
+    handler: async ({ manager, limits }, req, reply) => {
+      const t = (req.body as { timeoutSeconds?: number } | null)?.timeoutSeconds ?? 60;
+      return manager.wait(owner(req), params(req).id, { timeoutMs: Math.min(t, limits.maxWaitSeconds) * 1000, signal: abortOnClose(reply) });
+    },
+  },
+  {
+    method: "POST", url: "/v1/sandboxes/:id/exec", operationId: "execSandbox", auth: true,
+    summary: "Run a command; output streams back as NDJSON frames while it runs, then the exit frame.",
+    schema: { params: S.idParams, body: S.execBody },
+    responses: { "200": { description: "NDJSON frames", contentType: "application/x-ndjson", schema: S.execFrameSchema } },
+    handler: async ({ manager, logger, limits }, req, reply) =>
+      streamExec(manager, owner(req), params(req).id, execRequestFrom(req.body as ExecBody, limits.stdinBytes), req, reply, logger),
+  },
+  {
+    method: "PUT", url: "/v1/sandboxes/:id/files", operationId: "putFiles", auth: true,
+    summary: "Unpack a tar archive (the request body, streamed) into the directory `path` in the sandbox.",
+    schema: { params: S.idParams, querystring: S.filesQuery },
+    requestContentType: "application/x-tar",
+    responses: { "204": { description: "unpacked" } },
+    handler: async ({ manager, limits }, req, reply) => {
+      const { stream, check } = limitUpload(req.body as Readable, req.headers["content-length"], limits.uploadBytes);
+      try {
+        await manager.putArchive(owner(req), params(req).id, (req.query as { path: string }).path, stream);
+      } catch (err) {
+        throw check(err);
+      }
+      return reply.code(204).send();
+    },
+  },
+  {
+    method: "GET", url: "/v1/sandboxes/:id/files", operationId: "getFiles", auth: true,
+    summary: "Stream the file or directory `path` out of the sandbox as a tar archive.",
+    schema: { params: S.idParams, querystring: S.filesQuery },
+    responses: { "200": { description: "tar archive", contentType: "application/x-tar" } },
+    handler: async ({ manager }, req, reply) => {
+      const tar = await manager.getArchive(owner(req), params(req).id, (req.query as { path: string }).path);
+      return reply.type("application/x-tar").send(tar);
+    },
+  },
+  {
+    method: "GET", url: "/v1/sandboxes/:id/logs", operationId: "sandboxLogs", auth: true,
+    summary: "The sandbox's own output (its main process), optionally followed.",
+    schema: { params: S.idParams, querystring: S.logsQuery },
+    responses: { "200": { description: "log text", contentType: "text/plain" } },
+    handler: async ({ manager }, req, reply) => {
+      const q = req.query as { follow?: boolean; tailLines?: number };
+      const logs = await manager.logs(owner(req), params(req).id, { follow: q.follow, tailLines: q.tailLines });
+      return reply.type("text/plain; charset=utf-8").send(logs);
+    },
+  },
+  {
+    method: "POST", url: "/v1/sandboxes/:id/pause", operationId: "pauseSandbox", auth: true,
+    summary: "Snapshot the sandbox and release its compute (409 when the backend cannot pause).",
+    schema: { params: S.idParams },
+    responses: { "200": sandboxOut },
+    handler: async ({ manager }, req) => {
+      if (!manager.pause) throw new ConflictError("pause is not supported by this service");
+      return manager.pause(owner(req), params(req).id);
+    },
+  },
+  {
+    method: "POST", url: "/v1/sandboxes/:id/resume", operationId: "resumeSandbox", auth: true,
+    summary: "Restore a paused sandbox (admission applies again: 429 when over budget).",
+    schema: { params: S.idParams },
+    responses: { "200": sandboxOut },
+    handler: async ({ manager }, req) => {
+      if (!manager.resume) throw new ConflictError("resume is not supported by this service");
+      return manager.resume(owner(req), params(req).id);
+    },
+  },
+  {
+    method: "GET", url: "/v1/pool", operationId: "poolStatus", auth: true,
+    summary: "Warm pool state per (profile, size); 409 when the backend has no pool.",
+    responses: { "200": { description: "pools", schema: S.poolSchema } },
+    handler: async ({ manager }) => {
+      if (!manager.poolStatus) throw new ConflictError("this service's backend has no warm pool");
+      return { pools: await manager.poolStatus() };
+    },
+  },
+];
