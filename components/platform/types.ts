@@ -1,0 +1,79 @@
+// The typed, validated stack config. Produced once by validatePlatformConfig; every other
+// module reads this object, never raw config.
+import type { InstanceNetworkLimits } from "../cluster/maxPods.ts";
+
+export type PlatformMode = "eks" | "existing-cluster";
+
+export interface NodeGroupConfig {
+  name: string;
+  instanceType: string;
+  minSize: number;
+  maxSize: number;
+  /** initial size only: after creation the autoscaler (or an operator) owns it */
+  desiredSize: number;
+  diskSizeGiB: number;
+  networkLimits?: InstanceNetworkLimits;
+}
+
+export interface SizeClassConfig {
+  cpuRequest: string;
+  cpuLimit: string;
+  memoryRequest: string;
+  memoryLimit: string;
+  workspace: string;
+  tmp: string;
+  pids: number;
+}
+
+/** One allowed egress destination for sandboxes: an IP range or in-cluster pods. */
+export type EgressRule =
+  | { kind: "cidr"; cidr: string; ports: number[] }
+  | { kind: "pods"; namespace: string; podLabels: Record<string, string>; ports: number[] };
+
+export type NetworkConfig =
+  | { mode: "create"; cidr: string; azCount: number; natGateways: "single" | "perAz" }
+  | { mode: "existing"; vpcId: string; cidr: string; privateSubnetIds: string[]; publicSubnetIds: string[] };
+
+export interface PlatformConfig {
+  name: string;
+  mode: PlatformMode;
+  cluster: {
+    version: string;
+    admins: string[];
+    logTypes: string[];
+    endpointPublicAccess: boolean;
+    endpointPrivateAccess: boolean;
+    publicAccessCidrs: string[];
+  };
+  network: NetworkConfig;
+  vpcCni: { prefixDelegation: boolean; warmPrefixTarget: number; networkPolicy: boolean };
+  nodeGroups: { system: NodeGroupConfig; sandbox: NodeGroupConfig[]; gpu?: NodeGroupConfig };
+  prePullImages: boolean;
+  images: { profiles: string[]; tag: string; catalog: Record<string, string> };
+  snapshots: { enabled: boolean; retentionDays: number };
+  outputs: { expirationDays: number };
+  namespaces: { sandbox: string; runtime: string };
+  sizeClasses: Record<string, SizeClassConfig>;
+  budget: { cpu: string; memory: string; pods?: number };
+  defaults: {
+    profile: string;
+    size: string;
+    ttlSeconds: number;
+    maxTtlSeconds: number;
+    idleTimeoutSeconds: number;
+    finishedGraceSeconds: number;
+  };
+  warmPool: { profile: string; size: string; count: number }[];
+  egress: EgressRule[];
+  runtime: {
+    /** prebuilt runtime image; when unset the bundled runtime runs on `nodeImage` */
+    image?: string;
+    nodeImage: string;
+    managerReplicas: number;
+    controllerReplicas: number;
+    cpu: string;
+    memory: string;
+    runtimeClassName?: string;
+    credentialDurationSeconds: number;
+  };
+}

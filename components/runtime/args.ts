@@ -1,0 +1,51 @@
+// Arguments of the Runtime component (`sbx:runtime:Runtime`).
+import type * as pulumi from "@pulumi/pulumi";
+import type { SizeClassConfig } from "../platform/types.ts";
+import type { RuntimeBundle } from "./bundle.ts";
+
+/** How the runtime's code reaches the pods. */
+export type RuntimeDelivery =
+  /** the esbuild bundle in a ConfigMap, run by a public Node image (no image build needed) */
+  | { kind: "bundle"; bundle: RuntimeBundle; nodeImage: string }
+  /** a prebuilt image whose entrypoint is the runtime (`sbx:runtime.image`) */
+  | { kind: "image"; image: string };
+
+/** Values that end up in the runtime's config.json; Outputs where they come from AWS. */
+export interface RuntimeSettings {
+  sizeClasses: Record<string, SizeClassConfig>;
+  /** admission budget; the same numbers as the namespace ResourceQuota requests */
+  budget: { cpu: string; memory: string };
+  defaults: { profile: string; size: string; ttlSeconds: number; maxTtlSeconds: number; idleTimeoutSeconds: number; finishedGraceSeconds: number };
+  warmPool: { profile: string; size: string; count: number }[];
+  /** RuntimeClass for sandbox pods (e.g. gVisor). Default: none. */
+  runtimeClassName?: string;
+}
+
+export interface RuntimeArgs {
+  /** Kubernetes provider of the target cluster. Required. */
+  provider: pulumi.ProviderResource;
+  /** Namespace the manager and controller run in; created here. Default in config: "sbx-system". */
+  namespace: string;
+  /** The sandbox namespace (Tenancy creates it); the runtime's Roles live there. */
+  sandboxNamespace: string;
+  delivery: RuntimeDelivery;
+  /** Manager replicas (stateless HTTP API). Default in config: 2. */
+  managerReplicas: number;
+  /** Controller replicas; one leads via the Lease, the rest stand by. Default in config: 2. */
+  controllerReplicas: number;
+  /** CPU request and memory request/limit per runtime container. Defaults: "500m", "512Mi". */
+  resources: { cpu: string; memory: string };
+  settings: RuntimeSettings;
+  /** profile -> image reference for the image catalog ConfigMap. */
+  catalog: pulumi.Input<Record<string, pulumi.Input<string>>>;
+  /** owner -> plaintext API token (a secret). Only sha256 hashes reach the cluster. Default: {}. */
+  apiTokens?: pulumi.Input<Record<string, string>>;
+  /** Per-sandbox S3 credentials; unset in existing-cluster mode. */
+  credentials?: { baseRoleArn: pulumi.Input<string>; bucket: pulumi.Input<string>; region: pulumi.Input<string>; durationSeconds: number };
+  /** Snapshot registry; unset when snapshots are disabled. */
+  snapshots?: { repositoryUrl: pulumi.Input<string>; retentionDays: number };
+  /** EKS Pod Identity for the manager's service account; unset outside EKS. */
+  podIdentity?: { clusterName: pulumi.Input<string>; roleArn: pulumi.Input<string> };
+  /** nodeSelector for runtime pods (the system node group in eks mode). Default: none. */
+  nodeSelector?: Record<string, string>;
+}

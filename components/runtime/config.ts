@@ -1,0 +1,78 @@
+// The runtime's config.json and tokens.json, built from plain values. Pure. The component
+// resolves AWS Outputs first, then calls these; the result always passes the runtime's
+// own validateRuntimeConfig, so a config the runtime would reject fails at preview.
+import { createHash } from "node:crypto";
+import { validateRuntimeConfig, type RuntimeConfigInput } from "../../runtime/config/schema.ts";
+import { ValidationError } from "../../runtime/core/errors.ts";
+import type { RuntimeSettings } from "./args.ts";
+
+export const PATHS = {
+  configDir: "/etc/sbx/config",
+  config: "/etc/sbx/config/config.json",
+  catalogDir: "/etc/sbx/catalog",
+  catalog: "/etc/sbx/catalog/catalog.json",
+  tokensDir: "/etc/sbx/tokens",
+  tokens: "/etc/sbx/tokens/tokens.json",
+} as const;
+export const HTTP_PORT = 8080;
+export const LEASE_NAME = "sbx-controller";
+
+export interface RuntimeConfigValues {
+  settings: RuntimeSettings;
+  namespace: string;
+  sandboxNamespace: string;
+  catalog: Record<string, string>;
+  credentials?: { baseRoleArn: string; bucket: string; region: string; durationSeconds: number };
+  snapshots?: { repositoryUrl: string; retentionDays: number };
+}
+
+export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
+  const s = v.settings;
+  const cfg: RuntimeConfigInput = {
+    platform: "kubernetes",
+    listen: { host: "0.0.0.0", port: HTTP_PORT },
+    sizeClasses: structuredClone(s.sizeClasses),
+    budget: { ...s.budget },
+    defaults: { ...s.defaults },
+    warmPool: s.warmPool.map((p) => ({ ...p })),
+    catalog: { ...v.catalog },
+    catalogPath: PATHS.catalog,
+    tokensPath: PATHS.tokens,
+    kubernetes: {
+      namespace: v.sandboxNamespace,
+      runtimeNamespace: v.namespace,
+      leaseName: LEASE_NAME,
+      ...(s.runtimeClassName ? { runtimeClassName: s.runtimeClassName } : {}),
+    },
+  };
+  if (v.credentials) cfg.credentials = { ...v.credentials };
+  if (v.snapshots) {
+    const slash = v.snapshots.repositoryUrl.indexOf("/");
+    if (slash <= 0) throw new ValidationError("snapshots.repositoryUrl", v.snapshots.repositoryUrl, "expected <registry>/<repository>");
+    cfg.snapshots = {
+      registry: v.snapshots.repositoryUrl.slice(0, slash),
+      repository: v.snapshots.repositoryUrl.slice(slash + 1),
+      retentionDays: v.snapshots.retentionDays,
+    };
+  }
+  validateRuntimeConfig(cfg);
+  return cfg;
+}
+
+/** owner -> token becomes sha256(token) hex -> owner: the runtime's tokensPath format. */
+export function hashTokens(tokens: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [owner, token] of Object.entries(tokens)) {
+    if (typeof token !== "string" || token.length < 16) {
+      throw new ValidationError(`sbx:apiTokens.${owner}`, "(secret)", "use a random token of at least 16 characters, e.g. `openssl rand -hex 32`");
+    }
+    const hash = createHash("sha256").update(token).digest("hex");
+    if (out[hash]) throw new ValidationError(`sbx:apiTokens.${owner}`, "(secret)", `same token as owner ${out[hash]}; give every owner its own token`);
+    out[hash] = owner;
+  }
+  return out;
+}
+
+export function sha256Hex(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
+}

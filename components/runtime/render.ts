@@ -1,0 +1,219 @@
+// Every Kubernetes object the runtime needs, as plain data. Pure. `S` is the type of the few
+// values that come from other resources (config JSON, hashes): plain strings in tests and
+// the dry-run, Pulumi Outputs in the component.
+import { managerSandboxNamespaceRules, runtimeNamespaceRules, sandboxCrd, type PolicyRule } from "../../runtime/k8s/contract.ts";
+import { partOf, restrictedContainerSecurity, restrictedPodSecurity, type K8sObject } from "../shared/k8s.ts";
+import type { RuntimeDelivery } from "./args.ts";
+import { BUNDLE_FILE } from "./bundle.ts";
+import { HTTP_PORT, LEASE_NAME, PATHS } from "./config.ts";
+
+export const NAMES = {
+  manager: "sbx-manager",
+  controller: "sbx-controller",
+  config: "sbx-config",
+  catalog: "sbx-catalog",
+  tokens: "sbx-api-tokens",
+  bundlePrefix: "sbx-runtime-",
+} as const;
+export const ANNOTATION_RUNTIME_SHA = "sbx.dev/runtime-sha256";
+export const ANNOTATION_CONFIG_SHA = "sbx.dev/config-sha256";
+const RUNTIME_DIR = "/opt/sbx";
+
+export type Role = "manager" | "controller";
+
+export interface RuntimeRenderInput<S = string> {
+  namespace: string;
+  sandboxNamespace: string;
+  delivery: RuntimeDelivery;
+  managerReplicas: number;
+  controllerReplicas: number;
+  resources: { cpu: string; memory: string };
+  nodeSelector?: Record<string, string>;
+  configJson: S;
+  catalogJson: S;
+  tokensJson: S;
+  /** sha256 of config.json + catalog: a config change rolls the pods */
+  configSha: S;
+}
+
+export function bundleConfigMapName(sha256: string): string {
+  return `${NAMES.bundlePrefix}${sha256.slice(0, 12)}`;
+}
+
+export function renderNamespace(namespace: string): K8sObject {
+  const psa = { "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest" };
+  return { apiVersion: "v1", kind: "Namespace", metadata: { name: namespace, labels: { ...partOf("runtime"), ...psa } } };
+}
+
+export function renderCrd(): K8sObject {
+  return sandboxCrd() as K8sObject;
+}
+
+/** ServiceAccounts, Roles and RoleBindings: namespaced only, rules straight from contract.ts. */
+export function renderRbac(namespace: string, sandboxNamespace: string): K8sObject[] {
+  const out: K8sObject[] = [];
+  for (const role of ["manager", "controller"] as const) {
+    const name = NAMES[role];
+    out.push({ apiVersion: "v1", kind: "ServiceAccount", metadata: { name, namespace, labels: partOf(role) } });
+    out.push(...roleWithBinding(`${name}-sandboxes`, sandboxNamespace, managerSandboxNamespaceRules(), name, namespace, role));
+    out.push(...roleWithBinding(`${name}-runtime`, namespace, runtimeNamespaceRules(), name, namespace, role));
+  }
+  return out;
+}
+
+function roleWithBinding(name: string, ns: string, rules: PolicyRule[], sa: string, saNs: string, role: Role): K8sObject[] {
+  const labels = partOf(role);
+  return [
+    { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", metadata: { name, namespace: ns, labels }, rules: rules.map((r) => ({ ...r })) },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: { name, namespace: ns, labels },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name },
+      subjects: [{ kind: "ServiceAccount", name: sa, namespace: saNs }],
+    },
+  ];
+}
+
+export function renderConfigObjects<S>(input: RuntimeRenderInput<S>): K8sObject[] {
+  const ns = input.namespace;
+  const out: K8sObject[] = [
+    { apiVersion: "v1", kind: "ConfigMap", metadata: { name: NAMES.config, namespace: ns, labels: partOf("runtime") }, data: { "config.json": input.configJson } },
+    { apiVersion: "v1", kind: "ConfigMap", metadata: { name: NAMES.catalog, namespace: ns, labels: partOf("runtime") }, data: { "catalog.json": input.catalogJson } },
+    { apiVersion: "v1", kind: "Secret", metadata: { name: NAMES.tokens, namespace: ns, labels: partOf("runtime") }, type: "Opaque", stringData: { "tokens.json": input.tokensJson } },
+  ];
+  if (input.delivery.kind === "bundle") {
+    const b = input.delivery.bundle;
+    out.push({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: bundleConfigMapName(b.sha256), namespace: ns, labels: partOf("runtime"), annotations: { [ANNOTATION_RUNTIME_SHA]: b.sha256 } },
+      immutable: true,
+      binaryData: { [`${BUNDLE_FILE}.gz`]: b.gzBase64 },
+    });
+  }
+  return out;
+}
+
+export function renderDeployment<S>(input: RuntimeRenderInput<S>, role: Role): K8sObject {
+  const name = NAMES[role];
+  const selector = { "app.kubernetes.io/name": name };
+  const d = input.delivery;
+  const volumes: Record<string, unknown>[] = [
+    { name: "config", configMap: { name: NAMES.config } },
+    { name: "catalog", configMap: { name: NAMES.catalog } },
+    { name: "tokens", secret: { secretName: NAMES.tokens, defaultMode: 0o440 } },
+    { name: "tmp", emptyDir: { sizeLimit: "256Mi" } },
+  ];
+  const mounts: Record<string, unknown>[] = [
+    { name: "config", mountPath: PATHS.configDir, readOnly: true },
+    { name: "catalog", mountPath: PATHS.catalogDir, readOnly: true },
+    { name: "tokens", mountPath: PATHS.tokensDir, readOnly: true },
+    { name: "tmp", mountPath: "/tmp" },
+  ];
+  const env: Record<string, unknown>[] = [
+    { name: "SBX_ROLE", value: role },
+    { name: "SBX_CONFIG", value: PATHS.config },
+    { name: "SBX_LEASE_NAME", value: LEASE_NAME },
+    { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+    { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+    { name: "NODE_ENV", value: "production" },
+  ];
+  const security = restrictedContainerSecurity();
+  const resources = { requests: { cpu: input.resources.cpu, memory: input.resources.memory }, limits: { memory: input.resources.memory } };
+  const initContainers: Record<string, unknown>[] = [];
+  let image: string;
+  let command: string[] | undefined;
+  const annotations: Record<string, unknown> = { [ANNOTATION_CONFIG_SHA]: input.configSha };
+  if (d.kind === "bundle") {
+    image = d.nodeImage;
+    annotations[ANNOTATION_RUNTIME_SHA] = d.bundle.sha256;
+    volumes.push({ name: "bundle", configMap: { name: bundleConfigMapName(d.bundle.sha256) } }, { name: "runtime", emptyDir: { sizeLimit: "64Mi" } });
+    mounts.push({ name: "runtime", mountPath: RUNTIME_DIR, readOnly: true });
+    // gunzip the ConfigMap into an emptyDir once per pod; the main container mounts it read-only
+    initContainers.push({
+      name: "unpack",
+      image,
+      command: ["node", "-e", `require("fs").writeFileSync("${RUNTIME_DIR}/${BUNDLE_FILE}", require("zlib").gunzipSync(require("fs").readFileSync("/bundle/${BUNDLE_FILE}.gz")))`],
+      volumeMounts: [{ name: "bundle", mountPath: "/bundle", readOnly: true }, { name: "runtime", mountPath: RUNTIME_DIR }],
+      resources: { requests: { cpu: "50m", memory: "64Mi" }, limits: { memory: "128Mi" } },
+      securityContext: security,
+    });
+    command = ["node", `${RUNTIME_DIR}/${BUNDLE_FILE}`, role];
+  } else {
+    image = d.image;
+  }
+  const container: Record<string, unknown> = {
+    name: role,
+    image,
+    ...(command ? { command } : { args: [role] }),
+    env,
+    ports: [{ name: "http", containerPort: HTTP_PORT, protocol: "TCP" }],
+    volumeMounts: mounts,
+    resources,
+    securityContext: security,
+  };
+  if (role === "manager") {
+    container.readinessProbe = { httpGet: { path: "/readyz", port: "http" }, periodSeconds: 5, failureThreshold: 3 };
+    container.livenessProbe = { httpGet: { path: "/healthz", port: "http" }, initialDelaySeconds: 10, periodSeconds: 10, failureThreshold: 3 };
+  }
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name, namespace: input.namespace, labels: { ...partOf(role), ...selector } },
+    spec: {
+      replicas: role === "manager" ? input.managerReplicas : input.controllerReplicas,
+      selector: { matchLabels: selector },
+      strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
+      template: {
+        metadata: { labels: { ...partOf(role), ...selector }, annotations },
+        spec: {
+          serviceAccountName: name,
+          securityContext: restrictedPodSecurity(),
+          ...(input.nodeSelector ? { nodeSelector: { ...input.nodeSelector } } : {}),
+          topologySpreadConstraints: [{ maxSkew: 1, topologyKey: "kubernetes.io/hostname", whenUnsatisfiable: "ScheduleAnyway", labelSelector: { matchLabels: selector } }],
+          terminationGracePeriodSeconds: 30,
+          ...(initContainers.length ? { initContainers } : {}),
+          containers: [container],
+          volumes,
+        },
+      },
+    },
+  };
+}
+
+export function renderService(namespace: string): K8sObject {
+  const selector = { "app.kubernetes.io/name": NAMES.manager };
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { name: NAMES.manager, namespace, labels: partOf("manager") },
+    spec: { type: "ClusterIP", selector, ports: [{ name: "http", port: 80, targetPort: "http", protocol: "TCP" }] },
+  };
+}
+
+/** One voluntary disruption at a time; never 0 available when there are 2+ replicas. */
+export function renderPdb(namespace: string, role: Role, replicas: number): K8sObject {
+  const name = NAMES[role];
+  return {
+    apiVersion: "policy/v1",
+    kind: "PodDisruptionBudget",
+    metadata: { name, namespace, labels: partOf(role) },
+    spec: { ...(replicas > 1 ? { minAvailable: 1 } : { maxUnavailable: 1 }), selector: { matchLabels: { "app.kubernetes.io/name": name } } },
+  };
+}
+
+/** Everything, in apply order. The dry-run test sends exactly this list. */
+export function renderRuntime<S>(input: RuntimeRenderInput<S>): K8sObject[] {
+  return [
+    renderNamespace(input.namespace),
+    renderCrd(),
+    ...renderRbac(input.namespace, input.sandboxNamespace),
+    ...renderConfigObjects(input),
+    renderDeployment(input, "manager"),
+    renderDeployment(input, "controller"),
+    renderService(input.namespace),
+    renderPdb(input.namespace, "manager", input.managerReplicas),
+    renderPdb(input.namespace, "controller", input.controllerReplicas),
+  ];
+}

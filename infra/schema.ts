@@ -1,0 +1,325 @@
+// Stack config schema: raw `sbx:*` values in, one typed PlatformConfig out. Pure: infra/config.ts
+// reads the values with pulumi.Config and hands them here. Every error names the key
+// (`sbx:<path>`), the bad value and the fix, and is thrown before any resource exists.
+import { ValidationError } from "../runtime/core/errors.ts";
+import { parseCpu, parseMemory } from "../runtime/core/quantity.ts";
+import { DEFAULT_SIZE_CLASSES } from "../runtime/config/schema.ts";
+import { resolveInstanceLimits } from "../components/cluster/maxPods.ts";
+import { cidrContains, parseCidr } from "../components/shared/cidr.ts";
+import { bool, int, isPlainObject, list, obj, oneOf, optStr, quantity, str, strList, type Raw } from "./readers.ts";
+import type { EgressRule, NetworkConfig, NodeGroupConfig, PlatformConfig, SizeClassConfig } from "../components/platform/types.ts";
+
+/** Every top-level key under the `sbx` config namespace. Secrets are read as secrets. */
+export const CONFIG_KEYS = [
+  "name", "mode", "cluster", "network", "vpcCni", "nodeGroups", "prePullImages", "images", "snapshots", "outputs",
+  "namespaces", "sizeClasses", "budget", "defaults", "warmPool", "egress", "runtime",
+] as const;
+export const SECRET_CONFIG_KEYS = ["kubeconfig", "apiTokens"] as const;
+
+const DNS_LABEL = { re: /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, fix: "use a DNS label: lowercase letters, digits and '-', at most 63 characters" };
+const NAME = { re: /^[a-z][a-z0-9-]{1,30}[a-z0-9]$/, fix: "use 3-32 lowercase letters, digits and '-', starting with a letter" };
+const K8S_VERSION = { re: /^1\.\d{2}$/, fix: 'pin a minor version such as "1.33"' };
+const IAM_PRINCIPAL = { re: /^arn:aws[a-z-]*:iam::\d{12}:(role|user)\/[\w+=,.@/-]+$/, fix: "use an IAM role or user ARN such as arn:aws:iam::123456789012:role/Admin" };
+const LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"] as const;
+const K = (path: string) => `sbx:${path}`;
+
+export function validatePlatformConfig(raw: Raw): PlatformConfig {
+  for (const key of Object.keys(raw)) {
+    if (!(CONFIG_KEYS as readonly string[]).includes(key) && !(SECRET_CONFIG_KEYS as readonly string[]).includes(key)) {
+      throw new ValidationError(K(key), raw[key], `unknown key; use one of: ${[...CONFIG_KEYS, ...SECRET_CONFIG_KEYS].join(", ")}`);
+    }
+  }
+  const mode = oneOf(K("mode"), raw.mode, ["eks", "existing-cluster"] as const, "eks");
+  const namespaces = readNamespaces(raw.namespaces);
+  const sizeClasses = readSizeClasses(raw.sizeClasses);
+  const images = readImages(raw.images, mode);
+  const cfg: PlatformConfig = {
+    name: str(K("name"), raw.name, "sbx", NAME),
+    mode,
+    cluster: readCluster(raw.cluster),
+    network: readNetwork(raw.network),
+    vpcCni: readVpcCni(raw.vpcCni),
+    nodeGroups: readNodeGroups(raw.nodeGroups),
+    prePullImages: bool(K("prePullImages"), raw.prePullImages, true),
+    images,
+    snapshots: readSnapshots(raw.snapshots),
+    outputs: readOutputs(raw.outputs),
+    namespaces,
+    sizeClasses,
+    budget: readBudget(raw.budget),
+    defaults: readDefaults(raw.defaults, sizeClasses, images.profiles),
+    warmPool: readWarmPool(raw.warmPool, sizeClasses, images.profiles),
+    egress: readEgress(raw.egress, namespaces.sandbox),
+    runtime: readRuntime(raw.runtime),
+  };
+  if (mode === "existing-cluster" && !raw.kubeconfig) {
+    throw new ValidationError(K("kubeconfig"), raw.kubeconfig, "existing-cluster mode needs the cluster's kubeconfig: `pulumi config set --secret sbx:kubeconfig \"$(cat ~/.kube/config)\"`");
+  }
+  return cfg;
+}
+
+function readCluster(v: unknown): PlatformConfig["cluster"] {
+  const o = obj(K("cluster"), v, ["version", "admins", "logTypes", "endpointPublicAccess", "endpointPrivateAccess", "publicAccessCidrs"]);
+  const logTypes = strList(K("cluster.logTypes"), o.logTypes, ["api", "audit", "authenticator"]);
+  logTypes.forEach((t, i) => oneOf(K(`cluster.logTypes[${i}]`), t, LOG_TYPES, "api"));
+  const publicAccessCidrs = strList(K("cluster.publicAccessCidrs"), o.publicAccessCidrs, ["0.0.0.0/0"]);
+  publicAccessCidrs.forEach((c, i) => parseCidr(K(`cluster.publicAccessCidrs[${i}]`), c));
+  const endpointPublicAccess = bool(K("cluster.endpointPublicAccess"), o.endpointPublicAccess, true);
+  const endpointPrivateAccess = bool(K("cluster.endpointPrivateAccess"), o.endpointPrivateAccess, true);
+  if (!endpointPublicAccess && !endpointPrivateAccess) {
+    throw new ValidationError(K("cluster.endpointPrivateAccess"), false, "at least one of endpointPublicAccess and endpointPrivateAccess must be true");
+  }
+  return {
+    version: str(K("cluster.version"), o.version, "1.33", K8S_VERSION),
+    admins: strList(K("cluster.admins"), o.admins, [], IAM_PRINCIPAL),
+    logTypes,
+    endpointPublicAccess,
+    endpointPrivateAccess,
+    publicAccessCidrs,
+  };
+}
+
+function readNetwork(v: unknown): NetworkConfig {
+  const o = obj(K("network"), v, ["mode", "cidr", "azCount", "natGateways", "vpcId", "privateSubnetIds", "publicSubnetIds"]);
+  const mode = oneOf(K("network.mode"), o.mode, ["create", "existing"] as const, "create");
+  const cidr = str(K("network.cidr"), o.cidr, "10.0.0.0/16");
+  const parsed = parseCidr(K("network.cidr"), cidr);
+  if (mode === "existing") {
+    const subnets = { re: /^subnet-[0-9a-f]{8,17}$/, fix: 'use subnet ids such as "subnet-0abc12345def67890"' };
+    const privateSubnetIds = strList(K("network.privateSubnetIds"), o.privateSubnetIds, undefined, subnets);
+    if (privateSubnetIds.length < 2) {
+      throw new ValidationError(K("network.privateSubnetIds"), privateSubnetIds, "list private subnets in at least 2 availability zones");
+    }
+    return {
+      mode,
+      cidr,
+      vpcId: str(K("network.vpcId"), o.vpcId, undefined, { re: /^vpc-[0-9a-f]{8,17}$/, fix: 'use a VPC id such as "vpc-0abc12345def67890"' }),
+      privateSubnetIds,
+      publicSubnetIds: strList(K("network.publicSubnetIds"), o.publicSubnetIds, [], subnets),
+    };
+  }
+  if (parsed.prefix > 20) throw new ValidationError(K("network.cidr"), cidr, "use a /20 or larger network (e.g. 10.0.0.0/16): node subnets need room for /28 pod prefixes");
+  return {
+    mode,
+    cidr,
+    azCount: int(K("network.azCount"), o.azCount, 2, 2, 6),
+    natGateways: oneOf(K("network.natGateways"), o.natGateways, ["single", "perAz"] as const, "single"),
+  };
+}
+
+function readVpcCni(v: unknown): PlatformConfig["vpcCni"] {
+  const o = obj(K("vpcCni"), v, ["prefixDelegation", "warmPrefixTarget", "networkPolicy"]);
+  const networkPolicy = bool(K("vpcCni.networkPolicy"), o.networkPolicy, true);
+  if (!networkPolicy) {
+    throw new ValidationError(K("vpcCni.networkPolicy"), false, "sandbox isolation relies on NetworkPolicy enforcement; remove the key or set it to true");
+  }
+  return {
+    prefixDelegation: bool(K("vpcCni.prefixDelegation"), o.prefixDelegation, true),
+    warmPrefixTarget: int(K("vpcCni.warmPrefixTarget"), o.warmPrefixTarget, 1, 0, 16),
+    networkPolicy,
+  };
+}
+
+function readNodeGroup(key: string, v: unknown, def: Omit<NodeGroupConfig, "name">, name: string): NodeGroupConfig {
+  const o = obj(key, v, ["name", "instanceType", "minSize", "maxSize", "desiredSize", "diskSizeGiB", "networkLimits"]);
+  const instanceType = str(`${key}.instanceType`, o.instanceType, def.instanceType);
+  let networkLimits: NodeGroupConfig["networkLimits"];
+  if (o.networkLimits !== undefined) {
+    const n = obj(`${key}.networkLimits`, o.networkLimits, ["vcpus", "maxEnis", "ipsPerEni"]);
+    networkLimits = {
+      vcpus: int(`${key}.networkLimits.vcpus`, n.vcpus, undefined, 1, 1024),
+      maxEnis: int(`${key}.networkLimits.maxEnis`, n.maxEnis, undefined, 1, 100),
+      ipsPerEni: int(`${key}.networkLimits.ipsPerEni`, n.ipsPerEni, undefined, 2, 100),
+    };
+  }
+  resolveInstanceLimits(`${key}.instanceType`, instanceType, networkLimits);
+  const minSize = int(`${key}.minSize`, o.minSize, def.minSize, 0, 1000);
+  const maxSize = int(`${key}.maxSize`, o.maxSize, Math.max(def.maxSize, minSize), 1, 1000);
+  if (maxSize < minSize) throw new ValidationError(`${key}.maxSize`, maxSize, `must be at least minSize (${minSize})`);
+  const desiredSize = int(`${key}.desiredSize`, o.desiredSize, Math.min(Math.max(def.desiredSize, minSize), maxSize), 0, 1000);
+  if (desiredSize < minSize || desiredSize > maxSize) {
+    throw new ValidationError(`${key}.desiredSize`, desiredSize, `must be between minSize (${minSize}) and maxSize (${maxSize})`);
+  }
+  return {
+    name: str(`${key}.name`, o.name, name, DNS_LABEL),
+    instanceType,
+    minSize,
+    maxSize,
+    desiredSize,
+    diskSizeGiB: int(`${key}.diskSizeGiB`, o.diskSizeGiB, def.diskSizeGiB, 20, 16384),
+    ...(networkLimits ? { networkLimits } : {}),
+  };
+}
+
+function readNodeGroups(v: unknown): PlatformConfig["nodeGroups"] {
+  const o = obj(K("nodeGroups"), v, ["system", "sandbox", "gpu"]);
+  const system = readNodeGroup(K("nodeGroups.system"), o.system, { instanceType: "m7i.large", minSize: 2, maxSize: 4, desiredSize: 2, diskSizeGiB: 50 }, "system");
+  const sandboxRaw = list(K("nodeGroups.sandbox"), o.sandbox, [{}]);
+  if (sandboxRaw.length === 0) throw new ValidationError(K("nodeGroups.sandbox"), [], "define at least one sandbox node group");
+  const sandbox = sandboxRaw.map((g, i) =>
+    readNodeGroup(K(`nodeGroups.sandbox[${i}]`), g, { instanceType: "m7i.xlarge", minSize: 1, maxSize: 10, desiredSize: 2, diskSizeGiB: 100 }, i === 0 ? "sandbox" : `sandbox-${i}`),
+  );
+  const names = [system.name, ...sandbox.map((g) => g.name)];
+  names.forEach((n, i) => {
+    if (names.indexOf(n) !== i) throw new ValidationError(K(`nodeGroups.sandbox[${i - 1}].name`), n, "node group names must be unique; rename this group");
+  });
+  const gpu = o.gpu === undefined || o.gpu === null ? undefined
+    : readNodeGroup(K("nodeGroups.gpu"), o.gpu, { instanceType: "g5.xlarge", minSize: 0, maxSize: 2, desiredSize: 0, diskSizeGiB: 200 }, "gpu");
+  return { system, sandbox, ...(gpu ? { gpu } : {}) };
+}
+
+function readImages(v: unknown, mode: PlatformConfig["mode"]): PlatformConfig["images"] {
+  const o = obj(K("images"), v, ["profiles", "tag", "catalog"]);
+  const profiles = strList(K("images.profiles"), o.profiles, ["base", "data", "web", "ml", "rl"], DNS_LABEL);
+  if (profiles.length === 0) throw new ValidationError(K("images.profiles"), [], "list at least one image profile (e.g. base)");
+  const catalog: Record<string, string> = {};
+  if (o.catalog !== undefined) {
+    if (!isPlainObject(o.catalog)) throw new ValidationError(K("images.catalog"), o.catalog, 'use a map of profile to image, e.g. {"base": "python:3.12-slim"}');
+    for (const [p, img] of Object.entries(o.catalog)) {
+      if (!profiles.includes(p)) throw new ValidationError(K(`images.catalog.${p}`), img, `not a profile; add it to images.profiles (${profiles.join(", ")}) or remove it`);
+      catalog[p] = str(K(`images.catalog.${p}`), img);
+    }
+  }
+  if (mode === "existing-cluster") {
+    const missing = profiles.filter((p) => !catalog[p]);
+    if (missing.length) throw new ValidationError(K("images.catalog"), o.catalog, `existing-cluster mode creates no registries; give an image for every profile (missing: ${missing.join(", ")})`);
+  }
+  return { profiles, tag: str(K("images.tag"), o.tag, "v1", { re: /^[\w][\w.-]{0,127}$/, fix: "use an OCI tag such as v1 or 2026-11-29" }), catalog };
+}
+
+function readSnapshots(v: unknown): PlatformConfig["snapshots"] {
+  const o = obj(K("snapshots"), v, ["enabled", "retentionDays"]);
+  return { enabled: bool(K("snapshots.enabled"), o.enabled, true), retentionDays: int(K("snapshots.retentionDays"), o.retentionDays, 7, 1, 3650) };
+}
+
+function readOutputs(v: unknown): PlatformConfig["outputs"] {
+  const o = obj(K("outputs"), v, ["expirationDays"]);
+  return { expirationDays: int(K("outputs.expirationDays"), o.expirationDays, 30, 1, 3650) };
+}
+
+function readNamespaces(v: unknown): PlatformConfig["namespaces"] {
+  const o = obj(K("namespaces"), v, ["sandbox", "runtime"]);
+  const sandbox = str(K("namespaces.sandbox"), o.sandbox, "sbx-sandboxes", DNS_LABEL);
+  const runtime = str(K("namespaces.runtime"), o.runtime, "sbx-system", DNS_LABEL);
+  if (sandbox === runtime) throw new ValidationError(K("namespaces.runtime"), runtime, "must differ from namespaces.sandbox: sandboxes never share a namespace with the runtime");
+  return { sandbox, runtime };
+}
+
+function readSizeClasses(v: unknown): Record<string, SizeClassConfig> {
+  if (v === undefined || v === null) return structuredClone(DEFAULT_SIZE_CLASSES) as Record<string, SizeClassConfig>;
+  if (!isPlainObject(v) || Object.keys(v).length === 0) {
+    throw new ValidationError(K("sizeClasses"), v, 'use a map of size name to {cpuRequest, cpuLimit, memoryRequest, memoryLimit}, e.g. {"nano": {...}}');
+  }
+  const out: Record<string, SizeClassConfig> = {};
+  for (const [name, s] of Object.entries(v)) {
+    const key = K(`sizeClasses.${name}`);
+    str(key, name, undefined, DNS_LABEL);
+    const o = obj(key, s, ["cpuRequest", "cpuLimit", "memoryRequest", "memoryLimit", "workspace", "tmp", "pids"]);
+    const sc: SizeClassConfig = {
+      cpuRequest: quantity(`${key}.cpuRequest`, o.cpuRequest),
+      cpuLimit: quantity(`${key}.cpuLimit`, o.cpuLimit),
+      memoryRequest: quantity(`${key}.memoryRequest`, o.memoryRequest),
+      memoryLimit: quantity(`${key}.memoryLimit`, o.memoryLimit),
+      workspace: quantity(`${key}.workspace`, o.workspace, "1Gi"),
+      tmp: quantity(`${key}.tmp`, o.tmp, "256Mi"),
+      pids: int(`${key}.pids`, o.pids, 256, 16, 65536),
+    };
+    if (parseCpu(`${key}.cpuLimit`, sc.cpuLimit) < parseCpu(`${key}.cpuRequest`, sc.cpuRequest)) {
+      throw new ValidationError(`${key}.cpuLimit`, sc.cpuLimit, `must be at least cpuRequest (${sc.cpuRequest})`);
+    }
+    if (parseMemory(`${key}.memoryLimit`, sc.memoryLimit) < parseMemory(`${key}.memoryRequest`, sc.memoryRequest)) {
+      throw new ValidationError(`${key}.memoryLimit`, sc.memoryLimit, `must be at least memoryRequest (${sc.memoryRequest})`);
+    }
+    parseMemory(`${key}.workspace`, sc.workspace);
+    parseMemory(`${key}.tmp`, sc.tmp);
+    out[name] = sc;
+  }
+  return out;
+}
+
+function readBudget(v: unknown): PlatformConfig["budget"] {
+  const o = obj(K("budget"), v, ["cpu", "memory", "pods"]);
+  const cpu = quantity(K("budget.cpu"), o.cpu, "16");
+  const memory = quantity(K("budget.memory"), o.memory, "32Gi");
+  parseCpu(K("budget.cpu"), cpu);
+  parseMemory(K("budget.memory"), memory);
+  const pods = o.pods === undefined ? undefined : int(K("budget.pods"), o.pods, undefined, 1, 100000);
+  return { cpu, memory, ...(pods !== undefined ? { pods } : {}) };
+}
+
+function readDefaults(v: unknown, sizes: Record<string, SizeClassConfig>, profiles: string[]): PlatformConfig["defaults"] {
+  const o = obj(K("defaults"), v, ["profile", "size", "ttlSeconds", "maxTtlSeconds", "idleTimeoutSeconds", "finishedGraceSeconds"]);
+  const d = {
+    profile: str(K("defaults.profile"), o.profile, profiles.includes("base") ? "base" : profiles[0]),
+    size: str(K("defaults.size"), o.size, sizes.nano ? "nano" : Object.keys(sizes)[0]),
+    ttlSeconds: int(K("defaults.ttlSeconds"), o.ttlSeconds, 3600, 1, 7 * 86400),
+    maxTtlSeconds: int(K("defaults.maxTtlSeconds"), o.maxTtlSeconds, 86400, 1, 7 * 86400),
+    idleTimeoutSeconds: int(K("defaults.idleTimeoutSeconds"), o.idleTimeoutSeconds, 900, 0, 7 * 86400),
+    finishedGraceSeconds: int(K("defaults.finishedGraceSeconds"), o.finishedGraceSeconds, 60, 0, 86400),
+  };
+  if (!profiles.includes(d.profile)) throw new ValidationError(K("defaults.profile"), d.profile, `use one of images.profiles: ${profiles.join(", ")}`);
+  if (!sizes[d.size]) throw new ValidationError(K("defaults.size"), d.size, `use one of the size classes: ${Object.keys(sizes).join(", ")}`);
+  if (d.ttlSeconds > d.maxTtlSeconds) throw new ValidationError(K("defaults.ttlSeconds"), d.ttlSeconds, `must not exceed defaults.maxTtlSeconds (${d.maxTtlSeconds})`);
+  return d;
+}
+
+function readWarmPool(v: unknown, sizes: Record<string, SizeClassConfig>, profiles: string[]): PlatformConfig["warmPool"] {
+  return list(K("warmPool"), v, []).map((entry, i) => {
+    const key = K(`warmPool[${i}]`);
+    const o = obj(key, entry, ["profile", "size", "count"]);
+    const profile = str(`${key}.profile`, o.profile);
+    const size = str(`${key}.size`, o.size);
+    if (!profiles.includes(profile)) throw new ValidationError(`${key}.profile`, profile, `use one of images.profiles: ${profiles.join(", ")}`);
+    if (!sizes[size]) throw new ValidationError(`${key}.size`, size, `use one of the size classes: ${Object.keys(sizes).join(", ")}`);
+    return { profile, size, count: int(`${key}.count`, o.count, undefined, 0, 10000) };
+  });
+}
+
+const METADATA_CIDR = parseCidr("metadata", "169.254.169.254/32");
+
+function readEgress(v: unknown, sandboxNamespace: string): EgressRule[] {
+  return list(K("egress"), v, []).map((entry, i): EgressRule => {
+    const key = K(`egress[${i}]`);
+    const o = obj(key, entry, ["cidr", "namespace", "podLabels", "ports"]);
+    const ports = list(`${key}.ports`, o.ports, []).map((p, j) => int(`${key}.ports[${j}]`, p, undefined, 1, 65535));
+    if (o.cidr !== undefined) {
+      if (o.namespace !== undefined) throw new ValidationError(`${key}.namespace`, o.namespace, "an egress rule has either cidr or namespace, not both; split it into two rules");
+      const cidr = str(`${key}.cidr`, o.cidr);
+      const parsed = parseCidr(`${key}.cidr`, cidr);
+      if (cidrContains(METADATA_CIDR, parsed)) {
+        throw new ValidationError(`${key}.cidr`, cidr, "the instance metadata endpoint is never reachable from sandboxes; remove this rule");
+      }
+      return { kind: "cidr", cidr, ports };
+    }
+    const namespace = str(`${key}.namespace`, o.namespace, undefined, { ...DNS_LABEL, fix: `set cidr or namespace; ${DNS_LABEL.fix}` });
+    if (namespace === sandboxNamespace) {
+      throw new ValidationError(`${key}.namespace`, namespace, "sandboxes never reach other sandboxes; point the rule at the namespace of the service they need (e.g. a tool gateway)");
+    }
+    const podLabels: Record<string, string> = {};
+    if (o.podLabels !== undefined) {
+      if (!isPlainObject(o.podLabels)) throw new ValidationError(`${key}.podLabels`, o.podLabels, 'use a label map such as {"app": "tool-gateway"}');
+      for (const [lk, lv] of Object.entries(o.podLabels)) podLabels[lk] = str(`${key}.podLabels.${lk}`, lv);
+    }
+    return { kind: "pods", namespace, podLabels, ports };
+  });
+}
+
+function readRuntime(v: unknown): PlatformConfig["runtime"] {
+  const o = obj(K("runtime"), v, ["image", "nodeImage", "managerReplicas", "controllerReplicas", "cpu", "memory", "runtimeClassName", "credentialDurationSeconds"]);
+  const cpu = quantity(K("runtime.cpu"), o.cpu, "500m");
+  const memory = quantity(K("runtime.memory"), o.memory, "512Mi");
+  parseCpu(K("runtime.cpu"), cpu);
+  parseMemory(K("runtime.memory"), memory);
+  const image = optStr(K("runtime.image"), o.image);
+  const runtimeClassName = optStr(K("runtime.runtimeClassName"), o.runtimeClassName, DNS_LABEL);
+  return {
+    ...(image ? { image } : {}),
+    nodeImage: str(K("runtime.nodeImage"), o.nodeImage, "node:20-bookworm-slim", { re: /^[\w./-]+(:[\w.-]+)?(@sha256:[0-9a-f]{64})?$/, fix: 'use an image reference such as "node:20-bookworm-slim"' }),
+    managerReplicas: int(K("runtime.managerReplicas"), o.managerReplicas, 2, 1, 20),
+    controllerReplicas: int(K("runtime.controllerReplicas"), o.controllerReplicas, 2, 1, 5),
+    cpu,
+    memory,
+    ...(runtimeClassName ? { runtimeClassName } : {}),
+    credentialDurationSeconds: int(K("runtime.credentialDurationSeconds"), o.credentialDurationSeconds, 900, 900, 43200),
+  };
+}
