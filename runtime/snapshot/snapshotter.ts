@@ -1,0 +1,356 @@
+// Pause and resume over the Backend seam, the same for every backend. A pause streams each
+// writable path out of the sandbox (backend.getArchive) straight into a registry blob, puts
+// a manifest, verifies it, records it durably and only then releases the compute. A resume
+// takes compute again (adopt, else claim/provision), streams the layers back in
+// (backend.putArchive, digest-verified), runs the post-resume hook and records running.
+// Every transition is written to the SnapshotRecordStore first; recover() finishes or undoes
+// whatever a crash interrupted, so a sandbox is always running with its data or paused with a
+// verified snapshot.
+import type { Readable } from "node:stream";
+import type { Clock } from "../core/clock.ts";
+import { ConflictError, NotFoundError, SbxError, UpstreamError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import { TERMINAL_PHASES, type Backend, type Sandbox, type SandboxSpec } from "../core/types.ts";
+import { buildSnapshotManifest, parentDir, readSnapshotLayers, snapshotTag, type SnapshotConfig } from "./manifest.ts";
+import type { OciClient } from "./oci.ts";
+import { fromStoredSpec, toStoredSpec, type SnapshotInfo, type SnapshotLayer, type SnapshotRecord, type SnapshotRecordStore } from "./record.ts";
+import { runHook } from "./hooks.ts";
+
+export const DEFAULT_WRITABLE_PATHS = ["/workspace", "/tmp"];
+
+/** Metadata keys a sandbox can set at create time. */
+export const META = {
+  autoResume: "sbx.auto-resume", // "true" | "false"
+  prePause: "sbx.pre-pause", // shell command run before the archive is taken
+  postResume: "sbx.post-resume", // shell command run after the data is back
+} as const;
+
+export type PauseStep = "pausing-recorded" | "pre-pause-hook" | "layer-pushed" | "manifest-put" | "paused-recorded" | "compute-released";
+export type ResumeStep = "resuming-recorded" | "slot-acquired" | "layer-restored" | "post-resume-hook" | "running-recorded";
+
+export interface Progress {
+  op: "pause" | "resume";
+  path: string;
+  /** bytes of this path moved so far */
+  bytes: number;
+  /** known on resume (layer size) */
+  totalBytes?: number;
+}
+
+export interface SnapshotterOptions {
+  backend: Backend;
+  oci: OciClient;
+  /** registry repository holding every sandbox's snapshots, e.g. sbx-snapshots */
+  repository: string;
+  store: SnapshotRecordStore;
+  clock: Clock;
+  logger: Logger;
+  /** how to start compute for this sandbox again; called at pause time and stored with the record */
+  specFor(sandbox: Sandbox): Promise<SandboxSpec>;
+  retentionDays: number;
+  writablePaths?: string[];
+  /** when the sandbox's metadata does not say (META.autoResume) */
+  autoResumeDefault?: boolean;
+  readyTimeoutMs?: number;
+  hookTimeoutMs?: number;
+  /** test seam: called after each durable step (crash tests kill the process here) */
+  onStep?(id: string, step: PauseStep | ResumeStep): void | Promise<void>;
+}
+
+export interface OpOptions {
+  onProgress?(p: Progress): void;
+}
+
+export class Snapshotter {
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly resuming = new Map<string, Promise<Sandbox>>();
+  private readonly pausing = new Map<string, Promise<SnapshotRecord>>();
+  private readonly paths: string[];
+
+  constructor(private readonly o: SnapshotterOptions) {
+    this.paths = o.writablePaths ?? DEFAULT_WRITABLE_PATHS;
+  }
+
+  /** The pause/resume record, or undefined for a sandbox that was never paused. */
+  status(id: string): Promise<SnapshotRecord | undefined> {
+    return this.o.store.get(id);
+  }
+
+  /** Idempotent: pausing a paused sandbox resolves with its record; concurrent calls share one pause. */
+  pause(id: string, opts: OpOptions = {}): Promise<SnapshotRecord> {
+    return share(this.pausing, id, () => this.serial(id, () => this.doPause(id, opts)));
+  }
+
+  /** Resuming a running sandbox is a no-op; concurrent calls share one resume. */
+  resume(id: string, opts: OpOptions = {}): Promise<Sandbox> {
+    return share(this.resuming, id, () => this.serial(id, () => this.doResume(id, opts)));
+  }
+
+  /** Deletes the snapshot and the record (the caller deletes the sandbox itself). */
+  async remove(id: string): Promise<void> {
+    await this.serial(id, async () => {
+      const rec = await this.o.store.get(id);
+      if (!rec) return;
+      if (rec.snapshot) await this.o.oci.deleteManifest(this.o.repository, rec.snapshot.digest);
+      if (rec.pending) await this.deleteTag(rec.pending.tag);
+      await this.o.store.delete(id);
+    });
+  }
+
+  /** Paused sandboxes whose snapshot is older than the retention are deleted with it. Returns their ids. */
+  async expire(): Promise<string[]> {
+    const cutoff = this.o.clock.now().getTime() - this.o.retentionDays * 86_400_000;
+    const gone: string[] = [];
+    for (const rec of await this.o.store.list()) {
+      if (rec.state !== "paused" || !rec.snapshot || Date.parse(rec.snapshot.createdAt) > cutoff) continue;
+      this.o.logger.info({ sandbox: rec.id, owner: rec.owner, op: "expire", snapshot: rec.snapshot.ref }, "paused sandbox's snapshot passed the retention; deleting");
+      await this.o.backend.delete(rec.id);
+      await this.remove(rec.id);
+      gone.push(rec.id);
+    }
+    return gone;
+  }
+
+  /** After a crash: bring every record to running or paused-with-released-compute. */
+  async recover(): Promise<void> {
+    for (const rec of await this.o.store.list()) {
+      await this.serial(rec.id, () => this.recoverOne(rec.id)).catch((err: unknown) =>
+        this.o.logger.error({ sandbox: rec.id, owner: rec.owner, op: "recover", err }, "recovering pause/resume state failed; it is retried on the next start"),
+      );
+    }
+  }
+
+  private async doPause(id: string, opts: OpOptions): Promise<SnapshotRecord> {
+    let rec = await this.recoverOne(id);
+    if (rec?.state === "paused") return rec;
+    const sandbox = await this.o.backend.describe(id);
+    if (!sandbox) throw new NotFoundError("sandbox", id);
+    if (TERMINAL_PHASES.has(sandbox.phase)) throw new ConflictError(`pause: sandbox ${id} is ${sandbox.phase} (${sandbox.reason ?? "finished"}); only a running sandbox can be paused`);
+    if (!this.o.backend.releaseCompute) throw new ConflictError(`pause: the ${this.o.backend.name} backend cannot release compute; kill the sandbox instead`);
+    const spec = await this.o.specFor(sandbox);
+    const generation = (rec?.generation ?? 0) + 1;
+    const tag = snapshotTag(id, generation);
+    rec = {
+      id,
+      owner: sandbox.owner,
+      state: "pausing",
+      generation,
+      snapshot: rec?.snapshot,
+      pending: { tag, startedAt: this.o.clock.now().toISOString() },
+      spec: toStoredSpec(spec),
+      sandbox,
+      autoResume: (spec.metadata[META.autoResume] ?? String(this.o.autoResumeDefault ?? true)) === "true",
+      updatedAt: this.o.clock.now().toISOString(),
+    };
+    await this.put(rec);
+    await this.step(id, "pausing-recorded");
+    let snapshot: SnapshotInfo;
+    try {
+      const hook = spec.metadata[META.prePause];
+      if (hook) await runHook(this.o.backend, id, "pre-pause", hook, this.o.hookTimeoutMs ?? 60_000);
+      await this.step(id, "pre-pause-hook");
+      snapshot = await this.pushSnapshot(rec, tag, opts);
+    } catch (err) {
+      await this.put({ ...rec, state: "running", pending: undefined });
+      await this.deleteTag(tag).catch(() => undefined);
+      throw err;
+    }
+    const previous = rec.snapshot;
+    rec = await this.put({ ...rec, state: "paused", snapshot, pending: undefined, computeReleased: false });
+    await this.step(id, "paused-recorded");
+    rec = await this.release(rec);
+    await this.step(id, "compute-released");
+    if (previous && previous.digest !== snapshot.digest) await this.dropSnapshot(previous);
+    return rec;
+  }
+
+  private async pushSnapshot(rec: SnapshotRecord, tag: string, opts: OpOptions): Promise<SnapshotInfo> {
+    const { oci, repository } = this.o;
+    const layers: SnapshotLayer[] = [];
+    for (const path of this.paths) {
+      const tar = await this.o.backend.getArchive(rec.id, path);
+      const blob = await oci.pushBlob(repository, tar, { onProgress: (bytes) => opts.onProgress?.({ op: "pause", path, bytes }) });
+      layers.push({ path, ...blob });
+      await this.step(rec.id, "layer-pushed");
+    }
+    const createdAt = this.o.clock.now().toISOString();
+    const config: SnapshotConfig = { sandbox: rec.id, owner: rec.owner, generation: rec.generation, createdAt, paths: this.paths, spec: rec.spec };
+    const cfg = await oci.pushSmallBlob(repository, Buffer.from(JSON.stringify(config)));
+    const manifest = buildSnapshotManifest(cfg, layers, { sandbox: rec.id, createdAt });
+    const put = await oci.putManifest(repository, tag, manifest);
+    await this.step(rec.id, "manifest-put");
+    const info: SnapshotInfo = {
+      repository,
+      tag,
+      ref: `${oci.base.host}/${repository}@${put.digest}`,
+      digest: put.digest,
+      sizeBytes: layers.reduce((n, l) => n + l.size, 0),
+      createdAt,
+      layers,
+    };
+    const problem = await this.verify(info);
+    if (problem) throw new UpstreamError(`pause ${rec.id}: snapshot ${info.ref} failed verification after push (${problem}); the sandbox keeps running, retry the pause`);
+    return info;
+  }
+
+  /** undefined when the registry holds exactly this manifest and every layer; else what is wrong. */
+  private async verify(info: SnapshotInfo): Promise<string | undefined> {
+    const head = await this.o.oci.headManifest(info.repository, info.tag);
+    if (!head) return `tag ${info.tag} is missing`;
+    if (head.digest !== info.digest) return `tag ${info.tag} points at ${head.digest}, expected ${info.digest}`;
+    const { manifest } = await this.o.oci.getManifest(info.repository, info.digest);
+    const layers = readSnapshotLayers(manifest);
+    if (typeof layers === "string") return layers;
+    if (JSON.stringify(layers) !== JSON.stringify(info.layers)) return "manifest layers differ from the pushed layers";
+    for (const l of layers) if (!(await this.o.oci.blobExists(info.repository, l.digest))) return `layer ${l.digest} (${l.path}) is missing`;
+    return undefined;
+  }
+
+  private async release(rec: SnapshotRecord): Promise<SnapshotRecord> {
+    await this.o.backend.releaseCompute!(rec.id);
+    return this.put({ ...rec, computeReleased: true });
+  }
+
+  private async doResume(id: string, opts: OpOptions): Promise<Sandbox> {
+    let rec = await this.recoverOne(id);
+    if (!rec || rec.state === "running") {
+      const s = await this.o.backend.describe(id);
+      if (!s) throw new NotFoundError("sandbox", id);
+      return s;
+    }
+    if (!rec.snapshot) throw new ConflictError(`resume: sandbox ${id} is ${rec.state} without a snapshot; kill it`);
+    rec = await this.put({ ...rec, state: "resuming" });
+    await this.step(id, "resuming-recorded");
+    try {
+      const spec = fromStoredSpec(rec.spec);
+      const { backend } = this.o;
+      if (backend.adopt) await backend.adopt(spec);
+      else if (!(await backend.claim(spec))) await backend.provision(spec);
+      await backend.awaitReady(id, { timeoutMs: this.o.readyTimeoutMs ?? 120_000 });
+      await this.step(id, "slot-acquired");
+      for (const layer of rec.snapshot!.layers) {
+        await this.restoreLayer(id, rec.snapshot!, layer, opts);
+        await this.step(id, "layer-restored");
+      }
+      const hook = spec.metadata[META.postResume];
+      if (hook) await runHook(backend, id, "post-resume", hook, this.o.hookTimeoutMs ?? 60_000);
+      await this.step(id, "post-resume-hook");
+    } catch (err) {
+      // The snapshot is untouched; throw the half-restored slot away so a retry starts clean.
+      await this.o.backend.releaseCompute?.(id).catch((e: unknown) => this.o.logger.warn({ sandbox: id, op: "resume", err: e }, "releasing a failed resume's compute failed"));
+      await this.put({ ...rec, state: "paused", computeReleased: true });
+      throw err instanceof SbxError ? err : new UpstreamError(`resume ${id}: ${(err as Error).message}; the snapshot is intact, retry the resume`);
+    }
+    const snapshot = rec.snapshot!;
+    await this.put({ ...rec, state: "running", snapshot: undefined, computeReleased: false });
+    await this.step(id, "running-recorded");
+    await this.dropSnapshot(snapshot);
+    const s = await this.o.backend.describe(id);
+    if (!s) throw new NotFoundError("sandbox", id);
+    return s;
+  }
+
+  private async restoreLayer(id: string, snap: SnapshotInfo, layer: SnapshotLayer, opts: OpOptions): Promise<void> {
+    const stream = await this.o.oci.pullBlob(snap.repository, layer.digest, {
+      size: layer.size,
+      onProgress: (bytes) => opts.onProgress?.({ op: "resume", path: layer.path, bytes, totalBytes: layer.size }),
+    });
+    // A backend may finish unpacking before noticing the stream failed at its end (digest check).
+    let streamError: unknown;
+    stream.once("error", (e) => (streamError = e));
+    await this.o.backend.putArchive(id, parentDir(layer.path), stream as Readable);
+    if (!stream.readableEnded && !streamError) await new Promise((r) => stream.once("close", r));
+    if (streamError) throw streamError;
+  }
+
+  /** Finishes or undoes an interrupted transition. Returns the settled record. */
+  private async recoverOne(id: string): Promise<SnapshotRecord | undefined> {
+    const rec = await this.o.store.get(id);
+    if (!rec) return undefined;
+    const log = this.o.logger.child({ sandbox: id, owner: rec.owner, op: "recover" });
+    if (rec.state === "pausing") {
+      const pendingTag = rec.pending?.tag;
+      const head = pendingTag ? await this.o.oci.headManifest(this.o.repository, pendingTag) : undefined;
+      const live = await this.o.backend.describe(id);
+      if (live && !TERMINAL_PHASES.has(live.phase) && live.phase !== "Paused") {
+        log.warn({ tag: pendingTag }, "pause was interrupted before it was recorded; the sandbox keeps running");
+        if (head) await this.o.oci.deleteManifest(this.o.repository, head.digest);
+        return this.put({ ...rec, state: "running", pending: undefined });
+      }
+      // Compute vanished mid-pause (node loss): a complete pending snapshot is the best copy.
+      const promoted = head && pendingTag ? await this.snapshotFromTag(pendingTag, head.digest) : undefined;
+      if (promoted) return this.release(await this.put({ ...rec, state: "paused", snapshot: promoted, pending: undefined }));
+      if (rec.snapshot) return this.release(await this.put({ ...rec, state: "paused", pending: undefined }));
+      log.error("pause was interrupted and the compute is gone without a snapshot; the sandbox's data is lost");
+      await this.o.store.delete(id);
+      return undefined;
+    }
+    if (rec.state === "paused" && !rec.computeReleased) {
+      log.info("pause was recorded but compute not yet released; releasing");
+      return this.release(rec);
+    }
+    if (rec.state === "resuming") {
+      log.warn("resume was interrupted; discarding the half-restored compute, the snapshot is intact");
+      await this.o.backend.releaseCompute?.(id);
+      return this.put({ ...rec, state: "paused", computeReleased: true });
+    }
+    return rec;
+  }
+
+  private async snapshotFromTag(tag: string, digest: string): Promise<SnapshotInfo | undefined> {
+    const { manifest } = await this.o.oci.getManifest(this.o.repository, digest);
+    const layers = readSnapshotLayers(manifest);
+    if (typeof layers === "string" || layers.length !== this.paths.length) return undefined;
+    const info: SnapshotInfo = {
+      repository: this.o.repository,
+      tag,
+      ref: `${this.o.oci.base.host}/${this.o.repository}@${digest}`,
+      digest,
+      sizeBytes: layers.reduce((n, l) => n + l.size, 0),
+      createdAt: manifest.annotations?.["org.opencontainers.image.created"] ?? this.o.clock.now().toISOString(),
+      layers,
+    };
+    return (await this.verify(info)) ? undefined : info;
+  }
+
+  private async dropSnapshot(s: SnapshotInfo): Promise<void> {
+    await this.o.oci.deleteManifest(s.repository, s.digest).catch((err: unknown) =>
+      this.o.logger.warn({ op: "snapshot-gc", snapshot: s.ref, err }, "deleting a superseded snapshot failed; retention removes it later"),
+    );
+  }
+
+  private async deleteTag(tag: string): Promise<void> {
+    const head = await this.o.oci.headManifest(this.o.repository, tag);
+    if (head) await this.o.oci.deleteManifest(this.o.repository, head.digest);
+  }
+
+  private async put(rec: SnapshotRecord): Promise<SnapshotRecord> {
+    const next = { ...rec, updatedAt: this.o.clock.now().toISOString() };
+    await this.o.store.put(next);
+    return next;
+  }
+
+  private async step(id: string, step: PauseStep | ResumeStep): Promise<void> {
+    await this.o.onStep?.(id, step);
+  }
+
+  /** One operation per sandbox at a time, in call order. */
+  private serial<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(id) ?? Promise.resolve();
+    const run = prev.then(fn, fn);
+    const tail = run.catch(() => undefined);
+    this.locks.set(id, tail);
+    void tail.then(() => {
+      if (this.locks.get(id) === tail) this.locks.delete(id);
+    });
+    return run;
+  }
+}
+
+function share<T>(map: Map<string, Promise<T>>, id: string, start: () => Promise<T>): Promise<T> {
+  const existing = map.get(id);
+  if (existing) return existing;
+  const p = start().finally(() => map.delete(id));
+  map.set(id, p);
+  return p;
+}
