@@ -1,0 +1,178 @@
+// The Manager seam over HTTP: what the CLI uses when SBX_SERVER is set. Same verbs, same
+// domain errors (rebuilt from the service's {error:{code,message}} bodies), streaming exec.
+import { createInterface } from "node:readline";
+import { PassThrough, Readable } from "node:stream";
+import type { ReadableStream as WebReadableStream } from "node:stream/web";
+import { CapacityError, SbxError, UpstreamError, type ErrorCode } from "../core/errors.ts";
+import type {
+  CreateRequest,
+  ExecRequest,
+  ExecResult,
+  ExecSession,
+  ListFilter,
+  LogOptions,
+  Manager,
+  PoolStatus,
+  Sandbox,
+  WaitOptions,
+} from "../core/types.ts";
+
+export interface HttpManagerOptions {
+  server: string;
+  token?: string;
+  /** per-request timeout for non-streaming calls */
+  timeoutMs?: number;
+}
+
+const KNOWN_CODES = new Set<ErrorCode>(["validation", "unauthenticated", "not_found", "conflict", "capacity", "timeout", "upstream", "failed", "too_large"]);
+
+export async function errorFromResponse(res: Response): Promise<SbxError> {
+  const text = await res.text();
+  let body: { error?: { code?: string; message?: string; details?: Record<string, unknown> } } = {};
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // not JSON: fall through to an upstream error carrying the raw text
+  }
+  const code = body.error?.code as ErrorCode | undefined;
+  const message = body.error?.message ?? `HTTP ${res.status}: ${text.slice(0, 200)}`;
+  if (code === "capacity") return new CapacityError(message, Number(res.headers.get("retry-after") ?? 1), body.error?.details ?? {});
+  if (code && KNOWN_CODES.has(code)) return new SbxError(code, message, body.error?.details ?? {});
+  return new UpstreamError(`server answered ${res.status}: ${message}`, { status: res.status });
+}
+
+async function drain(stdin: Uint8Array | Readable): Promise<Buffer> {
+  if (stdin instanceof Uint8Array) return Buffer.from(stdin);
+  const chunks: Buffer[] = [];
+  for await (const c of stdin) chunks.push(Buffer.from(c));
+  return Buffer.concat(chunks);
+}
+
+export class HttpManager implements Manager {
+  private readonly base: string;
+  constructor(private readonly opts: HttpManagerOptions) {
+    this.base = opts.server.replace(/\/+$/, "");
+  }
+
+  private async call(method: string, path: string, init: { body?: unknown; signal?: AbortSignal; raw?: NonNullable<RequestInit["body"]>; contentType?: string; timeout?: boolean } = {}): Promise<Response> {
+    const headers: Record<string, string> = {};
+    if (this.opts.token) headers.authorization = `Bearer ${this.opts.token}`;
+    let body: NonNullable<RequestInit["body"]> | undefined;
+    if (init.raw !== undefined) {
+      body = init.raw;
+      headers["content-type"] = init.contentType ?? "application/octet-stream";
+    } else if (init.body !== undefined) {
+      body = JSON.stringify(init.body);
+      headers["content-type"] = "application/json";
+    }
+    const signals = [init.signal, init.timeout === false ? undefined : AbortSignal.timeout(this.opts.timeoutMs ?? 120_000)].filter((s): s is AbortSignal => !!s);
+    let res: Response;
+    try {
+      res = await fetch(`${this.base}${path}`, {
+        method,
+        headers,
+        body,
+        signal: signals.length ? AbortSignal.any(signals) : undefined,
+        ...(init.raw !== undefined ? { duplex: "half" } : {}),
+      } as RequestInit);
+    } catch (err) {
+      throw new UpstreamError(`cannot reach ${this.base}${path}: ${(err as Error).message}; check SBX_SERVER and that the service runs`);
+    }
+    if (!res.ok) throw await errorFromResponse(res);
+    return res;
+  }
+
+  private async json<T>(method: string, path: string, init?: Parameters<HttpManager["call"]>[2]): Promise<T> {
+    const res = await this.call(method, path, init);
+    return (await res.json()) as T;
+  }
+
+  private static sb(id: string): string {
+    return `/v1/sandboxes/${encodeURIComponent(id)}`;
+  }
+
+  async create(req: CreateRequest): Promise<Sandbox> {
+    const { owner: _owner, ...body } = req; // the token decides the owner
+    return this.json("POST", "/v1/sandboxes", { body });
+  }
+
+  async wait(_owner: string, id: string, opts: WaitOptions): Promise<Sandbox> {
+    return this.json("POST", `${HttpManager.sb(id)}/wait`, { body: { timeoutSeconds: opts.timeoutMs / 1000 }, signal: opts.signal, timeout: false });
+  }
+
+  async exec(_owner: string, id: string, req: ExecRequest): Promise<ExecSession> {
+    const ac = new AbortController();
+    const stdin = req.stdin === undefined ? undefined : (await drain(req.stdin)).toString("base64");
+    const res = await this.call("POST", `${HttpManager.sb(id)}/exec`, {
+      body: { command: req.command, env: req.env, cwd: req.cwd, timeoutMs: req.timeoutMs, stdin },
+      signal: ac.signal,
+      timeout: false,
+    });
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    const t0 = Date.now();
+    const result = (async (): Promise<ExecResult> => {
+      const lines = createInterface({ input: Readable.fromWeb(res.body as WebReadableStream), crlfDelay: Infinity });
+      try {
+        for await (const line of lines) {
+          if (!line) continue;
+          const f = JSON.parse(line) as { stream?: "stdout" | "stderr"; data?: string; exit?: ExecResult; error?: { code: ErrorCode; message: string } };
+          if (f.stream) (f.stream === "stdout" ? stdout : stderr).write(Buffer.from(f.data ?? "", "base64"));
+          else if (f.exit) return f.exit;
+          else if (f.error) throw new SbxError(f.error.code, f.error.message);
+        }
+        throw new UpstreamError(`exec stream for ${id} ended without an exit frame after ${Date.now() - t0} ms`);
+      } finally {
+        stdout.end();
+        stderr.end();
+      }
+    })();
+    return { stdout, stderr, result, kill: () => ac.abort(new Error("killed by the client")) };
+  }
+
+  async putArchive(_owner: string, id: string, dir: string, tar: Readable): Promise<void> {
+    const res = await this.call("PUT", `${HttpManager.sb(id)}/files?path=${encodeURIComponent(dir)}`, {
+      raw: Readable.toWeb(tar) as unknown as NonNullable<RequestInit["body"]>,
+      contentType: "application/x-tar",
+      timeout: false,
+    });
+    await res.arrayBuffer();
+  }
+
+  async getArchive(_owner: string, id: string, path: string): Promise<Readable> {
+    const res = await this.call("GET", `${HttpManager.sb(id)}/files?path=${encodeURIComponent(path)}`, { timeout: false });
+    return Readable.fromWeb(res.body as WebReadableStream);
+  }
+
+  async logs(_owner: string, id: string, opts: LogOptions): Promise<Readable> {
+    const q = new URLSearchParams();
+    if (opts.follow) q.set("follow", "true");
+    if (opts.tailLines !== undefined) q.set("tailLines", String(opts.tailLines));
+    const res = await this.call("GET", `${HttpManager.sb(id)}/logs${q.size ? `?${q}` : ""}`, { timeout: false });
+    return Readable.fromWeb(res.body as WebReadableStream);
+  }
+
+  async get(_owner: string, id: string): Promise<Sandbox> {
+    return this.json("GET", HttpManager.sb(id));
+  }
+
+  async list(_filter: ListFilter): Promise<Sandbox[]> {
+    return (await this.json<{ sandboxes: Sandbox[] }>("GET", "/v1/sandboxes")).sandboxes;
+  }
+
+  async kill(_owner: string, id: string): Promise<void> {
+    await this.call("DELETE", HttpManager.sb(id));
+  }
+
+  async pause(_owner: string, id: string): Promise<Sandbox> {
+    return this.json("POST", `${HttpManager.sb(id)}/pause`);
+  }
+
+  async resume(_owner: string, id: string): Promise<Sandbox> {
+    return this.json("POST", `${HttpManager.sb(id)}/resume`);
+  }
+
+  async poolStatus(): Promise<PoolStatus[]> {
+    return (await this.json<{ pools: PoolStatus[] }>("GET", "/v1/pool")).pools;
+  }
+}
