@@ -3,6 +3,8 @@
 // the Pulumi Runtime component deploys these objects and the runtime relies on them, so a
 // change here changes both sides at once.
 
+import { createHash } from "node:crypto";
+
 export const API_GROUP = "sbx.dev";
 export const API_VERSION = "v1alpha1";
 export const SANDBOX_KIND = "Sandbox";
@@ -18,12 +20,25 @@ export const LABELS = {
   pool: "sbx.dev/pool", // "warm" while unclaimed, "claimed" after
 } as const;
 
+/** Values of LABELS.pool. A claimed pod never goes back to "warm". */
+export const POOL = { warm: "warm", claimed: "claimed" } as const;
+
+/** The one container of a sandbox pod: exec, logs and status truth all read this name. */
+export const SANDBOX_CONTAINER = "sandbox";
+
+/** Owner ids are free-form; label values are not. The hash is stable and label-safe. */
+export function ownerLabelValue(owner: string): string {
+  return createHash("sha256").update(owner).digest("hex").slice(0, 40);
+}
+
 export const ANNOTATIONS = {
   owner: "sbx.dev/owner",
   clientKey: "sbx.dev/client-key",
   lastActivity: "sbx.dev/last-activity",
   expiresAt: "sbx.dev/expires-at",
   metadata: "sbx.dev/metadata",
+  /** when a warm pod was claimed (orphan sweep: a claimed pod whose Sandbox never appeared) */
+  claimedAt: "sbx.dev/claimed-at",
 } as const;
 
 /** Node label and taint that mark sandbox nodes (the Pulumi node groups set them). */
@@ -104,6 +119,23 @@ export function sandboxCrd(): Record<string, unknown> {
                     env: { type: "object", additionalProperties: str },
                     metadata: { type: "object", additionalProperties: str },
                     desiredState: { type: "string", enum: ["Running", "Paused"] },
+                    /** set when the sandbox runs on a claimed warm pod; otherwise the pod is named after the sandbox */
+                    podName: str,
+                    /** when the manager accepted it (RFC 3339, ms precision; creationTimestamp has 1 s) */
+                    createdAt: str,
+                    /** reserved resources, so the admission budget can be rebuilt from the records */
+                    resources: {
+                      type: "object",
+                      properties: {
+                        cpuRequestMillis: { type: "integer" },
+                        cpuLimitMillis: { type: "integer" },
+                        memoryRequestBytes: { type: "integer" },
+                        memoryLimitBytes: { type: "integer" },
+                        workspaceBytes: { type: "integer" },
+                        tmpBytes: { type: "integer" },
+                        pids: { type: "integer" },
+                      },
+                    },
                     autoPause: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
                   },
                 },
@@ -118,6 +150,9 @@ export function sandboxCrd(): Record<string, unknown> {
                     readyAt: str,
                     lastActivityAt: str,
                     exitCode: { type: "integer" },
+                    finishedAt: str,
+                    warm: { type: "boolean" },
+                    credentialsExpiresAt: str,
                     snapshot: {
                       type: "object",
                       properties: { ref: str, digest: str, sizeBytes: { type: "integer" }, createdAt: str },

@@ -1,0 +1,80 @@
+// Files in and out of a sandbox: tar over exec, streamed both ways. No volume, no sidecar;
+// the sandbox image needs `tar` (every profile image has it).
+import { PassThrough, type Readable } from "node:stream";
+import { NotFoundError, UpstreamError, ValidationError } from "../core/errors.ts";
+import type { ExecSession } from "../core/types.ts";
+
+export type RunInSandbox = (argv: string[], stdin?: Readable) => Promise<ExecSession>;
+
+export function validateSandboxPath(field: string, p: string): void {
+  if (!p.startsWith("/") || p.split("/").includes("..")) {
+    throw new ValidationError(field, p, "use an absolute path without '..', e.g. /workspace/data");
+  }
+}
+
+/** Unpacks `tar` into `dir` (created if missing). Rejects with tar's own message on failure. */
+export async function putArchive(run: RunInSandbox, id: string, dir: string, tar: Readable): Promise<void> {
+  validateSandboxPath("dir", dir);
+  const session = await run(["sh", "-c", 'mkdir -p -- "$1" && exec tar -x -f - -C "$1" --no-same-owner', "sbx-put", dir], tar);
+  const stderr = collect(session.stderr, 16 * 1024);
+  session.stdout.resume();
+  const res = await session.result;
+  if (res.exitCode !== 0) {
+    throw new UpstreamError(`put files into sandbox ${id} at ${dir}: tar exited ${res.exitCode}: ${(await stderr).trim() || "no message"}; check the archive and that ${dir} is writable (/workspace or /tmp)`);
+  }
+}
+
+/**
+ * Streams `path` as a tar archive (entries relative to its parent directory). A missing
+ * path is reported before any byte is sent, as NotFound; later tar failures error the stream.
+ */
+export async function getArchive(run: RunInSandbox, id: string, path: string): Promise<Readable> {
+  validateSandboxPath("path", path);
+  const trimmed = path.length > 1 ? path.replace(/\/+$/, "") : path;
+  const parent = trimmed.slice(0, trimmed.lastIndexOf("/")) || "/";
+  const base = trimmed.slice(trimmed.lastIndexOf("/") + 1) || ".";
+  const session = await run(["sh", "-c", 'test -e "$1/$2" || { echo "no such file: $1/$2" >&2; exit 44; }; exec tar -c -f - -C "$1" -- "$2"', "sbx-get", parent, base]);
+  const out = new PassThrough();
+  const stderr = collect(session.stderr, 16 * 1024);
+  // Hold the first byte back until we know the path exists, so "not found" is an error the
+  // caller can map to 404 rather than a truncated archive.
+  let piped = false;
+  const startPipe = (chunk?: Buffer) => {
+    if (piped) return;
+    piped = true;
+    if (chunk) out.write(chunk);
+    session.stdout.pipe(out, { end: false });
+  };
+  const onFirst = (chunk: Buffer) => startPipe(chunk);
+  const first = await Promise.race([
+    new Promise<"data">((resolve) => session.stdout.once("data", (c: Buffer) => (onFirst(c), resolve("data")))),
+    session.result.then(() => "done" as const),
+  ]);
+  if (first === "done" && !piped) {
+    const res = await session.result;
+    if (res.exitCode === 44) throw new NotFoundError("file", `${id}:${path}`);
+    if (res.exitCode !== 0) throw new UpstreamError(`get files from sandbox ${id} at ${path}: tar exited ${res.exitCode}: ${(await stderr).trim()}`);
+    session.stdout.removeAllListeners("data");
+    startPipe();
+  }
+  session.result.then(
+    async (res) => {
+      await new Promise<void>((r) => (session.stdout.readableEnded ? r() : session.stdout.once("end", () => r())));
+      if (res.exitCode === 0) out.end();
+      else out.destroy(new UpstreamError(`get files from sandbox ${id} at ${path}: tar exited ${res.exitCode}: ${(await stderr).trim()}`));
+    },
+    (err: Error) => out.destroy(err),
+  );
+  return out;
+}
+
+function collect(stream: Readable, limit: number): Promise<string> {
+  return new Promise((resolve) => {
+    let buf = "";
+    stream.on("data", (c: Buffer) => {
+      if (buf.length < limit) buf += c.toString("utf8");
+    });
+    stream.on("end", () => resolve(buf.slice(0, limit)));
+    stream.on("error", () => resolve(buf));
+  });
+}

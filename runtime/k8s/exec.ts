@@ -1,0 +1,137 @@
+// Streaming exec into a sandbox pod over the Kubernetes exec API (websocket): stdout and
+// stderr flow as produced, stdin is pumped with backpressure, the exit code comes from the
+// status channel. A local deadline backs up the in-sandbox `timeout` in case the pod never
+// answers.
+import { PassThrough, Readable } from "node:stream";
+import type { Exec } from "@kubernetes/client-node";
+import type { Clock } from "../core/clock.ts";
+import { UpstreamError } from "../core/errors.ts";
+import type { ExecResult, ExecSession } from "../core/types.ts";
+import { classifyExit, exitCodeFromStatus } from "./execCommand.ts";
+
+export interface PodExecTarget {
+  namespace: string;
+  pod: string;
+  container: string;
+}
+
+export interface StartExecOptions {
+  stdin?: Uint8Array | Readable;
+  /** the in-sandbox timeout; the local deadline fires graceMs after it */
+  timeoutMs?: number;
+  graceMs?: number;
+  clock: Clock;
+}
+
+const STDIN_CHANNEL = 0;
+const CLOSE_CHANNEL = 255;
+/** pause reading stdin while this much is queued on the socket */
+const HIGH_WATER = 1 << 20;
+
+interface SocketLike {
+  send(data: Buffer): void;
+  close(): void;
+  readonly bufferedAmount: number;
+  readonly protocol: string;
+  readonly readyState: number;
+  on?(event: string, cb: (...args: unknown[]) => void): void;
+  addEventListener?(event: string, cb: (...args: unknown[]) => void): void;
+}
+
+export async function startExec(exec: Exec, target: PodExecTarget, argv: string[], opts: StartExecOptions): Promise<ExecSession> {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  // client-node only opens the stdin channel when given a stream; we hand it one that never
+  // emits and pump the real input ourselves, with backpressure and a proper half-close.
+  const stdinPlaceholder = opts.stdin ? new PassThrough() : null;
+  const started = opts.clock.now().getTime();
+  let status: { status?: string; reason?: string; message?: string } | undefined;
+  let killed = false;
+  let settle!: (r: ExecResult) => void;
+  let fail!: (e: Error) => void;
+  const result = new Promise<ExecResult>((resolve, reject) => {
+    settle = resolve;
+    fail = reject;
+  });
+  result.catch(() => undefined); // callers may only read the streams; the rejection is still theirs to observe
+
+  let ws: SocketLike;
+  try {
+    ws = (await exec.exec(target.namespace, target.pod, target.container, argv, stdout, stderr, stdinPlaceholder, false, (s) => {
+      status = s;
+    })) as unknown as SocketLike;
+  } catch (err) {
+    throw execConnectError(err, target);
+  }
+
+  const deadline = new AbortController();
+  if (opts.timeoutMs && opts.timeoutMs > 0) {
+    opts.clock.sleep(opts.timeoutMs + (opts.graceMs ?? 5_000), deadline.signal).then(
+      () => {
+        killed = true;
+        ws.close();
+      },
+      () => undefined,
+    );
+  }
+
+  const onClose = () => {
+    deadline.abort();
+    const durationMs = opts.clock.now().getTime() - started;
+    if (!stdout.writableEnded) stdout.end();
+    if (!stderr.writableEnded) stderr.end();
+    if (!status) {
+      if (killed) return settle({ exitCode: opts.timeoutMs ? 124 : 137, timedOut: !!opts.timeoutMs, oomKilled: false, durationMs });
+      return fail(new UpstreamError(`exec in pod ${target.pod}: the stream closed before the exit status arrived; the pod may have been deleted or the API server restarted`));
+    }
+    const code = exitCodeFromStatus(status);
+    if (code instanceof Error) return fail(new UpstreamError(`exec in pod ${target.pod}: ${code.message}`));
+    settle({ ...classifyExit(code, durationMs, opts.timeoutMs, killed), durationMs });
+  };
+  if (ws.on) ws.on("close", onClose);
+  else ws.addEventListener?.("close", onClose);
+
+  if (opts.stdin) pumpStdin(ws, opts.stdin);
+
+  return {
+    stdout,
+    stderr,
+    result,
+    kill: () => {
+      // Closing the stream ends the exec: the kubelet cancels the command with it.
+      killed = true;
+      ws.close();
+    },
+  };
+}
+
+function pumpStdin(ws: SocketLike, input: Uint8Array | Readable): void {
+  const src = input instanceof Uint8Array ? Readable.from([Buffer.from(input)]) : input;
+  const send = (chunk: Buffer) => {
+    const framed = Buffer.allocUnsafe(chunk.length + 1);
+    framed[0] = STDIN_CHANNEL;
+    chunk.copy(framed, 1);
+    ws.send(framed);
+  };
+  src.on("data", (chunk: Buffer | string) => {
+    if (ws.readyState !== 1) return;
+    send(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
+    if (ws.bufferedAmount > HIGH_WATER) {
+      src.pause();
+      const resume = () => (ws.bufferedAmount > HIGH_WATER / 4 && ws.readyState === 1 ? setTimeout(resume, 5) : src.resume());
+      setTimeout(resume, 5);
+    }
+  });
+  src.on("end", () => {
+    if (ws.readyState !== 1) return;
+    if (ws.protocol === "v5.channel.k8s.io") ws.send(Buffer.from([CLOSE_CHANNEL, STDIN_CHANNEL]));
+    // Older protocols cannot half-close stdin; the command sees EOF only when it exits.
+  });
+  src.on("error", () => ws.close());
+}
+
+function execConnectError(err: unknown, target: PodExecTarget): UpstreamError {
+  const e = err as { message?: string; error?: { message?: string }; target?: unknown };
+  const msg = e?.message ?? e?.error?.message ?? String(err);
+  return new UpstreamError(`exec in pod ${target.namespace}/${target.pod}: could not open the exec stream: ${msg}`);
+}

@@ -1,0 +1,56 @@
+// How a sandbox exec request becomes the argv sent to the Kubernetes exec API. Pure.
+// The exec API takes only argv: no env, no cwd, no timeout. So a tiny POSIX sh wrapper
+// changes directory, sets the environment and runs the command under `timeout -s KILL`,
+// which puts the command in its own process group and kills the whole group when time is up
+// (a plain kill of the direct child would leave its background processes running).
+import { ValidationError } from "../core/errors.ts";
+import type { ExecRequest } from "../core/types.ts";
+import { WORKSPACE_DIR } from "./podTemplate.ts";
+
+const WRAPPER = 'cd -- "$1" || exit 126; t="$2"; shift 2; exec timeout -s KILL "$t" env "$@"';
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** argv for `sh -c WRAPPER sbx-exec <cwd> <seconds> [K=V ...] -- <command...>` */
+export function buildExecArgv(req: ExecRequest, baseEnv: Record<string, string> = {}): string[] {
+  if (!req.command.length) throw new ValidationError("command", req.command, "give at least the program to run, e.g. [\"python3\", \"-c\", \"print(1)\"]");
+  const env = { ...baseEnv, ...(req.env ?? {}) };
+  for (const k of Object.keys(env)) {
+    if (!ENV_NAME.test(k)) throw new ValidationError(`env.${k}`, k, "environment variable names are letters, digits and '_', not starting with a digit");
+  }
+  const cwd = req.cwd ?? WORKSPACE_DIR;
+  if (!cwd.startsWith("/")) throw new ValidationError("cwd", cwd, "use an absolute path inside the sandbox, e.g. /workspace/project");
+  const seconds = timeoutSeconds(req.timeoutMs);
+  const pairs = Object.entries(env).map(([k, v]) => `${k}=${v}`);
+  // `env` treats a first word containing '=' as an assignment; `--` is not portable across
+  // env implementations, so a command whose program name contains '=' is refused instead.
+  if (req.command[0].includes("=")) throw new ValidationError("command[0]", req.command[0], "the program name must not contain '='");
+  return ["sh", "-c", WRAPPER, "sbx-exec", cwd, seconds, ...pairs, ...req.command];
+}
+
+/** `timeout` takes fractional seconds; 0 disables it. Rounded up so a timeout never fires early. */
+export function timeoutSeconds(timeoutMs: number | undefined): string {
+  if (timeoutMs === undefined || timeoutMs <= 0) return "0";
+  return (Math.ceil(timeoutMs) / 1000).toFixed(3).replace(/\.?0+$/, "");
+}
+
+/**
+ * `timeout -s KILL` kills its own process group too, so a timed-out command ends with 137,
+ * the same code as an OOM kill. What tells them apart is the clock: 137 after at least
+ * the timeout means the timeout fired.
+ */
+export function classifyExit(exitCode: number, durationMs: number, timeoutMs: number | undefined, killedByCaller: boolean): { exitCode: number; timedOut: boolean; oomKilled: boolean } {
+  const timedOut = exitCode === 137 && !!timeoutMs && timeoutMs > 0 && durationMs >= timeoutMs;
+  if (timedOut) return { exitCode: 124, timedOut: true, oomKilled: false };
+  return { exitCode, timedOut: false, oomKilled: exitCode === 137 && !killedByCaller };
+}
+
+/** Exit code from the exec status channel's V1Status. */
+export function exitCodeFromStatus(status: { status?: string; reason?: string; message?: string; details?: { causes?: { reason?: string; message?: string }[] } }): number | Error {
+  if (status.status === "Success") return 0;
+  if (status.reason === "NonZeroExitCode") {
+    const cause = status.details?.causes?.find((c) => c.reason === "ExitCode");
+    const code = Number(cause?.message);
+    if (Number.isInteger(code)) return code;
+  }
+  return new Error(status.message || `exec failed: ${JSON.stringify(status)}`);
+}

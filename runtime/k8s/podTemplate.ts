@@ -1,0 +1,145 @@
+// The hardened sandbox pod, as a pure function of the sandbox spec and the runtime config.
+// Every hardening choice is here and table-tested; the backend and the warm pool only send it.
+import type { V1Pod } from "@kubernetes/client-node";
+import type { RuntimeConfig } from "../config/schema.ts";
+import { formatCpu, formatMemory } from "../core/quantity.ts";
+import type { SandboxSpec, SizeClass } from "../core/types.ts";
+import { ANNOTATIONS, LABELS, POOL, SANDBOX_CONTAINER, SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT, ownerLabelValue } from "./contract.ts";
+import { labelSafe } from "./resource.ts";
+
+/** The unprivileged identity every sandbox runs as. */
+export const SANDBOX_UID = 1000;
+export const WORKSPACE_DIR = "/workspace";
+export const TMP_DIR = "/tmp";
+/**
+ * A pod idles as PID 1 `sleep infinity`; all work arrives through exec. `sleep` exits on
+ * SIGTERM, so deletes finish without waiting out the grace period.
+ */
+export const IDLE_COMMAND = ["sleep", "infinity"];
+
+type PodConfig = Pick<RuntimeConfig, "kubernetes">;
+
+/** The pod for a cold-started sandbox: named after the sandbox, labelled with its owner. */
+export function planSandboxPod(spec: SandboxSpec, config: PodConfig): V1Pod {
+  const labels = {
+    [LABELS.managed]: "true",
+    [LABELS.sandbox]: spec.id,
+    [LABELS.owner]: ownerLabelValue(spec.owner),
+    [LABELS.profile]: labelSafe(spec.image.profile),
+    [LABELS.size]: labelSafe(spec.size.name),
+  };
+  const expiresAt = new Date(spec.createdAt.getTime() + spec.ttlSeconds * 1000).toISOString();
+  return hardenedPod({
+    name: spec.id,
+    namespace: config.kubernetes.namespace,
+    labels,
+    annotations: { [ANNOTATIONS.owner]: spec.owner, [ANNOTATIONS.expiresAt]: expiresAt },
+    image: spec.image.image,
+    size: spec.size,
+    activeDeadlineSeconds: spec.ttlSeconds,
+    runtimeClassName: config.kubernetes.runtimeClassName,
+  });
+}
+
+export interface WarmPodInput {
+  profile: string;
+  image: string;
+  size: SizeClass;
+  /** random suffix; the caller owns randomness so this stays pure */
+  suffix: string;
+  /**
+   * Deadline for the unclaimed pod. It can only be lowered later, so it must cover the
+   * longest time a pod may wait in the pool plus the longest TTL; the claim lowers it to
+   * the sandbox's own TTL.
+   */
+  activeDeadlineSeconds: number;
+}
+
+/** A generic pod waiting in the warm pool: no owner, no sandbox, no credentials. */
+export function planWarmPod(input: WarmPodInput, config: PodConfig): V1Pod {
+  const profile = labelSafe(input.profile);
+  const size = labelSafe(input.size.name);
+  return hardenedPod({
+    name: warmPodName(input.profile, input.size.name, input.suffix),
+    namespace: config.kubernetes.namespace,
+    labels: { [LABELS.managed]: "true", [LABELS.pool]: POOL.warm, [LABELS.profile]: profile, [LABELS.size]: size },
+    annotations: {},
+    image: input.image,
+    size: input.size,
+    activeDeadlineSeconds: input.activeDeadlineSeconds,
+    runtimeClassName: config.kubernetes.runtimeClassName,
+  });
+}
+
+export function warmPodName(profile: string, size: string, suffix: string): string {
+  const stem = `warm-${profile}-${size}`.toLowerCase().replace(/[^a-z0-9-]/g, "-").replace(/-+/g, "-");
+  return `${stem.slice(0, 62 - suffix.length)}-${suffix}`;
+}
+
+interface HardenedPodInput {
+  name: string;
+  namespace: string;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+  image: string;
+  size: SizeClass;
+  activeDeadlineSeconds: number;
+  runtimeClassName?: string;
+}
+
+function hardenedPod(p: HardenedPodInput): V1Pod {
+  const { size } = p;
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: p.name, namespace: p.namespace, labels: p.labels, annotations: p.annotations },
+    spec: {
+      restartPolicy: "Never",
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      activeDeadlineSeconds: p.activeDeadlineSeconds,
+      terminationGracePeriodSeconds: 2,
+      ...(p.runtimeClassName ? { runtimeClassName: p.runtimeClassName } : {}),
+      nodeSelector: { [SANDBOX_NODE_LABEL.key]: SANDBOX_NODE_LABEL.value },
+      tolerations: [
+        { key: SANDBOX_NODE_TAINT.key, operator: "Equal", value: SANDBOX_NODE_TAINT.value, effect: SANDBOX_NODE_TAINT.effect },
+      ],
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: SANDBOX_UID,
+        runAsGroup: SANDBOX_UID,
+        fsGroup: SANDBOX_UID,
+        seccompProfile: { type: "RuntimeDefault" },
+      },
+      containers: [
+        {
+          name: SANDBOX_CONTAINER,
+          image: p.image,
+          imagePullPolicy: "IfNotPresent",
+          command: IDLE_COMMAND,
+          workingDir: WORKSPACE_DIR,
+          env: [{ name: "HOME", value: WORKSPACE_DIR }],
+          resources: {
+            requests: { cpu: formatCpu(size.cpuRequestMillis), memory: formatMemory(size.memoryRequestBytes) },
+            limits: { cpu: formatCpu(size.cpuLimitMillis), memory: formatMemory(size.memoryLimitBytes) },
+          },
+          securityContext: {
+            allowPrivilegeEscalation: false,
+            privileged: false,
+            readOnlyRootFilesystem: true,
+            runAsNonRoot: true,
+            capabilities: { drop: ["ALL"] },
+          },
+          volumeMounts: [
+            { name: "workspace", mountPath: WORKSPACE_DIR },
+            { name: "tmp", mountPath: TMP_DIR },
+          ],
+        },
+      ],
+      volumes: [
+        { name: "workspace", emptyDir: { sizeLimit: formatMemory(size.workspaceBytes) } },
+        { name: "tmp", emptyDir: { sizeLimit: formatMemory(size.tmpBytes) } },
+      ],
+    },
+  };
+}
