@@ -76,6 +76,11 @@ export class Snapshotter {
     return this.o.store.get(id);
   }
 
+  /** Every sandbox that has a pause/resume record. */
+  records(): Promise<SnapshotRecord[]> {
+    return this.o.store.list();
+  }
+
   /** Idempotent: pausing a paused sandbox resolves with its record; concurrent calls share one pause. */
   pause(id: string, opts: OpOptions = {}): Promise<SnapshotRecord> {
     return share(this.pausing, id, () => this.serial(id, () => this.doPause(id, opts)));
