@@ -86,6 +86,7 @@ export class SandboxManager implements Manager {
   /** Start the backend, rebuild the budget from what is live, follow events, start the reaper. */
   async start(opts: { reaper?: boolean } = {}): Promise<void> {
     const { backend } = this.deps;
+    this.deps.catalog.start();
     await backend.start();
     this.unsubscribe = backend.subscribe((e) => this.onEvent(e));
     const live = await backend.list();

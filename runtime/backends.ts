@@ -1,0 +1,62 @@
+// Backend factory and the runtime's assembly: the backend named by config.platform, loaded
+// with a dynamic import so a platform whose module is missing fails only when chosen, plus
+// the Manager built on it. Used by the service (runtime/main.ts) and the CLI's direct mode.
+import type { RuntimeConfig } from "./config/schema.ts";
+import { Admission } from "./core/admission.ts";
+import { createAuditStore } from "./core/audit.ts";
+import { ImageCatalog } from "./core/catalog.ts";
+import type { Clock } from "./core/clock.ts";
+import { ValidationError } from "./core/errors.ts";
+import type { Logger } from "./core/log.ts";
+import { SandboxManager } from "./core/manager.ts";
+import type { Backend } from "./core/types.ts";
+
+export interface BackendDeps {
+  logger: Logger;
+  clock: Clock;
+}
+
+type Factory = (config: RuntimeConfig, deps: BackendDeps) => Backend;
+
+const MODULES: Record<RuntimeConfig["platform"], { path: string; export: string }> = {
+  local: { path: "./local/backend.ts", export: "createLocalBackend" },
+  kubernetes: { path: "./k8s/backend.ts", export: "createKubernetesBackend" },
+};
+
+export async function createBackend(config: RuntimeConfig, deps: BackendDeps): Promise<Backend> {
+  const m = MODULES[config.platform];
+  if (!m) throw new ValidationError("config.platform", config.platform, `use one of: ${Object.keys(MODULES).join(", ")}`);
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import(m.path)) as Record<string, unknown>;
+  } catch (err) {
+    throw new Error(`the ${config.platform} backend (runtime/${m.path.slice(2)}) could not be loaded: ${(err as Error).message}`, { cause: err });
+  }
+  const factory = mod[m.export];
+  if (typeof factory !== "function") throw new Error(`runtime/${m.path.slice(2)} does not export ${m.export}(config, deps)`);
+  return (factory as Factory)(config, deps);
+}
+
+export interface RuntimeParts {
+  backend: Backend;
+  manager: SandboxManager;
+  catalog: ImageCatalog;
+}
+
+/** Backend + catalog + audit + admission + manager, not yet started. */
+export async function buildManager(config: RuntimeConfig, deps: BackendDeps & { backend?: Backend; processMetrics?: boolean; reaperIntervalMs?: number }): Promise<RuntimeParts> {
+  const backend = deps.backend ?? (await createBackend(config, deps));
+  const catalog = new ImageCatalog({ inline: config.catalog, path: config.catalogPath, logger: deps.logger });
+  const manager = new SandboxManager({
+    backend,
+    config,
+    catalog,
+    audit: createAuditStore(config.audit, deps.logger),
+    clock: deps.clock,
+    logger: deps.logger,
+    admission: new Admission(config.budget),
+    processMetrics: deps.processMetrics,
+    reaperIntervalMs: deps.reaperIntervalMs,
+  });
+  return { backend, manager, catalog };
+}

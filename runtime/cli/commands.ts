@@ -1,0 +1,279 @@
+// The CLI's verbs, each a function over the Manager seam, so the same code runs against the
+// service (HttpManager) and in-process (SandboxManager). Human output by default, --json for
+// scripts; the return value is the process exit code.
+import { spawn } from "node:child_process";
+import { mkdirSync, statSync } from "node:fs";
+import { basename, dirname, resolve } from "node:path";
+import type { Readable, Writable } from "node:stream";
+import { finished } from "node:stream/promises";
+import { SbxError, ValidationError } from "../core/errors.ts";
+import type { Manager, Sandbox } from "../core/types.ts";
+import { durationFlag, intFlag, keyValues, need, parse } from "./args.ts";
+import { summarize } from "./stats.ts";
+
+export interface Io {
+  stdout: Writable;
+  stderr: Writable;
+  stdin: Readable;
+}
+
+export interface CommandContext {
+  manager: Manager;
+  owner: string;
+  io: Io;
+}
+
+type Command = (ctx: CommandContext, argv: string[]) => Promise<number>;
+
+function print(ctx: CommandContext, json: boolean, value: unknown, human: string): void {
+  ctx.io.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : human.endsWith("\n") || human === "" ? human : `${human}\n`);
+}
+
+function age(iso: string | undefined, now = Date.now()): string {
+  if (!iso) return "-";
+  const s = Math.round((now - Date.parse(iso)) / 1000);
+  const abs = Math.abs(s);
+  const txt = abs < 120 ? `${abs}s` : abs < 7200 ? `${Math.round(abs / 60)}m` : `${Math.round(abs / 3600)}h`;
+  return s < 0 ? `in ${txt}` : txt;
+}
+
+export function table(rows: string[][]): string {
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+  return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c])).join("  ").trimEnd()).join("\n");
+}
+
+function describeHuman(s: Sandbox): string {
+  const lines = [
+    ["id", s.id], ["phase", s.phase + (s.reason ? ` (${s.reason})` : "")], ["ready", String(s.ready)],
+    ["profile", s.profile], ["size", s.size], ["created", s.createdAt], ["expires", s.expiresAt],
+    ["last activity", s.lastActivityAt ?? "-"], ["warm", String(s.warm ?? false)], ["node", s.node ?? "-"],
+  ];
+  if (s.message) lines.push(["message", s.message]);
+  if (s.exitCode !== undefined) lines.push(["exit code", String(s.exitCode)]);
+  return table(lines);
+}
+
+const create: Command = async (ctx, argv) => {
+  const usage = "sbx create [--profile P] [--size S] [--ttl 1h] [--idle 15m] [--env K=V]... [--meta K=V]... [--key KEY] [--wait [--timeout 60s]] [--json]";
+  const a = parse(argv, {
+    profile: { type: "string" }, size: { type: "string" }, ttl: { type: "string" }, idle: { type: "string" },
+    env: { type: "string", multiple: true }, meta: { type: "string", multiple: true }, key: { type: "string" },
+    wait: { type: "boolean" }, timeout: { type: "string" },
+  }, usage);
+  let s = await ctx.manager.create({
+    owner: ctx.owner,
+    profile: a.values.profile as string,
+    size: a.values.size as string,
+    ttlSeconds: durationFlag("--ttl", a.values.ttl),
+    idleTimeoutSeconds: durationFlag("--idle", a.values.idle),
+    env: keyValues("--env", a.values.env),
+    metadata: keyValues("--meta", a.values.meta),
+    clientKey: a.values.key as string | undefined,
+  });
+  if (a.values.wait) s = await ctx.manager.wait(ctx.owner, s.id, { timeoutMs: (durationFlag("--timeout", a.values.timeout) ?? 60) * 1000 });
+  print(ctx, !!a.values.json, s, s.id);
+  return 0;
+};
+
+const wait: Command = async (ctx, argv) => {
+  const usage = "sbx wait ID [--timeout 60s] [--json]";
+  const a = parse(argv, { timeout: { type: "string" } }, usage);
+  need(a.positionals, 1, usage);
+  const s = await ctx.manager.wait(ctx.owner, a.positionals[0], { timeoutMs: (durationFlag("--timeout", a.values.timeout) ?? 60) * 1000 });
+  print(ctx, !!a.values.json, s, `${s.id} ready`);
+  return 0;
+};
+
+const run: Command = async (ctx, argv) => {
+  const usage = "sbx run ID [--env K=V]... [--cwd DIR] [--timeout 30s] [--stdin] [--json] -- COMMAND [ARGS...]";
+  const a = parse(argv, { env: { type: "string", multiple: true }, cwd: { type: "string" }, timeout: { type: "string" }, stdin: { type: "boolean", short: "i" } }, usage);
+  need(a.positionals, 1, usage);
+  // `sbx run ID cmd args` works too; `--` is needed only when the command has its own flags
+  const command = a.rest.length > 0 ? a.rest : a.positionals.slice(1);
+  if (command.length === 0) throw new ValidationError("command", "", `nothing to run; usage: ${usage}`);
+  const timeout = durationFlag("--timeout", a.values.timeout);
+  const session = await ctx.manager.exec(ctx.owner, a.positionals[0], {
+    command,
+    env: keyValues("--env", a.values.env),
+    cwd: a.values.cwd as string | undefined,
+    timeoutMs: timeout === undefined ? undefined : timeout * 1000,
+    stdin: a.values.stdin ? ctx.io.stdin : undefined,
+  });
+  const json = !!a.values.json;
+  const out: { stdout: Buffer[]; stderr: Buffer[] } = { stdout: [], stderr: [] };
+  session.stdout.on("data", (c: Buffer) => (json ? out.stdout.push(Buffer.from(c)) : ctx.io.stdout.write(c)));
+  session.stderr.on("data", (c: Buffer) => (json ? out.stderr.push(Buffer.from(c)) : ctx.io.stderr.write(c)));
+  const [result] = await Promise.all([session.result, finished(session.stdout), finished(session.stderr)]);
+  if (json) print(ctx, true, { ...result, stdout: Buffer.concat(out.stdout).toString(), stderr: Buffer.concat(out.stderr).toString() }, "");
+  else if (result.timedOut) ctx.io.stderr.write(`sbx: command timed out after ${timeout}s (exit ${result.exitCode})\n`);
+  else if (result.oomKilled) ctx.io.stderr.write(`sbx: command was OOM-killed (exit ${result.exitCode})\n`);
+  return result.exitCode;
+};
+
+/** "ID:/path" -> { id, path }; anything else is local. */
+function remote(arg: string): { id: string; path: string } | undefined {
+  const m = /^([a-z0-9][a-z0-9-]*):(\/.*)$/.exec(arg);
+  return m ? { id: m[1], path: m[2] } : undefined;
+}
+
+function tar(args: string[], io: { stdin?: Readable; stdout?: Writable }): { done: Promise<void>; stdout: Readable; stdin: Writable } {
+  const p = spawn("tar", args, { stdio: ["pipe", "pipe", "pipe"] });
+  let err = "";
+  p.stderr.on("data", (c) => (err += c));
+  const done = new Promise<void>((res, rej) => {
+    p.on("error", (e) => rej(new Error(`tar could not start: ${e.message}; install tar`)));
+    p.on("close", (code) => (code === 0 ? res() : rej(new ValidationError("cp", args.join(" "), `tar failed (exit ${code}): ${err.trim()}`))));
+  });
+  if (io.stdin) io.stdin.pipe(p.stdin);
+  return { done, stdout: p.stdout, stdin: p.stdin };
+}
+
+const cp: Command = async (ctx, argv) => {
+  const usage = "sbx cp LOCAL_PATH ID:/dir  |  sbx cp ID:/path LOCAL_DIR";
+  const a = parse(argv, {}, usage);
+  need(a.positionals, 2, usage);
+  const [src, dst] = a.positionals;
+  const from = remote(src);
+  const to = remote(dst);
+  if (!from && to) {
+    const local = resolve(src);
+    statSync(local); // a missing source is an ENOENT naming the path
+    const t = tar(["-C", dirname(local), "-cf", "-", basename(local)], {});
+    await Promise.all([ctx.manager.putArchive(ctx.owner, to.id, to.path, t.stdout), t.done]);
+    print(ctx, !!a.values.json, { copied: local, to: dst }, `${local} -> ${dst}`);
+    return 0;
+  }
+  if (from && !to) {
+    const dir = resolve(dst);
+    mkdirSync(dir, { recursive: true });
+    const archive = await ctx.manager.getArchive(ctx.owner, from.id, from.path);
+    await tar(["-C", dir, "-xf", "-"], { stdin: archive }).done;
+    print(ctx, !!a.values.json, { copied: src, to: dir }, `${src} -> ${dir}`);
+    return 0;
+  }
+  throw new ValidationError("cp", `${src} ${dst}`, `exactly one side must be ID:/path; usage: ${usage}`);
+};
+
+const ls: Command = async (ctx, argv) => {
+  const a = parse(argv, {}, "sbx ls [--json]");
+  const all = await ctx.manager.list({ owner: ctx.owner });
+  const rows = [["ID", "PHASE", "READY", "PROFILE", "SIZE", "AGE", "EXPIRES"], ...all.map((s) => [s.id, s.phase + (s.reason ? `/${s.reason}` : ""), String(s.ready), s.profile, s.size, age(s.createdAt), age(s.expiresAt)])];
+  print(ctx, !!a.values.json, all, all.length ? table(rows) : "no sandboxes");
+  return 0;
+};
+
+const get: Command = async (ctx, argv) => {
+  const usage = "sbx get ID [--json]";
+  const a = parse(argv, {}, usage);
+  need(a.positionals, 1, usage);
+  const s = await ctx.manager.get(ctx.owner, a.positionals[0]);
+  print(ctx, !!a.values.json, s, describeHuman(s));
+  return 0;
+};
+
+const logs: Command = async (ctx, argv) => {
+  const usage = "sbx logs ID [--follow] [--tail N]";
+  const a = parse(argv, { follow: { type: "boolean", short: "f" }, tail: { type: "string" } }, usage);
+  need(a.positionals, 1, usage);
+  const stream = await ctx.manager.logs(ctx.owner, a.positionals[0], { follow: !!a.values.follow, tailLines: intFlag("--tail", a.values.tail) });
+  stream.pipe(ctx.io.stdout, { end: false });
+  await finished(stream);
+  return 0;
+};
+
+const kill: Command = async (ctx, argv) => {
+  const usage = "sbx kill ID [ID...]";
+  const a = parse(argv, {}, usage);
+  need(a.positionals, 1, usage);
+  for (const id of a.positionals) await ctx.manager.kill(ctx.owner, id);
+  print(ctx, !!a.values.json, { killed: a.positionals }, a.positionals.map((id) => `${id} killed`).join("\n"));
+  return 0;
+};
+
+const pauseResume = (verb: "pause" | "resume"): Command => async (ctx, argv) => {
+  const usage = `sbx ${verb} ID [--json]`;
+  const a = parse(argv, {}, usage);
+  need(a.positionals, 1, usage);
+  const fn = ctx.manager[verb];
+  if (!fn) throw new SbxError("conflict", `${verb} is not supported here`);
+  const s = await fn.call(ctx.manager, ctx.owner, a.positionals[0]);
+  print(ctx, !!a.values.json, s, `${s.id} ${s.phase}`);
+  return 0;
+};
+
+const pool: Command = async (ctx, argv) => {
+  const usage = "sbx pool status [--json]";
+  const a = parse(argv, {}, usage);
+  if (a.positionals[0] !== "status") throw new ValidationError("pool", a.positionals[0] ?? "", `usage: ${usage}`);
+  if (!ctx.manager.poolStatus) throw new SbxError("conflict", "this backend has no warm pool");
+  const pools = await ctx.manager.poolStatus();
+  const rows = [["PROFILE", "SIZE", "TARGET", "READY", "STARTING"], ...pools.map((p) => [p.profile, p.size, String(p.target), String(p.ready), String(p.starting)])];
+  print(ctx, !!a.values.json, pools, pools.length ? table(rows) : "no warm pools configured");
+  return 0;
+};
+
+const bench: Command = async (ctx, argv) => {
+  const usage = "sbx bench create [--count 100] [--concurrency 10] [--profile P] [--size S] [--keep] [--json]";
+  const a = parse(argv, { count: { type: "string" }, concurrency: { type: "string" }, profile: { type: "string" }, size: { type: "string" }, keep: { type: "boolean" } }, usage);
+  if (a.positionals[0] !== "create") throw new ValidationError("bench", a.positionals[0] ?? "", `usage: ${usage}`);
+  const count = intFlag("--count", a.values.count, 1) ?? 100;
+  const concurrency = intFlag("--concurrency", a.values.concurrency, 1) ?? 10;
+  const samples: number[] = [];
+  const errors: Record<string, number> = {};
+  const ids: string[] = [];
+  let next = 0;
+  const t0 = performance.now();
+  const worker = async () => {
+    while (next < count) {
+      next++;
+      const start = performance.now();
+      try {
+        const s = await ctx.manager.create({ owner: ctx.owner, profile: a.values.profile as string, size: a.values.size as string });
+        samples.push(performance.now() - start);
+        ids.push(s.id);
+      } catch (err) {
+        const code = err instanceof SbxError ? err.code : "internal";
+        errors[code] = (errors[code] ?? 0) + 1;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
+  const wallMs = performance.now() - t0;
+  if (!a.values.keep) await Promise.all(ids.map((id) => ctx.manager.kill(ctx.owner, id).catch((err) => ctx.io.stderr.write(`sbx: kill ${id}: ${(err as Error).message}\n`))));
+  const report = { op: "create-accept", concurrency, requested: count, ok: samples.length, errors, wallMs: Math.round(wallMs), ...summarize(samples) };
+  const rows = [["CONCURRENCY", "OK", "ERRORS", "P50 ms", "P90 ms", "P99 ms", "MAX ms"], [String(concurrency), String(report.ok), String(count - report.ok), String(report.p50Ms), String(report.p90Ms), String(report.p99Ms), String(report.maxMs)]];
+  print(ctx, !!a.values.json, report, table(rows));
+  return count === report.ok ? 0 : 1;
+};
+
+export const COMMANDS: Record<string, Command> = {
+  create, wait, run, exec: run, cp, ls, list: ls, get, logs, kill, rm: kill,
+  pause: pauseResume("pause"), resume: pauseResume("resume"), pool, bench,
+};
+
+export const HELP = `sbx: self-hosted code sandboxes
+
+usage: sbx <command> [options]
+
+  create [--profile P] [--size S] [--ttl 1h] [--idle 15m] [--env K=V] [--key KEY] [--wait]
+                                   create a sandbox; prints its id at once
+  wait ID [--timeout 60s]          block until it accepts commands
+  run ID [--timeout 30s] [--stdin] -- CMD [ARGS...]
+                                   run a command; output streams; exits with its exit code
+  cp LOCAL ID:/dir | ID:/path LOCAL copy files in or out (tar)
+  ls                               your sandboxes
+  get ID                           one sandbox
+  logs ID [--follow] [--tail N]    the sandbox's own output
+  kill ID [ID...]                  kill sandboxes
+  pause ID | resume ID             snapshot and release / restore (where supported)
+  pool status                      warm pool state
+  bench create [--count N] [--concurrency C]
+                                   measure create-accept latency
+  token create --owner NAME        add a token to the service's tokens file (direct mode)
+
+Every command takes --json. With SBX_SERVER (and SBX_TOKEN) set it talks to the service;
+otherwise it builds the runtime in-process from SBX_CONFIG (or the defaults).
+Exit codes: 0 ok, 1 command failed, 2 invalid arguments, 3 unauthenticated, 4 not found,
+5 conflict, 6 over capacity, 7 timeout, 8 upstream, 9 sandbox failed, 10 too large;
+run/exec exit with the command's own exit code.
+`;

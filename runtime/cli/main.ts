@@ -1,0 +1,82 @@
+// `sbx`: the CLI entry. Chooses the transport (SBX_SERVER -> the service over HTTP; else the
+// runtime built in-process from config), runs one verb, maps errors to exit codes.
+import { userInfo } from "node:os";
+import { pathToFileURL } from "node:url";
+import { buildManager } from "../backends.ts";
+import { HttpManager } from "../client/http.ts";
+import { loadRuntimeConfig, tokensPathFor } from "../config/load.ts";
+import { systemClock } from "../core/clock.ts";
+import { EXIT_CODE, SbxError, ValidationError } from "../core/errors.ts";
+import { createLogger } from "../core/log.ts";
+import type { SandboxManager } from "../core/manager.ts";
+import { addToken } from "../core/tokens.ts";
+import type { Manager } from "../core/types.ts";
+import { parse } from "./args.ts";
+import { COMMANDS, HELP, type Io } from "./commands.ts";
+
+export interface CliEnv {
+  env: NodeJS.ProcessEnv;
+  io: Io;
+}
+
+/** `sbx token create --owner NAME`: writes only the hash to the tokens file, prints the token once. */
+async function tokenCommand(argv: string[], { env, io }: CliEnv): Promise<number> {
+  const usage = "sbx token create --owner NAME [--json]";
+  const a = parse(argv, { owner: { type: "string" } }, usage);
+  if (a.positionals[0] !== "create" || typeof a.values.owner !== "string") throw new ValidationError("token", argv.join(" "), `usage: ${usage}`);
+  const { config } = loadRuntimeConfig(env);
+  const path = tokensPathFor(config);
+  const token = addToken(path, a.values.owner);
+  io.stdout.write(a.values.json ? `${JSON.stringify({ owner: a.values.owner, token, tokensPath: path })}\n` : `${token}\n`);
+  return 0;
+}
+
+async function openManager(env: NodeJS.ProcessEnv): Promise<{ manager: Manager; owner: string; close: () => Promise<void> }> {
+  if (env.SBX_SERVER) {
+    if (!env.SBX_TOKEN) throw new SbxError("unauthenticated", "SBX_SERVER is set but SBX_TOKEN is not: export the token `npm start` printed");
+    return { manager: new HttpManager({ server: env.SBX_SERVER, token: env.SBX_TOKEN }), owner: "(token)", close: async () => {} };
+  }
+  const { config } = loadRuntimeConfig(env);
+  const logger = createLogger({ level: env.SBX_LOG_LEVEL ?? "warn" });
+  const { manager } = await buildManager(config, { logger, clock: systemClock });
+  await (manager as SandboxManager).start({ reaper: false });
+  const owner = env.SBX_OWNER ?? userInfo().username;
+  return { manager, owner, close: () => (manager as SandboxManager).close() };
+}
+
+export async function runCli(argv: string[], cli: CliEnv): Promise<number> {
+  const [verb, ...rest] = argv;
+  if (!verb || verb === "help" || verb === "--help" || verb === "-h") {
+    cli.io.stdout.write(HELP);
+    return verb ? 0 : 2;
+  }
+  const json = rest.includes("--json");
+  try {
+    if (verb === "token") return await tokenCommand(rest, cli);
+    const command = COMMANDS[verb];
+    if (!command) throw new ValidationError("command", verb, `unknown command; run \`sbx help\` (commands: ${Object.keys(COMMANDS).join(", ")})`);
+    if (rest.includes("--help") || rest.includes("-h")) {
+      cli.io.stdout.write(HELP);
+      return 0;
+    }
+    const { manager, owner, close } = await openManager(cli.env);
+    try {
+      return await command({ manager, owner, io: cli.io }, rest);
+    } finally {
+      await close();
+    }
+  } catch (err) {
+    const code = err instanceof SbxError ? err.code : "internal";
+    const message = err instanceof Error ? err.message : String(err);
+    if (json) cli.io.stderr.write(`${JSON.stringify({ error: { code, message, ...(err instanceof SbxError ? { details: err.details } : {}) } })}\n`);
+    else cli.io.stderr.write(`sbx: ${message}\n`);
+    if (err instanceof SbxError && err.code === "capacity") cli.io.stderr.write(`sbx: retry after ${(err.details.retryAfterSeconds as number) ?? "a few"}s\n`);
+    return err instanceof SbxError ? EXIT_CODE[err.code] : 1;
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
+  const code = await runCli(process.argv.slice(2), { env: process.env, io: { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin } });
+  // let stdout drain before exiting (pipes are asynchronous)
+  process.stdout.write("", () => process.exit(code));
+}
