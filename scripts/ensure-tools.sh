@@ -5,6 +5,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bash "$here/install-debian.sh"
+bash "$here/build-local-helper.sh"
 if [ -f "$here/build-control-plane.sh" ]; then
   bash "$here/build-control-plane.sh"
 fi

@@ -1,0 +1,38 @@
+// Finds the in-sandbox helper binary, building it from tools/local-helper/sbx-helper.c with
+// scripts/build-local-helper.sh when it is missing or older than its source.
+import { execFile } from "node:child_process";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const HELPER_SOURCE = path.join(repoRoot, "tools/local-helper/sbx-helper.c");
+export const HELPER_BINARY = path.join(repoRoot, ".cache/local/sbx-helper");
+const BUILD_SCRIPT = path.join(repoRoot, "scripts/build-local-helper.sh");
+
+function isCurrent(): boolean {
+  try {
+    const want = crypto.createHash("sha256").update(fs.readFileSync(HELPER_SOURCE)).digest("hex");
+    return fs.statSync(HELPER_BINARY).isFile() && fs.readFileSync(`${HELPER_BINARY}.sha256`, "utf8").trim() === want;
+  } catch {
+    return false;
+  }
+}
+
+/** Returns the helper's path, building it first if needed. */
+export async function ensureHelperBinary(): Promise<string> {
+  if (isCurrent()) return HELPER_BINARY;
+  try {
+    await promisify(execFile)("bash", [BUILD_SCRIPT], { timeout: 120_000 });
+  } catch (err) {
+    const e = err as { stderr?: string; message: string };
+    throw new Error(
+      `local backend: building the sandbox helper (${BUILD_SCRIPT}) failed: ${(e.stderr || e.message).trim()}; ` +
+        `install a C compiler and static libc (apt-get install -y gcc libc6-dev) or run scripts/ensure-tools.sh`,
+    );
+  }
+  if (!isCurrent()) throw new Error(`local backend: ${BUILD_SCRIPT} ran but ${HELPER_BINARY} is still missing or stale`);
+  return HELPER_BINARY;
+}

@@ -1,0 +1,153 @@
+// One running local sandbox ("slot"): launch with bubblewrap, readiness, the watch connection
+// that tells us when it dies, and teardown. Policy (TTL, pool, events) lives in backend.ts.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import type net from "node:net";
+import type { CgroupDirs, CgroupLayout } from "./cgroups.ts";
+import { cgroupPids, childDirs, createSandboxCgroups, killCgroup, openDirFds, removeCgroup, sandboxDirs } from "./cgroups.ts";
+import { planBwrapArgs } from "./launch.ts";
+import { helperWatch } from "./protocol.ts";
+import { slotPaths, type SandboxRecord, type SlotPaths } from "./records.ts";
+
+export interface SlotEnv {
+  stateDir: string;
+  layout: CgroupLayout;
+  helperPath: string;
+  bwrapPath: string;
+  hostTopLevel: Record<string, string | null>;
+}
+
+export type SlotState = "starting" | "ready" | "dead";
+
+export class Slot {
+  readonly paths: SlotPaths;
+  readonly dirs: CgroupDirs;
+  state: SlotState = "starting";
+  /** set before we kill it ourselves, so the death is not reported as a crash */
+  stopping = false;
+  /** why it died, when known before the watch closes (e.g. DeadlineExceeded) */
+  deathReason?: string;
+  deathMessage?: string;
+  readonly ready: Promise<void>;
+  private resolveReady!: () => void;
+  private rejectReady!: (err: Error) => void;
+  private watch?: net.Socket;
+  private readonly deathListeners: (() => void)[] = [];
+
+  constructor(
+    private readonly env: SlotEnv,
+    readonly rec: SandboxRecord,
+  ) {
+    this.paths = slotPaths(env.stateDir, rec.key);
+    this.dirs = sandboxDirs(env.layout, rec.key);
+    this.ready = new Promise((res, rej) => {
+      this.resolveReady = res;
+      this.rejectReady = rej;
+    });
+    this.ready.catch(() => {});
+  }
+
+  onDeath(fn: () => void): void {
+    this.deathListeners.push(fn);
+  }
+
+  /** Creates directories and cgroups, then starts bubblewrap. Readiness arrives on `ready`. */
+  launch(): void {
+    const { rec, paths } = this;
+    fs.mkdirSync(paths.workspace, { recursive: true, mode: 0o700 });
+    fs.chownSync(paths.workspace, rec.uid, rec.uid);
+    fs.mkdirSync(paths.run, { recursive: true, mode: 0o700 });
+    createSandboxCgroups(this.env.layout, rec.key, rec.size, rec.uid);
+    const cgFds = openDirFds(this.dirs);
+    const logFd = fs.openSync(paths.log, "a");
+    const readyFd = 3;
+    const args = planBwrapArgs({
+      rootfs: rec.rootfs,
+      workspaceDir: paths.workspace,
+      runDir: paths.run,
+      helperPath: this.env.helperPath,
+      uid: rec.uid,
+      hostname: rec.sandbox?.id ?? rec.key,
+      tmpBytes: rec.size.tmpBytes,
+      readyFd,
+      cgroupFds: cgFds.map((_, i) => readyFd + 1 + i),
+      hostTopLevel: this.env.hostTopLevel,
+    });
+    let child;
+    try {
+      child = spawn(this.env.bwrapPath, args, { stdio: ["ignore", logFd, logFd, "pipe", ...cgFds], detached: true });
+    } finally {
+      for (const fd of [logFd, ...cgFds]) fs.closeSync(fd);
+    }
+    child.unref();
+    const readyPipe = child.stdio[3] as net.Socket;
+    let gotReady = false;
+    readyPipe.on("data", () => {
+      if (gotReady) return;
+      gotReady = true;
+      readyPipe.destroy();
+      void this.afterReady();
+    });
+    child.on("error", (err) => this.failStart(`cannot run ${this.env.bwrapPath}: ${err.message}; install bubblewrap (apt-get install -y bubblewrap)`));
+    child.on("exit", (code, signal) => {
+      if (!gotReady) this.failStart(`bubblewrap exited (${signal ?? `code ${code}`}) before the sandbox was ready: ${this.logTail()}`);
+    });
+  }
+
+  private async afterReady(): Promise<void> {
+    const pids = cgroupPids(this.env.layout, childDirs(this.dirs, "init"));
+    this.rec.helperPid = pids[0];
+    try {
+      await this.attach();
+      this.resolveReady();
+    } catch (err) {
+      this.failStart(`the helper reported ready but its socket did not answer: ${(err as Error).message}`);
+    }
+  }
+
+  /** Opens the watch connection (also how a restarted backend adopts a live sandbox). */
+  async attach(): Promise<void> {
+    this.watch = await helperWatch(this.paths.socket, () => this.died());
+    this.watch.unref();
+    this.state = "ready";
+  }
+
+  private failStart(message: string): void {
+    if (this.state === "dead") return;
+    this.deathReason ??= "Error";
+    this.deathMessage ??= message;
+    this.rejectReady(new Error(message));
+    this.died();
+  }
+
+  private died(): void {
+    if (this.state === "dead") return;
+    this.state = "dead";
+    this.rejectReady(new Error(this.deathMessage ?? "the sandbox stopped before it was ready"));
+    for (const fn of this.deathListeners) fn();
+  }
+
+  /** Kills every process of the sandbox and removes its cgroups. Keeps the workspace. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await killCgroup(this.env.layout, this.dirs);
+    this.watch?.destroy();
+    this.died();
+    // the pid namespace's teardown finishes asynchronously; cgroups become removable soon after
+    for (let i = 0; i < 200 && !removeCgroup(this.dirs); i++) await new Promise((r) => setTimeout(r, 5));
+  }
+
+  /** stop() and forget everything on disk. */
+  async destroy(): Promise<void> {
+    await this.stop();
+    await fs.promises.rm(this.paths.dir, { recursive: true, force: true });
+  }
+
+  logTail(lines = 5): string {
+    try {
+      return fs.readFileSync(this.paths.log, "utf8").trim().split("\n").slice(-lines).join(" | ") || "(no output)";
+    } catch {
+      return "(no log)";
+    }
+  }
+}

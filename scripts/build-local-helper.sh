@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds the local backend's in-sandbox helper (tools/local-helper/sbx-helper.c) into
+# .cache/local/sbx-helper, statically linked so it also runs inside OCI image rootfs that have
+# no glibc. Idempotent: rebuilds only when the source's sha256 changed. Needs gcc and libc6-dev.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+src="$root/tools/local-helper/sbx-helper.c"
+out_dir="$root/.cache/local"
+out="$out_dir/sbx-helper"
+sum="$(sha256sum "$src" | cut -d' ' -f1)"
+if [ -x "$out" ] && [ "$(cat "$out.sha256" 2>/dev/null)" = "$sum" ]; then
+  exit 0
+fi
+if ! command -v gcc >/dev/null 2>&1; then
+  echo "sbx: gcc not found; the local backend's helper is built from C. Install it: apt-get install -y gcc libc6-dev" >&2
+  exit 1
+fi
+mkdir -p "$out_dir"
+tmp="$(mktemp "$out_dir/sbx-helper.XXXXXX")"
+trap 'rm -f "$tmp"' EXIT
+gcc -O2 -static -Wall -Wextra -Wno-unused-result -o "$tmp" "$src"
+chmod 0755 "$tmp"
+mv "$tmp" "$out"
+echo "$sum" > "$out.sha256"
+trap - EXIT
+echo "sbx: built $out" >&2

@@ -1,0 +1,439 @@
+// sbx-helper: the init process of one local sandbox (PID 1 of its pid namespace).
+//
+// Started by bubblewrap as root inside the sandbox's namespaces, it (1) joins the sandbox's
+// cgroups through directory fds the host passed in, (2) binds the exec socket in a directory
+// only root can reach, (3) drops every privilege for good (bounding set, ambient, inheritable,
+// uid/gid to the sandbox's unprivileged uid, no_new_privs, not dumpable), (4) reports ready,
+// then serves exec requests: one relay process per connection forks the command into its own
+// sub-cgroup (delegated to the sandbox uid) and multiplexes stdin/stdout/stderr/exit over the
+// connection as frames: type (1 byte) + length (4 bytes, big endian) + payload.
+//
+//   host -> relay  'R' request (NUL-separated: "exec", cgroup name, cwd, argc, argv..., envc, env...)
+//                  'W' watch (no payload; the connection closes when the sandbox dies)
+//                  'I' stdin bytes, 'E' end of stdin
+//   relay -> host  'P' started (pid inside the sandbox), 'F' could not start (stage:errno:text),
+//                  '1' stdout bytes, '2' stderr bytes, 'X' finished ("exit:N" or "signal:N")
+//
+// Written in C because it must start in about a millisecond and fork cheaply: it is on the
+// path of every create and every exec.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_CG 8
+#define MAX_REQUEST (1 << 20)
+#define CHUNK 65536
+
+extern char **environ;
+static int cg_fds[MAX_CG];
+static int n_cg;
+
+static void die(const char *what) {
+  fprintf(stderr, "sbx-helper: %s: %s\n", what, strerror(errno));
+  exit(70);
+}
+
+static int write_all(int fd, const void *buf, size_t len) {
+  const char *p = buf;
+  while (len > 0) {
+    ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+    if (n < 0 && errno == ENOTSOCK) n = write(fd, p, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+static int send_frame(int fd, char type, const void *data, uint32_t len) {
+  unsigned char hdr[5] = {(unsigned char)type, len >> 24, len >> 16, len >> 8, len};
+  if (write_all(fd, hdr, 5) < 0) return -1;
+  return len ? write_all(fd, data, len) : 0;
+}
+
+static int read_full(int fd, void *buf, size_t len) {
+  char *p = buf;
+  while (len > 0) {
+    ssize_t n = read(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+// Reads one frame header; returns the type, or -1 on EOF/error. *len gets the payload length.
+static int read_header(int fd, uint32_t *len) {
+  unsigned char hdr[5];
+  if (read_full(fd, hdr, 5) < 0) return -1;
+  *len = ((uint32_t)hdr[1] << 24) | ((uint32_t)hdr[2] << 16) | ((uint32_t)hdr[3] << 8) | hdr[4];
+  return hdr[0];
+}
+
+static void write_str_file(int dirfd, const char *path, const char *value) {
+  int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) die(path);
+  if (write(fd, value, strlen(value)) < 0) die(path);
+  close(fd);
+}
+
+static void drop_privileges(uid_t uid, gid_t gid) {
+  for (int cap = 0; cap <= 63; cap++) {
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) die("drop bounding capability");
+  }
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL) die("clear ambient capabilities");
+  if (setgroups(0, NULL) < 0) die("setgroups");
+  if (setresgid(gid, gid, gid) < 0) die("setresgid");
+  if (setresuid(uid, uid, uid) < 0) die("setresuid");
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2];
+  memset(data, 0, sizeof data);
+  if (syscall(SYS_capset, &hdr, data) < 0) die("capset");
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) die("no_new_privs");
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) die("dumpable");
+  // Verify rather than trust: a privilege that survived is a reason not to start at all.
+  if (syscall(SYS_capget, &hdr, data) < 0) die("capget");
+  for (int i = 0; i < 2; i++) {
+    if (data[i].effective || data[i].permitted || data[i].inheritable) {
+      errno = EPERM;
+      die("capabilities survived the drop");
+    }
+  }
+  if (setuid(0) == 0) {
+    errno = EPERM;
+    die("could regain uid 0");
+  }
+}
+
+static void on_sigchld(int sig) {
+  (void)sig;
+  int saved = errno;
+  while (waitpid(-1, NULL, WNOHANG) > 0) {
+  }
+  errno = saved;
+}
+
+// ---- relay: one per connection -------------------------------------------------------------
+
+struct request {
+  char *cg, *cwd;
+  char **argv, **envp;
+};
+
+static int parse_request(char *buf, uint32_t len, struct request *r) {
+  char *end = buf + len, *p = buf;
+  char *fields[4];
+  for (int i = 0; i < 4; i++) {
+    if (p >= end) return -1;
+    fields[i] = p;
+    p += strnlen(p, (size_t)(end - p)) + 1;
+  }
+  if (strcmp(fields[0], "exec") != 0) return -1;
+  r->cg = fields[1];
+  r->cwd = fields[2];
+  for (const char *c = r->cg; *c; c++) {
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-')) return -1;
+  }
+  long argc = strtol(fields[3], NULL, 10);
+  if (argc < 1 || argc > 65536) return -1;
+  r->argv = calloc((size_t)argc + 1, sizeof(char *));
+  for (long i = 0; i < argc; i++) {
+    if (p >= end) return -1;
+    r->argv[i] = p;
+    p += strnlen(p, (size_t)(end - p)) + 1;
+  }
+  if (p >= end) return -1;
+  long envc = strtol(p, NULL, 10);
+  p += strnlen(p, (size_t)(end - p)) + 1;
+  if (envc < 0 || envc > 65536) return -1;
+  r->envp = calloc((size_t)envc + 1, sizeof(char *));
+  for (long i = 0; i < envc; i++) {
+    if (p >= end) return -1;
+    r->envp[i] = p;
+    p += strnlen(p, (size_t)(end - p)) + 1;
+  }
+  return 0;
+}
+
+static void fail_start(int sock, const char *stage, int err) {
+  char msg[256];
+  int n = snprintf(msg, sizeof msg, "%s:%d:%s", stage, err, strerror(err));
+  send_frame(sock, 'F', msg, (uint32_t)n);
+  _exit(0);
+}
+
+struct child_error {
+  int stage; /* 1 cgroup, 2 chdir, 3 exec */
+  int err;
+};
+
+static void run_child(struct request *r, int in, int out, int err, int *procs, int errpipe) {
+  struct child_error ce = {0, 0};
+  setsid();
+  for (int i = 0; i < n_cg; i++) {
+    if (write(procs[i], "0", 1) < 0) {
+      ce = (struct child_error){1, errno};
+      goto fail;
+    }
+    close(procs[i]);
+  }
+  int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    if (write(fd, "0", 1) < 0) { /* best effort: the helper is -1000, commands are not */
+    }
+    close(fd);
+  }
+  sigset_t all;
+  sigemptyset(&all);
+  sigprocmask(SIG_SETMASK, &all, NULL);
+  signal(SIGPIPE, SIG_DFL);
+  signal(SIGCHLD, SIG_DFL);
+  if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) {
+    ce = (struct child_error){3, errno};
+    goto fail;
+  }
+  if (chdir(r->cwd) < 0) {
+    ce = (struct child_error){2, errno};
+    goto fail;
+  }
+  environ = r->envp;
+  execvp(r->argv[0], r->argv);
+  ce = (struct child_error){3, errno};
+fail:
+  if (write(errpipe, &ce, sizeof ce) < 0) {
+  }
+  _exit(127);
+}
+
+static void relay_output(int sock, int *fd, char type) {
+  char buf[CHUNK];
+  ssize_t n = read(*fd, buf, sizeof buf);
+  if (n > 0) {
+    if (send_frame(sock, type, buf, (uint32_t)n) < 0) _exit(0);
+  } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+    close(*fd);
+    *fd = -1;
+  }
+}
+
+static void drain_output(int sock, int fd, char type) {
+  if (fd < 0) return;
+  fcntl(fd, F_SETFL, O_NONBLOCK);
+  char buf[CHUNK];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) {
+    if (send_frame(sock, type, buf, (uint32_t)n) < 0) _exit(0);
+  }
+}
+
+static void relay_exec(int sock, char *buf, uint32_t len) {
+  struct request r;
+  if (parse_request(buf, len, &r) < 0) fail_start(sock, "request", EINVAL);
+  int procs[MAX_CG];
+  for (int i = 0; i < n_cg; i++) {
+    if (mkdirat(cg_fds[i], r.cg, 0755) < 0 && errno != EEXIST) fail_start(sock, "cgroup", errno);
+    char path[300];
+    snprintf(path, sizeof path, "%s/cgroup.procs", r.cg);
+    procs[i] = openat(cg_fds[i], path, O_WRONLY | O_CLOEXEC);
+    if (procs[i] < 0) fail_start(sock, "cgroup", errno);
+  }
+  int in[2], out[2], err[2], ep[2];
+  if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0)
+    fail_start(sock, "pipe", errno);
+  pid_t pid = fork();
+  if (pid < 0) fail_start(sock, "fork", errno);
+  if (pid == 0) run_child(&r, in[0], out[1], err[1], procs, ep[1]);
+  for (int i = 0; i < n_cg; i++) close(procs[i]);
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  close(ep[1]);
+  struct child_error ce;
+  if (read(ep[0], &ce, sizeof ce) == (ssize_t)sizeof ce) {
+    waitpid(pid, NULL, 0);
+    fail_start(sock, ce.stage == 1 ? "cgroup" : ce.stage == 2 ? "chdir" : "exec", ce.err);
+  }
+  close(ep[0]);
+  char msg[32];
+  int n = snprintf(msg, sizeof msg, "%d", pid);
+  if (send_frame(sock, 'P', msg, (uint32_t)n) < 0) goto host_gone;
+
+  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (pidfd < 0) fail_start(sock, "pidfd_open", errno);
+  int stdin_fd = in[1], out_fd = out[0], err_fd = err[0];
+  fcntl(stdin_fd, F_SETFL, O_NONBLOCK);
+  char *pending = NULL;
+  uint32_t pending_len = 0, pending_off = 0;
+  int sock_open = 1;
+  for (;;) {
+    struct pollfd p[5];
+    int np = 0, i_sock = -1, i_in = -1, i_out = -1, i_err = -1;
+    p[np] = (struct pollfd){pidfd, POLLIN, 0};
+    int i_pid = np++;
+    if (sock_open && pending_len == 0) p[i_sock = np++] = (struct pollfd){sock, POLLIN, 0};
+    if (stdin_fd >= 0 && pending_len > 0) p[i_in = np++] = (struct pollfd){stdin_fd, POLLOUT, 0};
+    if (out_fd >= 0) p[i_out = np++] = (struct pollfd){out_fd, POLLIN, 0};
+    if (err_fd >= 0) p[i_err = np++] = (struct pollfd){err_fd, POLLIN, 0};
+    if (poll(p, (nfds_t)np, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (i_out >= 0 && p[i_out].revents) relay_output(sock, &out_fd, '1');
+    if (i_err >= 0 && p[i_err].revents) relay_output(sock, &err_fd, '2');
+    if (i_in >= 0 && p[i_in].revents) {
+      ssize_t w = write(stdin_fd, pending + pending_off, pending_len - pending_off);
+      if (w < 0 && errno != EAGAIN && errno != EINTR) {
+        close(stdin_fd); /* the command closed its stdin: drop what is left */
+        stdin_fd = -1;
+        pending_len = 0;
+      } else if (w > 0 && (pending_off += (uint32_t)w) == pending_len) {
+        pending_len = 0;
+      }
+    }
+    if (i_sock >= 0 && p[i_sock].revents) {
+      uint32_t len2;
+      int type = read_header(sock, &len2);
+      if (type < 0 || len2 > CHUNK * 16) goto host_gone;
+      free(pending);
+      pending = malloc(len2 ? len2 : 1);
+      if (read_full(sock, pending, len2) < 0) goto host_gone;
+      if (type == 'I' && stdin_fd >= 0 && len2 > 0) {
+        pending_len = len2;
+        pending_off = 0;
+      } else if (type == 'E' && stdin_fd >= 0) {
+        close(stdin_fd);
+        stdin_fd = -1;
+      }
+    }
+    if (p[i_pid].revents) break;
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  drain_output(sock, out_fd, '1');
+  drain_output(sock, err_fd, '2');
+  n = WIFSIGNALED(status) ? snprintf(msg, sizeof msg, "signal:%d", WTERMSIG(status))
+                          : snprintf(msg, sizeof msg, "exit:%d", WEXITSTATUS(status));
+  send_frame(sock, 'X', msg, (uint32_t)n);
+  _exit(0);
+host_gone:
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);
+  _exit(0);
+}
+
+static void relay(int sock) {
+  signal(SIGCHLD, SIG_DFL);
+  signal(SIGPIPE, SIG_IGN);
+  uint32_t len;
+  int type = read_header(sock, &len);
+  if (type == 'W') {
+    char b;
+    while (read(sock, &b, 1) > 0 || errno == EINTR) {
+    }
+    _exit(0);
+  }
+  if (type != 'R' || len > MAX_REQUEST) _exit(0);
+  char *buf = malloc(len + 1);
+  if (read_full(sock, buf, len) < 0) _exit(0);
+  buf[len] = 0;
+  relay_exec(sock, buf, len);
+}
+
+// ---- init ------------------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  const char *sock_path = NULL;
+  int ready_fd = -1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--uid")) uid = (uid_t)strtoul(argv[i + 1], NULL, 10);
+    else if (!strcmp(argv[i], "--gid")) gid = (gid_t)strtoul(argv[i + 1], NULL, 10);
+    else if (!strcmp(argv[i], "--socket")) sock_path = argv[i + 1];
+    else if (!strcmp(argv[i], "--ready-fd")) ready_fd = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--cg-fd") && n_cg < MAX_CG) cg_fds[n_cg++] = atoi(argv[i + 1]);
+    else {
+      fprintf(stderr, "sbx-helper: unknown argument %s\n", argv[i]);
+      return 64;
+    }
+  }
+  if (!uid || !gid || !sock_path) {
+    fprintf(stderr, "usage: sbx-helper --uid UID --gid GID --socket PATH [--ready-fd FD] [--cg-fd FD]...\n");
+    return 64;
+  }
+  for (int i = 0; i < n_cg; i++) {
+    fcntl(cg_fds[i], F_SETFD, FD_CLOEXEC);
+    write_str_file(cg_fds[i], "init/cgroup.procs", "0");
+  }
+  // the OOM killer should pick a command, not the init (which would end the whole sandbox);
+  // best effort: a host that already raised our floor (containers) refuses, which is harmless
+  int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    if (write(fd, "-1000", 5) < 0 && write(fd, "-999", 4) < 0) {
+    }
+    close(fd);
+  }
+  int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (lfd < 0) die("socket");
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  if (strlen(sock_path) >= sizeof addr.sun_path) {
+    errno = ENAMETOOLONG;
+    die(sock_path);
+  }
+  strcpy(addr.sun_path, sock_path);
+  unlink(sock_path);
+  if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) < 0) die("bind");
+  if (listen(lfd, 256) < 0) die("listen");
+  drop_privileges(uid, gid);
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigchld;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  if (chdir("/") < 0) die("chdir /");
+  fprintf(stderr, "sbx-helper: ready uid=%u gid=%u cgroups=%d\n", (unsigned)uid, (unsigned)gid, n_cg);
+  if (ready_fd >= 0) {
+    if (write(ready_fd, "ready\n", 6) < 0) die("ready fd");
+    close(ready_fd);
+  }
+  for (;;) {
+    int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0) {
+      if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) continue;
+      die("accept");
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(lfd);
+      relay(c);
+      _exit(0);
+    }
+    if (pid < 0) {
+      char msg[128];
+      int n = snprintf(msg, sizeof msg, "fork:%d:%s (the sandbox is at its pids limit)", errno, strerror(errno));
+      send_frame(c, 'F', msg, (uint32_t)n);
+    }
+    close(c);
+  }
+}
