@@ -5,7 +5,7 @@ import type { V1Pod } from "@kubernetes/client-node";
 import type { Sandbox } from "../core/types.ts";
 import { ANNOTATIONS, LABELS, POOL } from "../k8s/contract.ts";
 import { podNameOf, type SandboxResource, type SandboxResourceStatus } from "../k8s/resource.ts";
-import { observePod, planRecordedStatus } from "../k8s/status.ts";
+import { credentialsExpiry, observePod, planRecordedStatus } from "../k8s/status.ts";
 
 export type SandboxAction =
   | { kind: "createPod" }
@@ -58,7 +58,8 @@ export function planSandbox(o: SandboxObservation): SandboxPlan {
   let requeueAfterMs: number | undefined;
   const observed = observePod(pod);
   if (o.credentials.enabled && observed.ready && !terminal) {
-    const expires = recorded.credentialsExpiresAt ? Date.parse(recorded.credentialsExpiresAt) : 0;
+    const at = credentialsExpiry(cr);
+    const expires = at ? Date.parse(at) : 0;
     const dueAt = expires - o.credentials.refreshMarginMs;
     if (dueAt <= o.now.getTime()) actions.push({ kind: "deliverCredentials", podName });
     else requeueAfterMs = dueAt - o.now.getTime();

@@ -39,6 +39,8 @@ export const ANNOTATIONS = {
   metadata: "sbx.dev/metadata",
   /** when a warm pod was claimed (orphan sweep: a claimed pod whose Sandbox never appeared) */
   claimedAt: "sbx.dev/claimed-at",
+  /** set at warm-claim time, when credentials went in before the record existed */
+  credentialsExpiresAt: "sbx.dev/credentials-expires-at",
 } as const;
 
 /** Node label and taint that mark sandbox nodes (the Pulumi node groups set them). */

@@ -95,7 +95,7 @@ export function deriveSandbox(cr: SandboxResource, pod: V1Pod | undefined, opts:
   }
   if (!pod) return { ...base, ...recordedFields(recorded), phase: recorded.podName ? "Terminating" : "Pending", ready: false };
   const o = observePod(pod);
-  const credsIn = !opts.credentialsRequired || !!recorded.credentialsExpiresAt;
+  const credsIn = !opts.credentialsRequired || !!credentialsExpiry(cr);
   const ready = o.ready && credsIn;
   const out: Sandbox = { ...base, phase: o.phase, ready };
   if (o.reason) out.reason = o.reason;
@@ -122,6 +122,11 @@ export function planRecordedStatus(prev: SandboxResourceStatus | undefined, sb: 
   if ((sb.phase === "Failed" || sb.phase === "Succeeded") && !next.finishedAt) next.finishedAt = sb.finishedAt ?? now.toISOString();
   if (sb.warm) next.warm = true;
   return next;
+}
+
+/** when the credentials inside expire: the reconciler records it in status, a warm claim in an annotation */
+export function credentialsExpiry(cr: SandboxResource): string | undefined {
+  return cr.status?.credentialsExpiresAt ?? cr.metadata.annotations?.[ANNOTATIONS.credentialsExpiresAt];
 }
 
 function recordedFields(r: SandboxResourceStatus): Partial<Sandbox> {

@@ -1,0 +1,307 @@
+// The Kubernetes Backend. A create writes the Sandbox record (one API write, durable: the id
+// we return always has a record behind it) and returns; the pod is made by the leader's
+// reconciler right after, from the record, so a crash between the two converges. Readiness,
+// status and events come from two shared informers; exec, files and logs go through the API
+// server's exec/log endpoints, so sandboxes need no server and no open port.
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { PassThrough, Readable } from "node:stream";
+import { Exec, Log, type KubernetesObject, type V1Pod } from "@kubernetes/client-node";
+import type { RuntimeConfig } from "../config/schema.ts";
+import type { Clock } from "../core/clock.ts";
+import { ConflictError, NotFoundError, SandboxFailedError, UpstreamError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import type { Backend, ExecRequest, ExecSession, LogOptions, PoolStatus, Sandbox, SandboxEvent, SandboxSpec, WaitOptions } from "../core/types.ts";
+import { Controller } from "../controller/controller.ts";
+import { SandboxReconciler } from "../controller/sandboxReconciler.ts";
+import { WarmPool } from "../controller/warmpool.ts";
+import { ActivityRecorder } from "./activity.ts";
+import { getArchive, putArchive } from "./archive.ts";
+import { isNotFound, loadKubeClients, mergePatch, toDomainError, type KubeClients } from "./client.ts";
+import { ANNOTATIONS, API_GROUP, API_VERSION, LABELS, SANDBOX_CONTAINER, SANDBOX_PLURAL } from "./contract.ts";
+import { createStsCredentialBroker, credentialsEnv, renderCredentialsFile, WRITE_CREDENTIALS_ARGV, type CredentialBroker } from "./credentials.ts";
+import { startExec } from "./exec.ts";
+import { buildExecArgv } from "./execCommand.ts";
+import { startSupervisedInformer, type SupervisedInformer } from "./informer.ts";
+import { buildSandboxResource, labelSafe, podNameOf, type SandboxResource } from "./resource.ts";
+import { SandboxIndex } from "./sandboxIndex.ts";
+
+/** Optional wiring for tests and benchmarks; production passes none of it. */
+export interface KubernetesBackendOverrides {
+  clients?: KubeClients;
+  broker?: CredentialBroker;
+  /** leader-election identity; defaults to a random one per process */
+  identity?: string;
+  leaseDurationMs?: number;
+  retryPeriodMs?: number;
+  activityFlushMs?: number;
+  orphanGraceMs?: number;
+}
+
+export interface KubernetesBackend extends Backend {
+  /** the controller half, exposed for tests (leadership, idle) */
+  readonly controller: Controller;
+  readonly warmPool: WarmPool;
+}
+
+export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: Logger; clock: Clock }, overrides: KubernetesBackendOverrides = {}): KubernetesBackend {
+  const { clock } = deps;
+  const logger = deps.logger.child({ backend: "kubernetes" });
+  const clients = overrides.clients ?? loadKubeClients(config.kubernetes.kubeconfigPath);
+  const { kc, core, custom } = clients;
+  const ns = config.kubernetes.namespace;
+  const broker = overrides.broker ?? (config.credentials ? createStsCredentialBroker(config.credentials) : undefined);
+  const index = new SandboxIndex({ credentialsRequired: !!broker, clock, logger });
+  const execApi = new Exec(kc);
+  const crApi = { group: API_GROUP, version: API_VERSION, namespace: ns, plural: SANDBOX_PLURAL };
+  const resolveImage = (profile: string) => readCatalog(config)[profile];
+
+  const runInPod = (podName: string, argv: string[], stdin?: Uint8Array | Readable, timeoutMs?: number) =>
+    startExec(execApi, { namespace: ns, pod: podName, container: SANDBOX_CONTAINER }, argv, { stdin, timeoutMs, clock });
+
+  const deliverCredentials = broker
+    ? async (id: string, podName: string): Promise<Date> => {
+        const creds = await broker.mintScoped(id);
+        const session = await runInPod(podName, WRITE_CREDENTIALS_ARGV, Buffer.from(renderCredentialsFile(creds)));
+        session.stdout.resume();
+        let err = "";
+        session.stderr.on("data", (c: Buffer) => (err += c.toString()));
+        const res = await session.result;
+        if (res.exitCode !== 0) throw new UpstreamError(`writing credentials into sandbox ${id} (pod ${podName}) exited ${res.exitCode}: ${err.trim()}`);
+        return creds.expiration;
+      }
+    : undefined;
+
+  const warmPool = new WarmPool({ index, core, config, clock, logger, resolveImage });
+  const reconciler = new SandboxReconciler({ index, core, custom, config, clock, logger, deliverCredentials, orphanGraceMs: overrides.orphanGraceMs });
+  const controller = new Controller({
+    index,
+    reconciler,
+    warmPool,
+    coordination: clients.coordination,
+    leaseNamespace: config.kubernetes.runtimeNamespace,
+    leaseName: config.kubernetes.leaseName,
+    identity: overrides.identity ?? `sbx-${randomUUID().slice(0, 8)}`,
+    clock,
+    logger,
+    leaseDurationMs: overrides.leaseDurationMs,
+    retryPeriodMs: overrides.retryPeriodMs,
+  });
+  const activity = new ActivityRecorder({
+    clock,
+    logger,
+    intervalMs: overrides.activityFlushMs ?? 5_000,
+    isNotFound,
+    write: async (id, at) => {
+      await custom.patchNamespacedCustomObject({ ...crApi, name: id, body: { metadata: { annotations: { [ANNOTATIONS.lastActivity]: at.toISOString() } } } }, mergePatch);
+    },
+  });
+  let informers: SupervisedInformer<unknown>[] = [];
+
+  const withActivity = (sb: Sandbox): Sandbox => {
+    const pending = activity.latest(sb.id);
+    return pending && (!sb.lastActivityAt || sb.lastActivityAt < pending.toISOString()) ? { ...sb, lastActivityAt: pending.toISOString() } : sb;
+  };
+
+  /** the record, from the cache or (another replica created it a moment ago) the API server */
+  const resource = async (id: string): Promise<SandboxResource> => {
+    const cached = index.resource(id);
+    if (cached) return cached;
+    try {
+      const cr = (await custom.getNamespacedCustomObject({ ...crApi, name: id })) as SandboxResource;
+      index.upsertResource(cr);
+      return cr;
+    } catch (err) {
+      throw toDomainError(err, "get sandbox", { kind: "sandbox", name: id });
+    }
+  };
+
+  /** the pod to exec into; refuses sandboxes that are not running */
+  const runningPod = async (id: string): Promise<{ cr: SandboxResource; podName: string }> => {
+    const cr = await resource(id);
+    const sb = index.sandbox(id);
+    if (sb && (sb.phase === "Failed" || sb.phase === "Succeeded")) throw new SandboxFailedError(id, sb.reason ?? sb.phase, sb.message);
+    if (!sb?.ready) throw new ConflictError(`sandbox ${id} is not ready (phase ${sb?.phase ?? "unknown"}${sb?.reason ? `, ${sb.reason}` : ""}); wait for it first`, { id });
+    return { cr, podName: podNameOf(cr) };
+  };
+
+  const createRecord = async (spec: SandboxSpec, podName?: string, annotations: Record<string, string> = {}): Promise<SandboxResource> => {
+    const body = buildSandboxResource(spec, ns, { podName });
+    Object.assign(body.metadata.annotations!, annotations);
+    try {
+      const created = (await custom.createNamespacedCustomObject({ ...crApi, body })) as SandboxResource;
+      index.upsertResource(created);
+      return created;
+    } catch (err) {
+      if (isConflictErr(err)) {
+        const existing = await resource(spec.id);
+        if (existing.spec.owner === spec.owner && existing.spec.clientKey && existing.spec.clientKey === spec.clientKey) return existing;
+        throw new ConflictError(`sandbox ${spec.id} already exists; retry with the same clientKey to get it back, or use a new id`, { id: spec.id });
+      }
+      throw toDomainError(err, "create sandbox", { kind: "sandbox", name: spec.id });
+    }
+  };
+
+  const derived = (id: string): Sandbox => {
+    const sb = index.sandbox(id);
+    if (!sb) throw new UpstreamError(`sandbox ${id} was written but is missing from the local index; this is a bug`);
+    return withActivity(sb);
+  };
+
+  const backend: KubernetesBackend = {
+    name: "kubernetes",
+    controller,
+    warmPool,
+
+    async start() {
+      const pods = startSupervisedInformer<V1Pod>({
+        name: "pods",
+        kc,
+        path: `/api/v1/namespaces/${ns}/pods`,
+        labelSelector: `${LABELS.managed}=true`,
+        list: () => core.listNamespacedPod({ namespace: ns, labelSelector: `${LABELS.managed}=true` }),
+        clock,
+        logger,
+        onAdd: (p) => index.upsertPod(p),
+        onUpdate: (p) => index.upsertPod(p),
+        onDelete: (p) => index.deletePod(p),
+      });
+      // Custom objects arrive as plain JSON (timestamps are strings), hence the casts.
+      const records = startSupervisedInformer<KubernetesObject>({
+        name: "sandboxes",
+        kc,
+        path: `/apis/${API_GROUP}/${API_VERSION}/namespaces/${ns}/${SANDBOX_PLURAL}`,
+        list: () => custom.listNamespacedCustomObject(crApi),
+        clock,
+        logger,
+        onAdd: (cr) => index.upsertResource(cr as unknown as SandboxResource),
+        onUpdate: (cr) => index.upsertResource(cr as unknown as SandboxResource),
+        onDelete: (cr) => {
+          activity.forget(cr.metadata!.name!);
+          index.deleteResource(cr.metadata!.name!);
+        },
+      });
+      informers = [pods, records] as SupervisedInformer<unknown>[];
+      await Promise.all([pods.synced(30_000), records.synced(30_000)]);
+      controller.start();
+      activity.start();
+    },
+
+    async claim(spec) {
+      const pooled = config.warmPool.some((p) => labelSafe(p.profile) === labelSafe(spec.image.profile) && labelSafe(p.size) === labelSafe(spec.size.name) && p.count > 0);
+      if (!pooled) return undefined;
+      const pod = await warmPool.claim(spec);
+      if (!pod) return undefined;
+      const podName = pod.metadata!.name!;
+      try {
+        const annotations: Record<string, string> = {};
+        if (deliverCredentials) annotations[ANNOTATIONS.credentialsExpiresAt] = (await deliverCredentials(spec.id, podName)).toISOString();
+        await createRecord(spec, podName, annotations);
+      } catch (err) {
+        // A claimed pod is never returned to the pool: it goes, and the error goes up.
+        await core.deleteNamespacedPod({ name: podName, namespace: ns, gracePeriodSeconds: 0 }).catch((e) => logger.warn({ pod: podName, err: String(e) }, "deleting a claimed pod after a failed claim failed; the orphan sweep will retry"));
+        throw err;
+      }
+      controller.enqueueSandbox(spec.id);
+      return derived(spec.id);
+    },
+
+    async provision(spec) {
+      await createRecord(spec);
+      controller.enqueueSandbox(spec.id);
+      return derived(spec.id);
+    },
+
+    async awaitReady(id, opts: WaitOptions) {
+      await resource(id);
+      return withActivity(await index.awaitReady(id, opts.timeoutMs, opts.signal));
+    },
+
+    async exec(id, req: ExecRequest): Promise<ExecSession> {
+      const { cr, podName } = await runningPod(id);
+      const baseEnv = { ...(cr.spec.env ?? {}), ...(config.credentials ? credentialsEnv(config.credentials, id) : {}) };
+      return runInPod(podName, buildExecArgv(req, baseEnv), req.stdin, req.timeoutMs);
+    },
+
+    async putArchive(id, dir, tar) {
+      const { podName } = await runningPod(id);
+      await putArchive((argv, stdin) => runInPod(podName, argv, stdin), id, dir, tar);
+    },
+
+    async getArchive(id, path) {
+      const { podName } = await runningPod(id);
+      return getArchive((argv) => runInPod(podName, argv), id, path);
+    },
+
+    async logs(id, opts: LogOptions) {
+      const cr = await resource(id);
+      const out = new PassThrough();
+      try {
+        await new Log(kc).log(ns, podNameOf(cr), SANDBOX_CONTAINER, out, { follow: !!opts.follow, ...(opts.tailLines !== undefined ? { tailLines: opts.tailLines } : {}) });
+      } catch (err) {
+        throw toDomainError(err, "read logs", { kind: "sandbox", name: id });
+      }
+      return out;
+    },
+
+    async delete(id) {
+      const cr = index.resource(id);
+      const podName = cr ? podNameOf(cr) : id;
+      activity.forget(id);
+      const results = await Promise.allSettled([
+        custom.deleteNamespacedCustomObject({ ...crApi, name: id, propagationPolicy: "Background" }),
+        core.deleteNamespacedPod({ name: podName, namespace: ns, gracePeriodSeconds: 0 }),
+      ]);
+      const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected" && !isNotFound(r.reason));
+      if (failure) throw toDomainError(failure.reason, "delete sandbox", { kind: "sandbox", name: id });
+    },
+
+    async describe(id) {
+      try {
+        await resource(id);
+      } catch (err) {
+        if (err instanceof NotFoundError) return undefined;
+        throw err;
+      }
+      const sb = index.sandbox(id);
+      return sb ? withActivity(sb) : undefined;
+    },
+
+    async list() {
+      return index.sandboxes().map(withActivity);
+    },
+
+    async touch(id, at) {
+      activity.record(id, at);
+    },
+
+    subscribe(listener: (e: SandboxEvent) => void) {
+      return index.subscribe(listener);
+    },
+
+    async poolStatus(): Promise<PoolStatus[]> {
+      return warmPool.status();
+    },
+
+    async close() {
+      await controller.stop();
+      await activity.close();
+      await Promise.all(informers.map((i) => i.stop()));
+    },
+  };
+  return backend;
+}
+
+function isConflictErr(err: unknown): boolean {
+  return (err as { code?: number })?.code === 409;
+}
+
+/** profile -> image: the inline catalog, or the JSON file the Pulumi package writes (re-read, so edits apply) */
+export function readCatalog(config: Pick<RuntimeConfig, "catalog" | "catalogPath">): Record<string, string> {
+  if (!config.catalogPath) return config.catalog;
+  try {
+    return JSON.parse(readFileSync(config.catalogPath, "utf8")) as Record<string, string>;
+  } catch (err) {
+    throw new UpstreamError(`reading the image catalog ${config.catalogPath} failed: ${(err as Error).message}; fix the file or unset config.catalogPath`);
+  }
+}
