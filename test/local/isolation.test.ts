@@ -1,0 +1,130 @@
+// What a local sandbox must not be able to do, each proven against real sandboxes.
+import fs from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cgroupRootName, uidBlockBase } from "../../runtime/local/records.ts";
+import { createReady, run, startBackend, type Harness } from "./harness.ts";
+
+let h: Harness;
+let a: string;
+let b: string;
+
+beforeAll(async () => {
+  h = await startBackend();
+  [a, b] = await Promise.all([createReady(h), createReady(h)]);
+});
+afterAll(async () => {
+  await h?.backend.close();
+});
+
+describe("local sandbox isolation", () => {
+  it("cannot see host processes: only its own are in /proc", async () => {
+    const r = await run(h.backend, a, 'for p in /proc/[0-9]*; do echo "${p#/proc/} $(tr "\\0" " " < $p/cmdline)"; done');
+    expect(r.exitCode).toBe(0);
+    const lines = r.stdout.trim().split("\n");
+    expect(lines[0]).toMatch(/^1 \/\.sbx\/helper /);
+    // helper, its relays, the shell, the loop's subshells: a handful, never the host's hundreds
+    expect(lines.length).toBeLessThan(10);
+    expect(r.stdout).not.toMatch(/vitest|node|bwrap/);
+    expect(fs.existsSync(`/proc/${process.pid}`)).toBe(true);
+  });
+
+  it("cannot write outside /workspace and /tmp", async () => {
+    const r = await run(
+      h.backend,
+      a,
+      `for d in / /usr /etc /bin /.sbx /.sbx/run /proc /dev /var /root; do if touch "$d/sbx-probe" 2>/dev/null; then echo "WROTE $d"; fi; done
+       echo x >> /etc/passwd 2>/dev/null && echo "WROTE /etc/passwd"
+       hostname evil 2>/dev/null && echo "WROTE hostname"
+       touch /workspace/ok && touch /tmp/ok && echo writable-ok`,
+    );
+    expect(r.stdout.trim()).toBe("writable-ok");
+  });
+
+  it("/tmp is size-limited", async () => {
+    const r = await run(h.backend, a, "head -c 80000000 /dev/zero > /tmp/big; echo rc=$?; rm -f /tmp/big");
+    // the harness's nano class has tmp: 64Mi
+    expect(r.stdout).toContain("rc=1");
+    expect(r.stderr).toMatch(/No space left on device/);
+  });
+
+  it("cannot reach the network: loopback only, host listeners unreachable", async () => {
+    const server = net.createServer((s) => s.end("host-secret")).listen(0, "127.0.0.1");
+    await new Promise((r) => server.once("listening", r));
+    const port = (server.address() as net.AddressInfo).port;
+    try {
+      const r = await run(
+        h.backend,
+        a,
+        `ip -o link | awk '{print $2}'
+         bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port} && cat <&3' 2>&1 || echo host-loopback-refused
+         bash -c 'exec 3<>/dev/tcp/1.1.1.1/53' 2>&1 || echo internet-unreachable`,
+        { timeoutMs: 10_000 },
+      );
+      expect(r.stdout).toMatch(/^lo:\n/);
+      expect(r.stdout).not.toContain("host-secret");
+      expect(r.stdout).toContain("host-loopback-refused");
+      expect(r.stdout).toMatch(/Network is unreachable/);
+      expect(r.stdout).toContain("internet-unreachable");
+    } finally {
+      server.close();
+    }
+  });
+
+  it("has no capabilities and runs as an unprivileged uid that setuid binaries cannot raise", async () => {
+    const r = await run(h.backend, a, "grep -E '^(Uid|Gid|Cap[A-Za-z]+|NoNewPrivs):' /proc/self/status; mount -t tmpfs none /tmp 2>&1 || echo mount-refused");
+    const base = uidBlockBase(h.stateDir);
+    const status = Object.fromEntries(r.stdout.split("\n").filter((l) => l.includes(":") && !l.includes("mount")).map((l) => l.split(/:\s+/)));
+    for (const cap of ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"]) expect(status[cap], cap).toBe("0000000000000000");
+    expect(status.NoNewPrivs).toBe("1");
+    const uid = Number(status.Uid.split(/\s+/)[0]);
+    expect(uid).toBeGreaterThanOrEqual(base);
+    expect(uid).toBeLessThan(base + 65536);
+    expect(status.Uid.split(/\s+/)).toEqual([String(uid), String(uid), String(uid), String(uid)]);
+    expect(r.stdout).toContain("mount-refused");
+  });
+
+  it("cannot read another sandbox's workspace", async () => {
+    expect((await run(h.backend, a, "echo secret-of-a > /workspace/secret && id -u")).exitCode).toBe(0);
+    const keys = fs.readdirSync(path.join(h.stateDir, "sandboxes"));
+    const hostPaths = keys.map((k) => path.join(h.stateDir, "sandboxes", k, "workspace", "secret"));
+    expect(hostPaths.some((p) => fs.existsSync(p))).toBe(true);
+    const r = await run(h.backend, b, `ls -A /workspace; for p in ${hostPaths.join(" ")}; do cat "$p" 2>/dev/null; done; id -u`);
+    expect(r.stdout).not.toContain("secret-of-a");
+    const ua = (await run(h.backend, a, "id -u")).stdout;
+    expect(r.stdout.trim().split("\n").at(-1)).not.toBe(ua.trim());
+  });
+
+  it("contains a fork bomb within the pids limit and stays usable", async () => {
+    const id = await createReady(h, { sizeName: "tiny" });
+    const pidsDir = `/sys/fs/cgroup/pids/${cgroupRootName(h.stateDir)}`;
+    const r = await run(h.backend, id, ["bash", "-c", "f() { f | f & }; f; sleep 30"], { timeoutMs: 3000 });
+    expect(r.timedOut).toBe(true);
+    expect(r.exitCode).toBe(124);
+    if (fs.existsSync(pidsDir)) {
+      // cgroup v1: the pids controller counted refused forks in the sandbox's cgroup
+      const key = fs.readdirSync(pidsDir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).find((k) => fs.readFileSync(`${pidsDir}/${k}/pids.max`, "utf8").trim() === "48");
+      expect(key).toBeDefined();
+      // refused forks are counted where they happened (the command's cgroup) on this kernel,
+      // in the limited cgroup on others: sum the subtree
+      const dirs = [`${pidsDir}/${key}`, ...fs.readdirSync(`${pidsDir}/${key}`, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => `${pidsDir}/${key}/${e.name}`)];
+      const refused = dirs.reduce((n, d) => n + Number(/max (\d+)/.exec(fs.readFileSync(`${d}/pids.events`, "utf8"))![1]), 0);
+      expect(refused).toBeGreaterThan(0);
+      if (fs.existsSync(`${pidsDir}/${key}/pids.peak`)) expect(Number(fs.readFileSync(`${pidsDir}/${key}/pids.peak`, "utf8"))).toBeLessThanOrEqual(48);
+    }
+    const after = await run(h.backend, id, "echo still-alive; ls /proc | grep -c '^[0-9]'");
+    expect(after.stdout).toMatch(/^still-alive\n/);
+    expect(Number(after.stdout.split("\n")[1])).toBeLessThan(10);
+  });
+
+  it("kills a memory hog at its memory limit: exit 137, reported as oomKilled, sandbox usable after", async () => {
+    const id = await createReady(h, { sizeName: "tiny" });
+    const r = await run(h.backend, id, ["tail", "/dev/zero"], { timeoutMs: 30_000 });
+    expect(r).toMatchObject({ exitCode: 137, oomKilled: true, timedOut: false });
+    const ok = await run(h.backend, id, "echo fine");
+    expect(ok).toMatchObject({ stdout: "fine\n", exitCode: 0, oomKilled: false });
+    const sb = await h.backend.describe(id);
+    expect(sb).toMatchObject({ phase: "Running", ready: true });
+  });
+});
