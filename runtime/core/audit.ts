@@ -48,7 +48,8 @@ export class LoggerAuditStore implements AuditStore {
     this.log = logger.child({ audit: true });
   }
   record(entry: AuditEntry): void {
-    this.log.info({ ...entry, sandbox: entry.sandbox, op: entry.op }, `audit ${entry.op} ${entry.outcome}`);
+    const { time, ...rest } = entry; // pino writes its own `time`; keep the audit's as `at`
+    this.log.info({ ...rest, at: time }, `audit ${entry.op} ${entry.outcome}`);
   }
   async close(): Promise<void> {}
 }

@@ -3,7 +3,7 @@
 // crypto.timingSafeEqual, without an early exit, so response time says nothing about which
 // prefix matched or whether any did.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { ValidationError } from "./errors.ts";
 
@@ -80,4 +80,50 @@ export function addToken(path: string, owner: string): string {
   writeFileSync(tmp, `${JSON.stringify(Object.fromEntries(current), null, 2)}\n`, { mode: 0o600 });
   renameSync(tmp, path);
   return token;
+}
+
+/**
+ * The tokens file as an authenticator that notices edits (`sbx token create` while the service
+ * runs): it re-stats the file at most once a second and re-reads it when it changed, keeping
+ * the last good tokens when the new content is invalid.
+ */
+export class TokenFile {
+  private store: TokenStore;
+  private checkedAt = 0;
+  private stamp: string;
+
+  constructor(
+    readonly path: string,
+    private readonly onError: (err: unknown) => void,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.store = TokenStore.fromFile(path);
+    this.stamp = TokenFile.stampOf(path);
+  }
+
+  private static stampOf(path: string): string {
+    const s = statSync(path);
+    return `${s.mtimeMs}:${s.size}:${s.ino}`;
+  }
+
+  authenticate(token: string | undefined): string | undefined {
+    const t = this.now();
+    if (t - this.checkedAt >= 1000) {
+      this.checkedAt = t;
+      try {
+        const stamp = TokenFile.stampOf(this.path);
+        if (stamp !== this.stamp) {
+          this.store = TokenStore.fromFile(this.path);
+          this.stamp = stamp;
+        }
+      } catch (err) {
+        this.onError(err);
+      }
+    }
+    return this.store.authenticate(token);
+  }
+
+  get size(): number {
+    return this.store.size;
+  }
 }

@@ -2,7 +2,7 @@
 // logger. No process wiring here (ports, signals, config files live in runtime/main.ts), so
 // tests boot it and inject requests without a socket.
 import type { Readable } from "node:stream";
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { Registry } from "prom-client";
 import { CapacityError, HTTP_STATUS, SbxError, UnauthenticatedError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
@@ -95,7 +95,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   const app = Fastify({
     loggerInstance: opts.logger as unknown as FastifyBaseLogger,
     bodyLimit: limits.jsonBodyBytes,
-    disableRequestLogging: true,
+    // one structured line per request comes from our onResponse hook instead
+    logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
     // extra fields are errors, not silently dropped: a typo must not become a default
     ajv: { customOptions: { removeAdditional: false, coerceTypes: "array", allErrors: false } },

@@ -1,0 +1,104 @@
+// `npm start`: the control-plane service. Config from SBX_CONFIG (JSON) or the defaults
+// (platform local), validated once. On the local platform it installs the tools it needs when
+// run as root, creates a token on first start and prints how to use it. SIGINT/SIGTERM drain
+// requests and close the backend, leaving nothing running.
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { loadRuntimeConfig, tokensPathFor } from "./config/load.ts";
+import type { RuntimeConfig } from "./config/schema.ts";
+import { systemClock } from "./core/clock.ts";
+import { createLogger, type Logger } from "./core/log.ts";
+import { addToken, parseTokensFile, TokenFile } from "./core/tokens.ts";
+import { startService } from "./server/service.ts";
+
+const repo = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+function has(cmd: string): boolean {
+  return spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
+}
+
+/** The local backend needs bubblewrap (umoci only for OCI image profiles). */
+function ensureLocalTools(logger: Logger): void {
+  if (has("bwrap")) return;
+  if (process.getuid?.() === 0) {
+    logger.info({ op: "start" }, "bubblewrap missing; installing with scripts/install-debian.sh");
+    const r = spawnSync("bash", [join(repo, "scripts/install-debian.sh")], { stdio: "inherit" });
+    if (r.status === 0 && has("bwrap")) return;
+    throw new Error("scripts/install-debian.sh did not install bubblewrap; install it (apt-get install bubblewrap) and run npm start again");
+  }
+  throw new Error("the local platform needs bubblewrap: run `sudo apt-get install -y bubblewrap umoci` (or `sudo bash scripts/install-debian.sh`), then npm start again");
+}
+
+/** First start: mint a token for the local owner. Later starts reuse the tokens file. */
+function ensureToken(path: string): string | undefined {
+  if (existsSync(path) && parseTokensFile(path, readFileSync(path, "utf8")).size > 0) return undefined;
+  return addToken(path, process.env.SBX_OWNER ?? "local");
+}
+
+function applyEnv(config: RuntimeConfig): RuntimeConfig {
+  const port = process.env.SBX_PORT;
+  const host = process.env.SBX_HOST;
+  if (port === undefined && host === undefined) return config;
+  const n = port === undefined ? config.listen.port : Number(port);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`SBX_PORT: invalid value ${JSON.stringify(port)}: use a port number 0-65535`);
+  return { ...config, listen: { host: host ?? config.listen.host, port: n } };
+}
+
+async function main(): Promise<void> {
+  const logger = createLogger();
+  const { config: loaded, source } = loadRuntimeConfig();
+  const config = applyEnv(loaded);
+  if (config.platform === "local") ensureLocalTools(logger);
+  const tokensPath = tokensPathFor(config);
+  const fresh = config.platform === "local" ? ensureToken(tokensPath) : undefined;
+  const tokens = new TokenFile(tokensPath, (err) => logger.error({ op: "tokens", err, path: tokensPath }, "tokens file unreadable; keeping the last good tokens"));
+
+  const service = await startService({ config, tokens, logger, clock: systemClock });
+  logger.info({ op: "start", url: service.url, platform: config.platform, config: source }, "sbx control plane listening");
+
+  const shown = relative(process.cwd(), tokensPath) || tokensPath;
+  const lines = [
+    "",
+    `sbx control plane: ${service.url}  (platform ${config.platform}, config ${source})`,
+    fresh
+      ? `token (shown once; only its sha256 is stored in ${shown}):\n  ${fresh}`
+      : `tokens: ${shown} (a token was printed at first start; make another with: npx sbx token create --owner you)`,
+    "",
+    "try it:",
+    `  export SBX_SERVER=${service.url} SBX_TOKEN=${fresh ?? "<your token>"}`,
+    "  ID=$(npx sbx create --size nano)",
+    "  npx sbx run $ID -- python3 -c 'print(\"hello from a sandbox\")'",
+    "  npx sbx kill $ID",
+    "",
+    `API description: ${service.url}/openapi.json   metrics: ${service.url}/metrics`,
+    "Ctrl-C stops the service and every sandbox it runs.",
+    "",
+  ];
+  process.stdout.write(`${lines.join("\n")}\n`);
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) {
+      logger.warn({ op: "shutdown", signal }, "second signal: exiting now");
+      process.exit(130);
+    }
+    stopping = true;
+    logger.info({ op: "shutdown", signal }, "stopping: draining requests, closing sandboxes");
+    service.close().then(
+      () => process.exit(0),
+      (err) => {
+        logger.error({ op: "shutdown", err }, "shutdown failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGINT", () => stop("SIGINT"));
+  process.on("SIGTERM", () => stop("SIGTERM"));
+}
+
+main().catch((err) => {
+  process.stderr.write(`sbx: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
