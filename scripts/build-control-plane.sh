@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes control plane the `k8s` test project runs against, from the Go
+# module proxy (no GitHub downloads, no container images): kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes), etcd (etcd 3.6
+# server), kwok (simulated nodes) and sbx-kubelet (our exec/logs stand-in for the nodes).
+#
+# Output: .cache/control-plane/<k8s version>/bin, or $SBX_CONTROL_PLANE_BIN.
+# Binaries found in $KUBEBUILDER_ASSETS (the envtest convention: etcd, kube-apiserver,
+# kubectl) are linked instead of built. Idempotent: a stamp keyed on the wrapper modules,
+# the Go sources, this script and the Go version skips the build when nothing changed.
+# Versions are bumped in tools/control-plane/go.mod (and kwok/go.mod), nowhere else.
+set -euo pipefail
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+src="$repo/tools/control-plane"
+
+if ! command -v go >/dev/null 2>&1; then
+  for candidate in /usr/local/go/bin /usr/lib/go/bin; do
+    [ -x "$candidate/go" ] && PATH="$candidate:$PATH"
+  done
+fi
+if ! command -v go >/dev/null 2>&1; then
+  echo "sbx: the Go toolchain (>= 1.25) is needed to build the test control plane but 'go' is not on PATH." >&2
+  echo "     Install it from https://go.dev/dl (e.g. /usr/local/go) and put its bin/ on PATH, or point" >&2
+  echo "     KUBEBUILDER_ASSETS/SBX_CONTROL_PLANE_BIN at prebuilt binaries (docs/control-plane.md)." >&2
+  exit 1
+fi
+go_minor="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
+if [ "${go_minor:-0}" -lt 25 ]; then
+  echo "sbx: Go $(go env GOVERSION) is too old to build Kubernetes 1.35; install Go >= 1.25 (https://go.dev/dl)." >&2
+  exit 1
+fi
+
+# The version of module $2 in go.mod $1, whether written `require m v` or inside a block.
+module_version() {
+  awk -v m="$2" '{ for (i = 1; i < NF; i++) if ($i == m && $(i + 1) ~ /^v[0-9]/) { print $(i + 1); exit } }' "$1"
+}
+k8s_version="$(module_version "$src/go.mod" k8s.io/kubernetes)"
+etcd_version="$(module_version "$src/go.mod" go.etcd.io/etcd/server/v3)"
+kwok_version="$(module_version "$src/kwok/go.mod" sigs.k8s.io/kwok)"
+bin="${SBX_CONTROL_PLANE_BIN:-$repo/.cache/control-plane/$k8s_version/bin}"
+
+k8s_tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+all=("${k8s_tools[@]}" etcd kwok sbx-kubelet)
+
+stamp_key() {
+  {
+    cat "$src/go.mod" "$src/go.sum" "$src/kwok/go.mod" "$src/kwok/go.sum" "$0"
+    find "$src/cmd" -type f -name '*.go' | LC_ALL=C sort | xargs cat
+    go env GOVERSION
+    echo "assets=${KUBEBUILDER_ASSETS:-}"
+  } | sha256sum | cut -d' ' -f1
+}
+key="$(stamp_key)"
+stamp="$bin/.stamp"
+complete=1
+for b in "${all[@]}"; do [ -x "$bin/$b" ] || complete=0; done
+if [ "$complete" = 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
+  exit 0
+fi
+
+echo "sbx: building the test control plane (Kubernetes $k8s_version, etcd $etcd_version, kwok $kwok_version) into $bin" >&2
+echo "sbx: a cold build takes about 10 minutes on 2 cores; later builds reuse the Go build cache" >&2
+started=$SECONDS
+mkdir -p "$bin"
+staging="$(mktemp -d "$bin/.build.XXXXXX")"
+trap 'rm -rf "$staging"' EXIT
+
+# Binaries that KUBEBUILDER_ASSETS already provides are linked, not built.
+prebuilt=()
+if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
+  for b in kube-apiserver kubectl etcd kube-controller-manager kube-scheduler; do
+    if [ -x "$KUBEBUILDER_ASSETS/$b" ]; then
+      ln -sf "$(cd "$KUBEBUILDER_ASSETS" && pwd)/$b" "$staging/$b"
+      prebuilt+=("$b")
+    fi
+  done
+  echo "sbx: reusing from KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS: ${prebuilt[*]:-nothing}" >&2
+fi
+is_prebuilt() { [[ " ${prebuilt[*]:-} " == *" $1 "* ]]; }
+
+export CGO_ENABLED=0
+build_date="$(cd "$src" && go list -m -f '{{.Time.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)"
+minor="$(echo "$k8s_version" | cut -d. -f2)"
+k8s_ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  k8s_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
+done
+
+pkgs=()
+for b in "${k8s_tools[@]}"; do is_prebuilt "$b" || pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+if [ ${#pkgs[@]} -gt 0 ]; then
+  (cd "$src" && go build -p 2 -trimpath -ldflags "$k8s_ldflags" -o "$staging/" "${pkgs[@]}")
+fi
+if ! is_prebuilt etcd; then
+  (cd "$src" && go build -p 2 -trimpath -o "$staging/etcd" \
+    -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-$etcd_version" ./cmd/etcd)
+fi
+(cd "$src" && go build -p 2 -trimpath -o "$staging/sbx-kubelet" \
+  -ldflags "-s -w -X main.version=$k8s_version-${key:0:12}" ./cmd/sbx-kubelet)
+(cd "$src/kwok" && go build -p 2 -trimpath -o "$staging/kwok" \
+  -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${kwok_version#v} -X sigs.k8s.io/kwok/pkg/consts.PreRelease=GA" \
+  sigs.k8s.io/kwok/cmd/kwok)
+
+for b in "${all[@]}"; do
+  rm -f "$bin/$b"
+  mv "$staging/$b" "$bin/$b"
+done
+echo "$key" > "$stamp"
+echo "sbx: control plane ready in $bin ($((SECONDS - started))s)" >&2

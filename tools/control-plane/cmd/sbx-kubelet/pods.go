@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// podDirs owns the per-pod directories and the containers' main processes. A pod's
+// directory is created on first use (exec or start) and removed when the pod is deleted,
+// so one pod's files never outlive it or leak into a pod that reuses its name.
+type podDirs struct {
+	root  string
+	bwrap string
+	mu    sync.Mutex
+	// main holds the running main process of each started container, keyed by pod UID.
+	main map[types.UID]map[string]*exec.Cmd
+}
+
+func newPodDirs(root, bwrap string) *podDirs {
+	return &podDirs{root: root, bwrap: bwrap, main: map[types.UID]map[string]*exec.Cmd{}}
+}
+
+func (d *podDirs) dir(uid types.UID) string { return filepath.Join(d.root, string(uid)) }
+
+func (d *podDirs) logPath(uid types.UID, container string) string {
+	return filepath.Join(d.dir(uid), "logs", container+".log")
+}
+
+func (d *podDirs) ensure(pod *corev1.Pod) (string, error) {
+	dir := d.dir(pod.UID)
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return "", fmt.Errorf("creating pod directory for %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return dir, nil
+}
+
+// watch follows every scheduled pod: it starts a container's main process once the
+// simulated kubelet (kwok) reports the container running, and cleans up on deletion.
+func (d *podDirs) watch(ctx context.Context, client kubernetes.Interface) {
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName!=" }))
+	inf := factory.Core().V1().Pods().Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { d.sync(obj) },
+		UpdateFunc: func(_, obj any) { d.sync(obj) },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				d.remove(pod.UID)
+			}
+		},
+	})
+	factory.Start(ctx.Done())
+	<-ctx.Done()
+}
+
+func (d *podDirs) sync(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.DeletionTimestamp != nil {
+		return
+	}
+	for _, st := range pod.Status.ContainerStatuses {
+		if st.State.Running == nil {
+			continue
+		}
+		for i := range pod.Spec.Containers {
+			if c := &pod.Spec.Containers[i]; c.Name == st.Name {
+				if err := d.startMain(pod, c); err != nil {
+					d.appendLog(pod.UID, c.Name, fmt.Sprintf("sbx-kubelet: cannot start container: %v\n", err))
+				}
+			}
+		}
+	}
+}
+
+// startMain runs the container's command (the image is ignored: the host's tools serve
+// every image) with stdout and stderr going to the container log, once per container.
+func (d *podDirs) startMain(pod *corev1.Pod, c *corev1.Container) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.main[pod.UID] == nil {
+		d.main[pod.UID] = map[string]*exec.Cmd{}
+	}
+	if _, started := d.main[pod.UID][c.Name]; started {
+		return nil
+	}
+	d.main[pod.UID][c.Name] = nil // mark as started even if it fails: no retry storm
+	dir, err := d.ensure(pod)
+	if err != nil {
+		return err
+	}
+	cmd := append(append([]string{}, c.Command...), c.Args...)
+	if len(c.Command) == 0 {
+		return nil // image entrypoint unknown here: the container just "runs" with empty logs
+	}
+	mounts, err := planMounts(pod, c, dir)
+	if err != nil {
+		return err
+	}
+	args, err := bwrapArgs(pod, c, mounts, cmd)
+	if err != nil {
+		return err
+	}
+	log, err := os.OpenFile(d.logPath(pod.UID, c.Name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	proc := exec.Command(d.bwrap, args...)
+	proc.Stdout, proc.Stderr = log, log
+	proc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := proc.Start(); err != nil {
+		log.Close()
+		return err
+	}
+	d.main[pod.UID][c.Name] = proc
+	go func() { _ = proc.Wait(); log.Close() }()
+	return nil
+}
+
+func (d *podDirs) appendLog(uid types.UID, container, line string) {
+	if err := os.MkdirAll(filepath.Dir(d.logPath(uid, container)), 0o755); err != nil {
+		return
+	}
+	f, err := os.OpenFile(d.logPath(uid, container), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = f.WriteString(line)
+}
+
+func (d *podDirs) remove(uid types.UID) {
+	d.mu.Lock()
+	procs := d.main[uid]
+	delete(d.main, uid)
+	d.mu.Unlock()
+	for _, p := range procs {
+		kill(p)
+	}
+	_ = os.RemoveAll(d.dir(uid))
+}
+
+func (d *podDirs) stopAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for uid, procs := range d.main {
+		for _, p := range procs {
+			kill(p)
+		}
+		delete(d.main, uid)
+	}
+}
+
+func kill(p *exec.Cmd) {
+	if p != nil && p.Process != nil {
+		_ = p.Process.Signal(syscall.SIGKILL)
+	}
+}
+
+// waitForFile is used by log following: it gives a just-started container a moment to
+// create its log before reporting it empty.
+func waitForFile(path string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	remotecommandconsts "k8s.io/apimachinery/pkg/util/remotecommand"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
+	streaming "k8s.io/kubelet/pkg/cri/streaming/remotecommand"
+	utilexec "k8s.io/utils/exec"
+)
+
+type server struct {
+	client kubernetes.Interface
+	pods   *podDirs
+	bwrap  string
+}
+
+func runServe(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:10250", "address to serve the kubelet API on (HTTPS)")
+	cert := fs.String("tls-cert", "", "serving certificate (PEM)")
+	key := fs.String("tls-key", "", "serving key (PEM)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig used to read pods")
+	root := fs.String("root", "", "directory holding one directory per pod")
+	bwrap := fs.String("bwrap", "/usr/bin/bwrap", "bubblewrap binary")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *cert == "" || *key == "" || *kubeconfig == "" || *root == "" {
+		return errors.New("serve: --tls-cert, --tls-key, --kubeconfig and --root are required")
+	}
+	if _, err := os.Stat(*bwrap); err != nil {
+		return fmt.Errorf("serve: bubblewrap not found at %s (install the Debian package bubblewrap): %w", *bwrap, err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("serve: reading kubeconfig %s: %w", *kubeconfig, err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	s := &server{client: client, bwrap: *bwrap, pods: newPodDirs(*root, *bwrap)}
+	go s.pods.watch(ctx, client)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	mux.HandleFunc("/exec/", s.handleExec)
+	mux.HandleFunc("/containerLogs/", s.handleLogs)
+	srv := &http.Server{Addr: *listen, Handler: mux, TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12}}
+	go func() {
+		<-ctx.Done()
+		s.pods.stopAll()
+		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	fmt.Fprintf(os.Stderr, "sbx-kubelet %s serving on https://%s, pods under %s\n", version, *listen, *root)
+	if err := srv.ListenAndServeTLS(*cert, *key); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// podPath splits /exec/{ns}/{pod}/{container} and /exec/{ns}/{pod}/{uid}/{container}.
+func podPath(prefix, p string) (ns, name, container string, ok bool) {
+	parts := strings.Split(strings.Trim(strings.TrimPrefix(p, prefix), "/"), "/")
+	switch len(parts) {
+	case 3:
+		return parts[0], parts[1], parts[2], true
+	case 4:
+		return parts[0], parts[1], parts[3], true
+	}
+	return "", "", "", false
+}
+
+// resolve reads the pod fresh from the API server (the watch may lag a just-started pod)
+// and checks the container exists and is running, as the kubelet does before an exec.
+func (s *server) resolve(ctx context.Context, ns, name, container string) (*corev1.Pod, *corev1.Container, error) {
+	pod, err := s.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if c.Name != container {
+			continue
+		}
+		for _, st := range pod.Status.ContainerStatuses {
+			if st.Name == container && st.State.Terminated != nil {
+				return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("container %s in pod %s/%s is not running (terminated: %s, exit code %d)",
+					container, ns, name, st.State.Terminated.Reason, st.State.Terminated.ExitCode))
+			}
+		}
+		return pod, c, nil
+	}
+	return nil, nil, apierrors.NewNotFound(corev1.Resource("containers"), container)
+}
+
+func writeAPIError(w http.ResponseWriter, err error) {
+	var status apierrors.APIStatus
+	code := http.StatusInternalServerError
+	if errors.As(err, &status) && status.Status().Code != 0 {
+		code = int(status.Status().Code)
+	}
+	http.Error(w, err.Error(), code)
+}
+
+func (s *server) handleExec(w http.ResponseWriter, req *http.Request) {
+	ns, name, container, ok := podPath("/exec/", req.URL.Path)
+	if !ok {
+		http.Error(w, "expected /exec/{namespace}/{pod}/{container}", http.StatusNotFound)
+		return
+	}
+	opts, err := streaming.NewOptions(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	cmd := req.URL.Query()["command"]
+	if len(cmd) == 0 {
+		http.Error(w, "exec needs at least one command parameter", http.StatusBadRequest)
+		return
+	}
+	pod, c, err := s.resolve(req.Context(), ns, name, container)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	ex := &sandboxExec{s: s, pod: pod, container: c}
+	streaming.ServeExec(w, req, ex, name, pod.UID, container, cmd, opts,
+		4*time.Hour, 30*time.Second, remotecommandconsts.SupportedStreamingProtocols)
+}
+
+// sandboxExec runs one exec request in the pod's bubblewrap sandbox.
+type sandboxExec struct {
+	s         *server
+	pod       *corev1.Pod
+	container *corev1.Container
+}
+
+func (e *sandboxExec) ExecInContainer(ctx context.Context, _ string, _ types.UID, _ string, cmd []string,
+	in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
+	podDir, err := e.s.pods.ensure(e.pod)
+	if err != nil {
+		return err
+	}
+	mounts, err := planMounts(e.pod, e.container, podDir)
+	if err != nil {
+		return err
+	}
+	args, err := bwrapArgs(e.pod, e.container, mounts, cmd)
+	if err != nil {
+		return err
+	}
+	proc := exec.CommandContext(ctx, e.s.bwrap, args...)
+	if tty {
+		return runTTY(proc, in, out, resize)
+	}
+	return runPiped(proc, in, out, errw)
+}
+
+// runPiped copies stdin through a pipe we own, rather than letting os/exec copy it: Wait
+// would otherwise block until the client closes stdin, even after the command has exited.
+func runPiped(proc *exec.Cmd, in io.Reader, out, errw io.WriteCloser) error {
+	if out != nil {
+		proc.Stdout = out
+	}
+	if errw != nil {
+		proc.Stderr = errw
+	}
+	var stdin io.WriteCloser
+	if in != nil {
+		var err error
+		if stdin, err = proc.StdinPipe(); err != nil {
+			return err
+		}
+	}
+	if err := proc.Start(); err != nil {
+		return err
+	}
+	if stdin != nil {
+		go func() {
+			_, _ = io.Copy(stdin, in)
+			_ = stdin.Close()
+		}()
+	}
+	return exitError(proc.Wait())
+}
+
+func runTTY(proc *exec.Cmd, in io.Reader, out io.WriteCloser, resize <-chan remotecommand.TerminalSize) error {
+	tty, err := pty.Start(proc)
+	if err != nil {
+		return err
+	}
+	defer tty.Close()
+	go func() {
+		for size := range resize {
+			_ = pty.Setsize(tty, &pty.Winsize{Rows: size.Height, Cols: size.Width})
+		}
+	}()
+	if in != nil {
+		go func() { _, _ = io.Copy(tty, in) }()
+	}
+	if out != nil {
+		go func() { _, _ = io.Copy(out, tty) }()
+	}
+	return exitError(proc.Wait())
+}
+
+// exitError turns a non-zero exit into the error type the streaming library reports as
+// NonZeroExitCode with the code as a cause, which is what clients read the exit code from.
+func exitError(err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code := ee.ExitCode()
+		if code < 0 { // killed by a signal: report it the way a shell would
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				code = 128 + int(ws.Signal())
+			}
+		}
+		return utilexec.CodeExitError{Err: err, Code: code}
+	}
+	return err
+}
