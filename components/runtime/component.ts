@@ -1,0 +1,83 @@
+// sbx:runtime:Runtime — the manager and controller: CRD, RBAC, config, tokens, Deployments,
+// Service, PDBs and the manager's Pod Identity association. Objects come from render.ts.
+import * as aws from "@pulumi/aws";
+import * as pulumi from "@pulumi/pulumi";
+import { createObject } from "../shared/createObject.ts";
+import type { K8sObject } from "../shared/k8s.ts";
+import type { RuntimeArgs } from "./args.ts";
+import { buildRuntimeConfig, hashTokens, sha256Hex } from "./config.ts";
+import { NAMES, renderConfigObjects, renderCrd, renderDeployment, renderNamespace, renderPdb, renderRbac, renderService, type RuntimeRenderInput } from "./render.ts";
+
+export class Runtime extends pulumi.ComponentResource {
+  readonly namespace: string;
+  /** in-cluster URL of the manager's HTTP API */
+  readonly managerUrl: string;
+  readonly configJson: pulumi.Output<string>;
+
+  constructor(name: string, args: RuntimeArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("sbx:runtime:Runtime", name, {}, opts);
+    validateEarly(args);
+    const k8sOpts = (dependsOn: pulumi.Resource[] = []): pulumi.CustomResourceOptions => ({ parent: this, provider: args.provider, dependsOn });
+    const make = (obj: K8sObject, deps: pulumi.Resource[] = []) => createObject(name, obj, k8sOpts(deps));
+
+    this.configJson = pulumi
+      .all([args.catalog, args.credentials ?? null, args.snapshots ?? null])
+      .apply(([catalog, credentials, snapshots]) =>
+        JSON.stringify(
+          buildRuntimeConfig({ settings: args.settings, namespace: args.namespace, sandboxNamespace: args.sandboxNamespace, catalog, credentials: credentials ?? undefined, snapshots: snapshots ?? undefined }),
+          null,
+          2,
+        ),
+      );
+    const input: RuntimeRenderInput<pulumi.Input<string>> = {
+      namespace: args.namespace,
+      sandboxNamespace: args.sandboxNamespace,
+      delivery: args.delivery,
+      managerReplicas: args.managerReplicas,
+      controllerReplicas: args.controllerReplicas,
+      resources: args.resources,
+      nodeSelector: args.nodeSelector,
+      configJson: this.configJson,
+      catalogJson: pulumi.output(args.catalog).apply((c) => JSON.stringify(c, null, 2)),
+      tokensJson: pulumi.secret(pulumi.output(args.apiTokens ?? {}).apply((t) => JSON.stringify(hashTokens(t)))),
+      configSha: this.configJson.apply(sha256Hex),
+    };
+
+    const ns = make(renderNamespace(args.namespace));
+    const crd = make(renderCrd());
+    const rbac = renderRbac(args.namespace, args.sandboxNamespace).map((o) => make(o, [ns]));
+    const config = renderConfigObjects(input as RuntimeRenderInput<any>).map((o) => make(o, [ns]));
+    const ready: pulumi.Resource[] = [crd, ...rbac, ...config];
+    if (args.podIdentity) {
+      ready.push(
+        new aws.eks.PodIdentityAssociation(`${name}-manager`, {
+          clusterName: args.podIdentity.clusterName,
+          namespace: args.namespace,
+          serviceAccount: NAMES.manager,
+          roleArn: args.podIdentity.roleArn,
+        }, { parent: this }),
+      );
+    }
+    make(renderDeployment(input as RuntimeRenderInput<any>, "manager"), ready);
+    make(renderDeployment(input as RuntimeRenderInput<any>, "controller"), ready);
+    make(renderService(args.namespace), [ns]);
+    make(renderPdb(args.namespace, "manager", args.managerReplicas), [ns]);
+    make(renderPdb(args.namespace, "controller", args.controllerReplicas), [ns]);
+
+    this.namespace = args.namespace;
+    this.managerUrl = `http://${NAMES.manager}.${args.namespace}.svc.cluster.local`;
+    this.registerOutputs({ namespace: this.namespace, managerUrl: this.managerUrl });
+  }
+}
+
+/** Build config.json with placeholders for AWS outputs so a bad config fails before any resource. */
+function validateEarly(args: RuntimeArgs): void {
+  buildRuntimeConfig({
+    settings: args.settings,
+    namespace: args.namespace,
+    sandboxNamespace: args.sandboxNamespace,
+    catalog: {},
+    credentials: args.credentials ? { baseRoleArn: "arn:aws:iam::000000000000:role/placeholder", bucket: "placeholder", region: "placeholder", durationSeconds: args.credentials.durationSeconds } : undefined,
+    snapshots: args.snapshots ? { repositoryUrl: "registry.invalid/placeholder", retentionDays: args.snapshots.retentionDays } : undefined,
+  });
+}

@@ -1,0 +1,86 @@
+// Pulumi mocks for the platform tests: every registered resource is captured with its type,
+// name and inputs. Import this module (and call installMocks) BEFORE importing components.
+import * as pulumi from "@pulumi/pulumi";
+
+export interface Captured {
+  type: string;
+  name: string;
+  inputs: Record<string, any>;
+  custom: boolean;
+}
+
+export const ACCOUNT = "123456789012";
+export const REGION = "us-east-1";
+
+const captured: Captured[] = [];
+
+function outputsFor(type: string, name: string, inputs: Record<string, any>): Record<string, any> {
+  switch (type) {
+    case "eks:index:Cluster":
+      return { ...inputs, kubeconfigJson: JSON.stringify({ apiVersion: "v1", kind: "Config", clusters: [{ name: inputs.name }] }), eksCluster: { name: inputs.name } };
+    case "aws:ecr/repository:Repository":
+      return { ...inputs, repositoryUrl: `${ACCOUNT}.dkr.ecr.${REGION}.amazonaws.com/${inputs.name}`, arn: `arn:aws:ecr:${REGION}:${ACCOUNT}:repository/${inputs.name}` };
+    case "aws:iam/role:Role":
+      return { ...inputs, name: `${name}-role`, arn: `arn:aws:iam::${ACCOUNT}:role/${name}` };
+    case "aws:s3/bucket:Bucket":
+      return { ...inputs, bucket: `${inputs.bucketPrefix ?? name}abc123`, arn: `arn:aws:s3:::${inputs.bucketPrefix ?? name}abc123` };
+    case "aws:ec2/launchTemplate:LaunchTemplate":
+      return { ...inputs, latestVersion: 1 };
+    default:
+      return { ...inputs };
+  }
+}
+
+export function installMocks(project = "sbx", stack = "test"): void {
+  pulumi.runtime.setMocks(
+    {
+      newResource(args: pulumi.runtime.MockResourceArgs) {
+        captured.push({ type: args.type, name: args.name, inputs: args.inputs, custom: args.custom ?? true });
+        return { id: `${args.name}-id`, state: outputsFor(args.type, args.name, args.inputs) };
+      },
+      call(args: pulumi.runtime.MockCallArgs) {
+        if (args.token === "aws:index/getAvailabilityZones:getAvailabilityZones") {
+          return { names: ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"], zoneIds: [] };
+        }
+        return { ...args.inputs };
+      },
+    },
+    project,
+    stack,
+    false,
+  );
+}
+
+export function resetCaptured(): void {
+  captured.length = 0;
+}
+
+/** Resolves once no resource has registered for `quietMs`: all async registrations landed. */
+export async function settle(quietMs = 150): Promise<Captured[]> {
+  let last = -1;
+  for (;;) {
+    await new Promise((r) => setTimeout(r, quietMs));
+    if (captured.length === last) return [...captured];
+    last = captured.length;
+  }
+}
+
+export function ofType(resources: Captured[], type: string): Captured[] {
+  return resources.filter((r) => r.type === type);
+}
+
+export function one(resources: Captured[], type: string, nameIncludes: string): Captured {
+  const found = resources.filter((r) => r.type === type && r.name.includes(nameIncludes));
+  if (found.length !== 1) throw new Error(`expected one ${type} named *${nameIncludes}*, found ${found.map((r) => r.name).join(", ") || "none"}`);
+  return found[0];
+}
+
+export function countByType(resources: Captured[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const r of resources) out[r.type] = (out[r.type] ?? 0) + 1;
+  return Object.fromEntries(Object.entries(out).sort());
+}
+
+export function unwrap<T>(o: pulumi.Output<T> | T): Promise<T> {
+  return pulumi.Output.isInstance(o) ? new Promise((resolve) => (o as pulumi.Output<T>).apply((v) => { resolve(v); return v; })) : Promise.resolve(o as T);
+}

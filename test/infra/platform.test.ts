@@ -1,0 +1,205 @@
+// SandboxPlatform under Pulumi mocks: assert the inputs of what each mode creates.
+import { beforeAll, describe, expect, it } from "vitest";
+import * as pulumi from "@pulumi/pulumi";
+import { countByType, installMocks, ofType, one, resetCaptured, settle, type Captured } from "./mocks.ts";
+import { eksConfig, existingClusterConfig, FIXTURE_BUNDLE } from "./fixtures.ts";
+
+installMocks();
+const { SandboxPlatform } = await import("../../components/platform/component.ts");
+
+interface Run {
+  resources: Captured[];
+  opts: Map<string, pulumi.ResourceOptions>;
+}
+
+async function deploy(mode: "eks" | "existing-cluster"): Promise<Run> {
+  resetCaptured();
+  const opts = new Map<string, pulumi.ResourceOptions>();
+  const record: pulumi.ResourceTransformation = (a) => {
+    opts.set(a.name, a.opts);
+    return undefined;
+  };
+  const config = mode === "eks" ? eksConfig() : existingClusterConfig();
+  new SandboxPlatform("sbx", {
+    config,
+    delivery: { kind: "bundle", bundle: FIXTURE_BUNDLE, nodeImage: "node:20-bookworm-slim" },
+    apiTokens: { alice: "a".repeat(32) },
+    region: mode === "eks" ? "us-east-1" : undefined,
+    kubeconfig: mode === "existing-cluster" ? "apiVersion: v1\nkind: Config\n" : undefined,
+  }, { transformations: [record] });
+  return { resources: await settle(), opts };
+}
+
+let eks: Run;
+let existing: Run;
+beforeAll(async () => {
+  eks = await deploy("eks");
+  existing = await deploy("existing-cluster");
+});
+
+describe("resource counts per mode", () => {
+  it("eks mode creates every component", () => {
+    const types = ofType(eks.resources, "sbx:platform:SandboxPlatform").length;
+    expect(types).toBe(1);
+    for (const t of ["sbx:network:Network", "sbx:cluster:Cluster", "sbx:images:ImageProfiles", "sbx:identity:Identity", "sbx:tenancy:Tenancy", "sbx:runtime:Runtime"]) {
+      expect(ofType(eks.resources, t), t).toHaveLength(1);
+    }
+    const counts = countByType(eks.resources);
+    expect(counts["eks:index:Cluster"]).toBe(1);
+    expect(counts["aws:eks/nodeGroup:NodeGroup"]).toBe(3); // system, sandbox, gpu
+    expect(counts["aws:ec2/launchTemplate:LaunchTemplate"]).toBe(3);
+    expect(counts["aws:eks/addon:Addon"]).toBe(3); // vpc-cni, pod identity agent, coredns
+    expect(counts["aws:ecr/repository:Repository"]).toBe(6); // 5 profiles + snapshots
+    expect(counts["aws:ec2/subnet:Subnet"]).toBe(4); // 2 AZs × private/public
+    expect(counts["aws:eks/podIdentityAssociation:PodIdentityAssociation"]).toBe(1);
+    expect(counts["kubernetes:apps/v1:DaemonSet"]).toBe(1); // image pre-pull
+    expect(counts["kubernetes:apps/v1:Deployment"]).toBe(2);
+  });
+
+  it("existing-cluster mode deploys only Tenancy and Runtime", () => {
+    const types = new Set(existing.resources.map((r) => r.type));
+    for (const t of ["sbx:network:Network", "sbx:cluster:Cluster", "sbx:images:ImageProfiles", "sbx:identity:Identity"]) expect(types.has(t), t).toBe(false);
+    expect([...types].filter((t) => t.startsWith("aws:") || t.startsWith("eks:"))).toEqual([]);
+    expect(ofType(existing.resources, "sbx:tenancy:Tenancy")).toHaveLength(1);
+    expect(ofType(existing.resources, "sbx:runtime:Runtime")).toHaveLength(1);
+    expect(countByType(existing.resources)).toMatchObject({
+      "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 1,
+      "kubernetes:apps/v1:Deployment": 2,
+      "kubernetes:core/v1:Namespace": 2,
+      "kubernetes:core/v1:ResourceQuota": 1,
+      "kubernetes:networking.k8s.io/v1:NetworkPolicy": 2, // default deny + DNS; no egress configured
+      "kubernetes:rbac.authorization.k8s.io/v1:Role": 4,
+      "pulumi:providers:kubernetes": 1,
+    });
+  });
+});
+
+describe("cluster", () => {
+  it("configures the VPC CNI for prefix delegation and network policy", () => {
+    const cni = one(eks.resources, "aws:eks/addon:Addon", "vpc-cni");
+    expect(JSON.parse(cni.inputs.configurationValues)).toEqual({
+      env: { ENABLE_PREFIX_DELEGATION: "true", WARM_PREFIX_TARGET: "1" },
+      enableNetworkPolicy: "true",
+    });
+  });
+
+  it("creates every node group only after the vpc-cni and pod identity addons", () => {
+    const groups = ofType(eks.resources, "aws:eks/nodeGroup:NodeGroup");
+    for (const g of groups) {
+      const deps = (eks.opts.get(g.name)?.dependsOn ?? []) as pulumi.Resource[];
+      const names = deps.map((d) => (d as any).__name as string);
+      expect(names, g.name).toEqual(expect.arrayContaining(["sbx-cluster-vpc-cni", "sbx-cluster-eks-pod-identity-agent"]));
+      expect(eks.opts.get(g.name)?.ignoreChanges, g.name).toEqual(["scalingConfig.desiredSize"]);
+    }
+  });
+
+  it.each([
+    ["system", { "sbx.dev/node-role": "system" }, [], "AL2023_x86_64_STANDARD", 110],
+    ["sandbox", { "sbx.dev/node-role": "sandbox" }, [{ key: "sbx.dev/sandbox", value: "true", effect: "NO_SCHEDULE" }], "AL2023_x86_64_STANDARD", 110],
+    ["gpu", { "sbx.dev/node-role": "sandbox", "sbx.dev/accelerator": "nvidia" }, [{ key: "sbx.dev/sandbox", value: "true", effect: "NO_SCHEDULE" }, { key: "nvidia.com/gpu", value: "true", effect: "NO_SCHEDULE" }], "AL2023_x86_64_NVIDIA", 110],
+  ])("node group %s: labels, taints, AMI and max pods", (group, labels, taints, amiType, maxPods) => {
+    const ng = one(eks.resources, "aws:eks/nodeGroup:NodeGroup", `-${group}`);
+    expect(ng.inputs.labels).toEqual(labels);
+    expect(ng.inputs.taints ?? []).toEqual(taints);
+    expect(ng.inputs.amiType).toBe(amiType);
+    const lt = one(eks.resources, "aws:ec2/launchTemplate:LaunchTemplate", `-${group}`);
+    const userData = Buffer.from(lt.inputs.userData, "base64").toString("utf8");
+    expect(userData).toContain(`maxPods: ${maxPods}`);
+    expect(lt.inputs.metadataOptions).toMatchObject({ httpTokens: "required", httpPutResponseHopLimit: 1 });
+    expect(ng.inputs.launchTemplate).toMatchObject({ version: "1" });
+  });
+
+  it("sizes the sandbox group from config and uses API auth with access entries", () => {
+    const ng = one(eks.resources, "aws:eks/nodeGroup:NodeGroup", "-sandbox");
+    expect(ng.inputs.scalingConfig).toEqual({ minSize: 1, maxSize: 30, desiredSize: 2 });
+    expect(ng.inputs.instanceTypes).toEqual(["m7i.xlarge"]);
+    const c = ofType(eks.resources, "eks:index:Cluster")[0];
+    expect(c.inputs).toMatchObject({ name: "sbx-test", version: "1.33", authenticationMode: "API", skipDefaultNodeGroup: true, enabledClusterLogTypes: ["api", "audit", "authenticator"] });
+    expect(c.inputs.accessEntries["admin-0"].principalArn).toBe("arn:aws:iam::123456789012:role/Admin");
+  });
+});
+
+describe("image profiles", () => {
+  it("every repository scans on push and has immutable tags and a lifecycle", () => {
+    const repos = ofType(eks.resources, "aws:ecr/repository:Repository");
+    expect(repos.map((r) => r.inputs.name).sort()).toEqual(["sbx-test/sandbox-base", "sbx-test/sandbox-data", "sbx-test/sandbox-ml", "sbx-test/sandbox-rl", "sbx-test/sandbox-web", "sbx-test/snapshots"]);
+    for (const r of repos) {
+      expect(r.inputs.imageScanningConfiguration, r.name).toEqual({ scanOnPush: true });
+      expect(r.inputs.imageTagMutability, r.name).toBe("IMMUTABLE");
+    }
+    expect(ofType(eks.resources, "aws:ecr/lifecyclePolicy:LifecyclePolicy")).toHaveLength(6);
+    const snap = one(eks.resources, "aws:ecr/lifecyclePolicy:LifecyclePolicy", "snapshots");
+    expect(JSON.parse(snap.inputs.policy).rules[0].selection).toMatchObject({ countType: "sinceImagePushed", countNumber: 7 });
+  });
+});
+
+describe("identity", () => {
+  const statements = (json: string) => JSON.parse(json).Statement as any[];
+  const asList = (v: unknown) => (Array.isArray(v) ? v : [v]);
+
+  it("IAM documents grant no wildcard actions and no wildcard resources except ECR login", () => {
+    const docs = [
+      ...ofType(eks.resources, "aws:iam/rolePolicy:RolePolicy").map((p) => p.inputs.policy),
+      ...ofType(eks.resources, "aws:iam/role:Role").map((r) => r.inputs.assumeRolePolicy),
+    ];
+    expect(docs.length).toBe(5);
+    for (const d of docs) {
+      for (const s of statements(d)) {
+        for (const a of asList(s.Action)) expect(a).not.toContain("*");
+        if (asList(s.Resource).includes("*")) expect(s.Action).toEqual(["ecr:GetAuthorizationToken"]);
+      }
+    }
+  });
+
+  it("the base role reaches only sandboxes/* and only the manager role may assume it", () => {
+    const base = one(eks.resources, "aws:iam/rolePolicy:RolePolicy", "sandbox-base");
+    expect(statements(base.inputs.policy)[0].Resource).toBe("arn:aws:s3:::sbx-test-outputs-abc123/sandboxes/*");
+    const role = one(eks.resources, "aws:iam/role:Role", "sandbox-base");
+    expect(statements(role.inputs.assumeRolePolicy)[0]).toMatchObject({ Principal: { AWS: "arn:aws:iam::123456789012:role/sbx-identity-manager" }, Action: ["sts:AssumeRole", "sts:TagSession"] });
+    const mgr = one(eks.resources, "aws:iam/role:Role", "identity-manager");
+    expect(statements(mgr.inputs.assumeRolePolicy)[0].Principal).toEqual({ Service: "pods.eks.amazonaws.com" });
+  });
+
+  it("the outputs bucket blocks public access and is encrypted", () => {
+    expect(ofType(eks.resources, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")[0].inputs).toMatchObject({ blockPublicAcls: true, blockPublicPolicy: true, ignorePublicAcls: true, restrictPublicBuckets: true });
+    expect(ofType(eks.resources, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")[0].inputs.rules[0].applyServerSideEncryptionByDefault.sseAlgorithm).toBe("AES256");
+  });
+
+  it("associates the manager service account with its role", () => {
+    const a = ofType(eks.resources, "aws:eks/podIdentityAssociation:PodIdentityAssociation")[0];
+    expect(a.inputs).toMatchObject({ clusterName: "sbx-test", namespace: "sbx-system", serviceAccount: "sbx-manager", roleArn: "arn:aws:iam::123456789012:role/sbx-identity-manager" });
+  });
+});
+
+describe("tenancy and runtime in eks mode", () => {
+  it("quota hard values come from the budget and size classes", () => {
+    const q = ofType(eks.resources, "kubernetes:core/v1:ResourceQuota")[0];
+    // nano: cpu limit/request = 10, memory 4 → limits scale by the largest ratio
+    expect(q.inputs.spec.hard).toEqual({ "requests.cpu": "250", "limits.cpu": "2500", "requests.memory": "500Gi", "limits.memory": "2000Gi", pods: "2500" });
+  });
+
+  it("the egress policy cuts the VPC and metadata endpoints out of 0.0.0.0/0", () => {
+    const np = one(eks.resources, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "allow-egress");
+    expect(np.inputs.spec.egress[0]).toEqual({
+      to: [{ ipBlock: { cidr: "0.0.0.0/0", except: ["169.254.169.254/32", "169.254.170.23/32", "10.0.0.0/16"] } }],
+      ports: [{ protocol: "TCP", port: 443 }],
+    });
+  });
+
+  it("runtime pods run on system nodes with the bundle's hash on the pod template", () => {
+    for (const d of ofType(eks.resources, "kubernetes:apps/v1:Deployment")) {
+      const tpl = d.inputs.spec.template;
+      expect(tpl.spec.nodeSelector).toEqual({ "sbx.dev/node-role": "system" });
+      expect(tpl.metadata.annotations["sbx.dev/runtime-sha256"]).toBe(FIXTURE_BUNDLE.sha256);
+    }
+  });
+
+  it("config.json carries the AWS outputs the runtime needs", () => {
+    const cm = one(eks.resources, "kubernetes:core/v1:ConfigMap", "configmap-sbx-config");
+    const cfg = JSON.parse(cm.inputs.data["config.json"]);
+    expect(cfg.credentials).toEqual({ baseRoleArn: "arn:aws:iam::123456789012:role/sbx-identity-sandbox-base", bucket: "sbx-test-outputs-abc123", region: "us-east-1", durationSeconds: 900 });
+    expect(cfg.snapshots).toEqual({ registry: "123456789012.dkr.ecr.us-east-1.amazonaws.com", repository: "sbx-test/snapshots", retentionDays: 7 });
+    expect(cfg.catalog.base).toBe("123456789012.dkr.ecr.us-east-1.amazonaws.com/sbx-test/sandbox-base:v1");
+    expect(cfg.budget).toEqual({ cpu: "250", memory: "500Gi" });
+  });
+});
