@@ -1,0 +1,76 @@
+import { execFileSync, spawnSync } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { buildExecArgv, classifyExit, exitCodeFromStatus, timeoutSeconds } from "./execCommand.ts";
+
+describe("buildExecArgv", () => {
+  it.each([
+    [{ command: [] }, "command: invalid value []"],
+    [{ command: ["ls"], env: { "1BAD": "x" } }, 'env.1BAD: invalid value "1BAD"'],
+    [{ command: ["ls"], cwd: "relative" }, 'cwd: invalid value "relative"'],
+    [{ command: ["A=B"] }, "command[0]"],
+  ])("refuses %j", (req, msg) => {
+    expect(() => buildExecArgv(req)).toThrow(msg);
+  });
+
+  it("defaults cwd to /workspace and has no timeout", () => {
+    const argv = buildExecArgv({ command: ["echo", "hi"] });
+    expect(argv.slice(3)).toEqual(["sbx-exec", "/workspace", "0", "echo", "hi"]);
+  });
+
+  it("lets request env override the sandbox's env", () => {
+    const argv = buildExecArgv({ command: ["env"], env: { A: "2" } }, { A: "1", B: "x" });
+    expect(argv.slice(6)).toEqual(["A=2", "B=x", "env"]);
+  });
+
+  // The wrapper is real shell: run it here to prove cwd, env, exit codes and the timeout.
+  const dir = mkdtempSync(join(tmpdir(), "sbx-exec-"));
+  const run = (argv: string[]) => spawnSync(argv[0], argv.slice(1), { encoding: "utf8" });
+  it("runs in cwd with env and passes the exit code through", () => {
+    const r = run(buildExecArgv({ command: ["sh", "-c", 'echo "$PWD $GREETING"; exit 7'], cwd: dir, env: { GREETING: "hello world" } }));
+    expect(r.stdout.trim()).toBe(`${dir} hello world`);
+    expect(r.status).toBe(7);
+  });
+  it("kills the whole process group on timeout", () => {
+    const marker = join(dir, "survivor");
+    const started = Date.now();
+    const r = run(buildExecArgv({ command: ["sh", "-c", `(sleep 2; touch ${marker}) & sleep 30`], timeoutMs: 300 }));
+    const took = Date.now() - started;
+    expect(r.signal ?? r.status).toBeTruthy();
+    expect(took).toBeLessThan(5_000);
+    execFileSync("sleep", ["2.5"]);
+    expect(spawnSync("test", ["-e", marker]).status).toBe(1); // the background child died too
+  });
+  it("exits 126 when cwd does not exist", () => {
+    expect(run(buildExecArgv({ command: ["true"], cwd: join(dir, "nope") })).status).toBe(126);
+  });
+});
+
+describe("timeoutSeconds / classifyExit / exitCodeFromStatus", () => {
+  it.each([
+    [undefined, "0"],
+    [0, "0"],
+    [1500, "1.5"],
+    [1, "0.001"],
+    [60_000, "60"],
+  ])("timeout %s ms -> %s s", (ms, s) => expect(timeoutSeconds(ms)).toBe(s));
+
+  it.each([
+    [137, 1000, 1000, false, { exitCode: 124, timedOut: true, oomKilled: false }],
+    [137, 200, 1000, false, { exitCode: 137, timedOut: false, oomKilled: true }],
+    [137, 200, undefined, true, { exitCode: 137, timedOut: false, oomKilled: false }],
+    [0, 5000, 1000, false, { exitCode: 0, timedOut: false, oomKilled: false }],
+  ])("exit %s after %s ms (timeout %s, killed %s)", (code, dur, t, killed, want) => {
+    expect(classifyExit(code, dur, t, killed)).toEqual(want);
+  });
+
+  it.each([
+    [{ status: "Success" }, 0],
+    [{ status: "Failure", reason: "NonZeroExitCode", details: { causes: [{ reason: "ExitCode", message: "42" }] } }, 42],
+  ])("status %j -> %s", (s, code) => expect(exitCodeFromStatus(s)).toBe(code));
+  it("turns other failures into errors with the server's message", () => {
+    expect((exitCodeFromStatus({ status: "Failure", message: "container not found" }) as Error).message).toBe("container not found");
+  });
+});
