@@ -98,8 +98,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     // one structured line per request comes from our onResponse hook instead
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
-    // extra fields are errors, not silently dropped: a typo must not become a default
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: "array", allErrors: false } },
+    // extra fields are errors, not silently dropped (a typo must not become a default), and
+    // types are not coerced (a number where a string belongs is a 400, not a guess)
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: false } },
   });
   app.decorateRequest("owner", "");
 

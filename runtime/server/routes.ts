@@ -153,8 +153,9 @@ export const sandboxRoutes: RouteDef[] = [
     schema: { params: S.idParams, querystring: S.logsQuery },
     responses: { "200": { description: "log text", contentType: "text/plain" } },
     handler: async ({ manager }, req, reply) => {
-      const q = req.query as { follow?: boolean; tailLines?: number };
-      const logs = await manager.logs(owner(req), params(req).id, { follow: q.follow, tailLines: q.tailLines });
+      const q = req.query as { follow?: string; tailLines?: string };
+      const follow = q.follow === "true" || q.follow === "1";
+      const logs = await manager.logs(owner(req), params(req).id, { follow, tailLines: q.tailLines === undefined ? undefined : Number(q.tailLines) });
       return reply.type("text/plain; charset=utf-8").send(logs);
     },
   },

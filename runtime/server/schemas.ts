@@ -53,8 +53,9 @@ export const logsQuery = {
   type: "object",
   additionalProperties: false,
   properties: {
-    follow: { type: "boolean", default: false },
-    tailLines: { type: "integer", minimum: 0, maximum: 100_000 },
+    // query strings are strings: no type coercion anywhere, so a JSON body's 5 is never "5"
+    follow: { type: "string", enum: ["true", "false", "1", "0"] },
+    tailLines: { type: "string", pattern: "^[0-9]{1,6}$" },
   },
 } as const;
 

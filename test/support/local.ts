@@ -1,0 +1,88 @@
+// Test support: the real runtime on the real LOCAL backend (bubblewrap sandboxes), in a
+// temporary state directory, with two owners' tokens. No mocks: what the tests drive is what
+// `npm start` runs.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { buildManager } from "../../runtime/backends.ts";
+import { validateRuntimeConfig, type RuntimeConfig, type RuntimeConfigInput } from "../../runtime/config/schema.ts";
+import { systemClock, type Clock } from "../../runtime/core/clock.ts";
+import { silentLogger, type Logger } from "../../runtime/core/log.ts";
+import type { SandboxManager } from "../../runtime/core/manager.ts";
+import { hashToken, TokenStore } from "../../runtime/core/tokens.ts";
+import { createLocalBackend } from "../../runtime/local/backend.ts";
+import { buildApp } from "../../runtime/server/app.ts";
+import type { ServerLimits } from "../../runtime/server/routes.ts";
+
+export const TOKENS = { alice: "token-alice-0123456789", bob: "token-bob-0123456789" } as const;
+export const auth = (owner: keyof typeof TOKENS) => ({ authorization: `Bearer ${TOKENS[owner]}` });
+
+export function testTokens(): TokenStore {
+  return new TokenStore(new Map(Object.entries(TOKENS).map(([owner, t]) => [hashToken(t), owner])));
+}
+
+export function localConfig(input: RuntimeConfigInput = {}): { config: RuntimeConfig; stateDir: string; cleanup: () => void } {
+  const stateDir = mkdtempSync(join(tmpdir(), "sbx-test-"));
+  const config = validateRuntimeConfig({ ...input, local: { stateDir }, listen: { host: "127.0.0.1", port: 0 } });
+  return { config, stateDir, cleanup: () => rmSync(stateDir, { recursive: true, force: true }) };
+}
+
+export interface LocalRuntime {
+  config: RuntimeConfig;
+  stateDir: string;
+  manager: SandboxManager;
+  app: ReturnType<typeof buildApp>;
+  /** close the app and the manager (which closes the backend); keeps the state dir */
+  stop(): Promise<void>;
+  /** stop and remove the state dir */
+  close(): Promise<void>;
+}
+
+export async function startLocalRuntime(
+  input: RuntimeConfigInput = {},
+  opts: { stateDir?: string; clock?: Clock; logger?: Logger; reaper?: boolean; reaperIntervalMs?: number; limits?: Partial<ServerLimits> } = {},
+): Promise<LocalRuntime> {
+  const made = opts.stateDir ? undefined : localConfig(input);
+  const stateDir = opts.stateDir ?? made!.stateDir;
+  const config = made?.config ?? validateRuntimeConfig({ ...input, local: { stateDir } });
+  const logger = opts.logger ?? silentLogger();
+  const clock = opts.clock ?? systemClock;
+  const backend = createLocalBackend(config, { logger, clock });
+  const { manager } = await buildManager(config, { logger, clock, backend, reaperIntervalMs: opts.reaperIntervalMs });
+  const app = buildApp({ manager, tokens: testTokens(), logger, metrics: manager.metrics.registry, limits: opts.limits });
+  await manager.start({ reaper: opts.reaper ?? false });
+  await app.ready();
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    await app.close();
+    await manager.close();
+  };
+  return {
+    config, stateDir, manager, app, stop,
+    close: async () => {
+      await stop();
+      rmSync(stateDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Parse an NDJSON exec response body into stdout, stderr and the final frame. */
+export function parseExecFrames(body: string): { stdout: string; stderr: string; exit?: { exitCode: number; timedOut: boolean; oomKilled: boolean }; error?: { code: string; message: string }; frames: number } {
+  let stdout = "";
+  let stderr = "";
+  let exit;
+  let error;
+  let frames = 0;
+  for (const line of body.split("\n")) {
+    if (!line) continue;
+    frames++;
+    const f = JSON.parse(line);
+    if (f.stream === "stdout") stdout += Buffer.from(f.data, "base64").toString();
+    else if (f.stream === "stderr") stderr += Buffer.from(f.data, "base64").toString();
+    else if (f.exit) exit = f.exit;
+    else if (f.error) error = f.error;
+  }
+  return { stdout, stderr, exit, error, frames };
+}
