@@ -1,0 +1,161 @@
+import { createHash, randomBytes } from "node:crypto";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gunzipSync } from "node:zlib";
+import { describe, expect, it } from "vitest";
+import { BUNDLE_LIMIT_BYTES, bundleRuntime, packBundle } from "../../components/runtime/bundle.ts";
+import { buildRuntimeConfig, hashTokens, PATHS } from "../../components/runtime/config.ts";
+import { ANNOTATION_RUNTIME_SHA, bundleConfigMapName, renderRuntime, type RuntimeRenderInput } from "../../components/runtime/render.ts";
+import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
+import { DEFAULT_SIZE_CLASSES } from "../../runtime/config/schema.ts";
+import type { RuntimeSettings } from "../../components/runtime/args.ts";
+
+const FIXTURE_ENTRY = fileURLToPath(new URL("./fixtures/entry.ts", import.meta.url));
+
+export const SETTINGS: RuntimeSettings = {
+  sizeClasses: structuredClone(DEFAULT_SIZE_CLASSES) as RuntimeSettings["sizeClasses"],
+  budget: { cpu: "110", memory: "400Gi" },
+  defaults: { profile: "base", size: "nano", ttlSeconds: 3600, maxTtlSeconds: 86400, idleTimeoutSeconds: 900, finishedGraceSeconds: 60 },
+  warmPool: [{ profile: "base", size: "nano", count: 10 }],
+};
+
+export function renderInput(overrides: Partial<RuntimeRenderInput> = {}): RuntimeRenderInput {
+  return {
+    namespace: "sbx-system",
+    sandboxNamespace: "sbx-sandboxes",
+    delivery: { kind: "bundle", bundle: packBundle("console.log(1)"), nodeImage: "node:20-bookworm-slim" },
+    managerReplicas: 2,
+    controllerReplicas: 2,
+    resources: { cpu: "500m", memory: "512Mi" },
+    configJson: "{}",
+    catalogJson: "{}",
+    tokensJson: "{}",
+    configSha: "0".repeat(64),
+    ...overrides,
+  };
+}
+
+describe("bundleRuntime", () => {
+  it("bundles an entry and its npm dependencies into one runnable ESM file", () => {
+    const bundle = bundleRuntime(FIXTURE_ENTRY);
+    const code = gunzipSync(Buffer.from(bundle.gzBase64, "base64"));
+    expect(createHash("sha256").update(code).digest("hex")).toBe(bundle.sha256);
+    expect(bundle.bytes).toBe(code.length);
+    expect(code.toString()).not.toMatch(/from\s*"zod"/); // zod is inside, not imported
+    const dir = mkdtempSync(join(tmpdir(), "sbx-bundle-"));
+    writeFileSync(join(dir, "runtime.mjs"), code);
+    expect(execFileSync(process.execPath, [join(dir, "runtime.mjs"), "controller"], { cwd: dir, encoding: "utf8" })).toBe("sbx runtime fixture: controller\n");
+  });
+
+  it("fails naming esbuild's error for a missing entry", () => {
+    expect(() => bundleRuntime("/nonexistent/main.ts")).toThrow(/Could not resolve/);
+  });
+
+  it("a code change changes the hash; a bundle over the ConfigMap budget is refused with the fix", () => {
+    expect(packBundle("a").sha256).not.toBe(packBundle("b").sha256);
+    // base64 of random bytes gzips to ~3/4 of its length: comfortably over the budget
+    const incompressible = randomBytes(Math.ceil(BUNDLE_LIMIT_BYTES * 1.5)).toString("base64");
+    expect(() => packBundle(incompressible)).toThrow("set sbx:runtime.image to a prebuilt runtime image instead");
+  });
+});
+
+describe("runtime config.json", () => {
+  const values = {
+    settings: SETTINGS,
+    namespace: "sbx-system",
+    sandboxNamespace: "sbx-sandboxes",
+    catalog: { base: "123456789012.dkr.ecr.us-east-1.amazonaws.com/sbx/sandbox-base:v1" },
+    credentials: { baseRoleArn: "arn:aws:iam::123456789012:role/base", bucket: "b", region: "us-east-1", durationSeconds: 900 },
+    snapshots: { repositoryUrl: "123456789012.dkr.ecr.us-east-1.amazonaws.com/sbx/snapshots", retentionDays: 7 },
+  };
+
+  it("passes the runtime's own validation with the mounted paths", () => {
+    const cfg = validateRuntimeConfig(buildRuntimeConfig(values));
+    expect(cfg.platform).toBe("kubernetes");
+    expect(cfg.listen).toEqual({ host: "0.0.0.0", port: 8080 });
+    expect(cfg.catalogPath).toBe(PATHS.catalog);
+    expect(cfg.tokensPath).toBe(PATHS.tokens);
+    expect(cfg.kubernetes).toEqual({ namespace: "sbx-sandboxes", runtimeNamespace: "sbx-system", leaseName: "sbx-controller" });
+    expect(cfg.snapshots).toEqual({ registry: "123456789012.dkr.ecr.us-east-1.amazonaws.com", repository: "sbx/snapshots", retentionDays: 7 });
+    expect(cfg.budget).toEqual({ cpuMillis: 110_000, memoryBytes: 400 * 2 ** 30 });
+  });
+
+  it("a config the runtime would reject fails here", () => {
+    const bad = { ...values, settings: { ...SETTINGS, warmPool: [{ profile: "base", size: "huge", count: 1 }] } };
+    expect(() => buildRuntimeConfig(bad)).toThrow('config.warmPool[0].size: invalid value "huge"');
+  });
+
+  it("hashTokens maps sha256(token) to owner and refuses weak or shared tokens", () => {
+    const token = "t".repeat(32);
+    expect(hashTokens({ alice: token })).toEqual({ [createHash("sha256").update(token).digest("hex")]: "alice" });
+    expect(() => hashTokens({ bob: "short" })).toThrow("sbx:apiTokens.bob: invalid value \"(secret)\": use a random token of at least 16 characters");
+    expect(() => hashTokens({ a: token, b: token })).toThrow("same token as owner a");
+  });
+});
+
+describe("renderRuntime", () => {
+  const objects = renderRuntime(renderInput());
+  const find = (kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata.name === name) as any;
+
+  it("ships the CRD, and namespaced Roles only, with no wildcard verbs or resources", () => {
+    expect(find("CustomResourceDefinition", "sandboxes.sbx.dev").spec.group).toBe("sbx.dev");
+    expect(objects.filter((o) => o.kind.startsWith("Cluster"))).toEqual([]);
+    const roles = objects.filter((o) => o.kind === "Role") as any[];
+    expect(roles.map((r) => `${r.metadata.namespace}/${r.metadata.name}`).sort()).toEqual([
+      "sbx-sandboxes/sbx-controller-sandboxes", "sbx-sandboxes/sbx-manager-sandboxes", "sbx-system/sbx-controller-runtime", "sbx-system/sbx-manager-runtime",
+    ]);
+    for (const r of roles) {
+      for (const rule of r.rules) {
+        expect([...rule.verbs, ...rule.resources, ...rule.apiGroups].filter((v: string) => v.includes("*")), r.metadata.name).toEqual([]);
+      }
+    }
+    const pods = find("Role", "sbx-manager-sandboxes").rules.find((r: any) => r.resources.includes("pods"));
+    expect(pods.verbs).toEqual(["get", "list", "watch", "create", "update", "patch", "delete"]);
+    expect(find("RoleBinding", "sbx-manager-sandboxes").subjects).toEqual([{ kind: "ServiceAccount", name: "sbx-manager", namespace: "sbx-system" }]);
+  });
+
+  it("manager: replicas, probes, resources, hardened, bundle hash on the template", () => {
+    const d = find("Deployment", "sbx-manager");
+    const bundle = renderInput().delivery;
+    if (bundle.kind !== "bundle") throw new Error("fixture");
+    expect(d.spec.replicas).toBe(2);
+    const c = d.spec.template.spec.containers[0];
+    expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "http" });
+    expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "http" });
+    expect(c.resources).toEqual({ requests: { cpu: "500m", memory: "512Mi" }, limits: { memory: "512Mi" } });
+    expect(c.securityContext).toMatchObject({ runAsNonRoot: true, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } });
+    expect(c.image).toBe("node:20-bookworm-slim");
+    expect(c.command).toEqual(["node", "/opt/sbx/runtime.mjs", "manager"]);
+    expect(d.spec.template.metadata.annotations[ANNOTATION_RUNTIME_SHA]).toBe(bundle.bundle.sha256);
+    expect(d.spec.template.spec.volumes).toContainEqual({ name: "bundle", configMap: { name: bundleConfigMapName(bundle.bundle.sha256) } });
+    expect(find("PodDisruptionBudget", "sbx-manager").spec.minAvailable).toBe(1);
+    expect(find("Service", "sbx-manager").spec.ports).toEqual([{ name: "http", port: 80, targetPort: "http", protocol: "TCP" }]);
+  });
+
+  it("controller runs the same code in the controller role with the lease name", () => {
+    const c = find("Deployment", "sbx-controller").spec.template.spec.containers[0];
+    expect(c.command).toEqual(["node", "/opt/sbx/runtime.mjs", "controller"]);
+    expect(c.env).toContainEqual({ name: "SBX_LEASE_NAME", value: "sbx-controller" });
+    expect(c.env).toContainEqual({ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } });
+  });
+
+  it("a code change renames the bundle ConfigMap and changes the pod template (rolls the Deployments)", () => {
+    const other = renderRuntime(renderInput({ delivery: { kind: "bundle", bundle: packBundle("console.log(2)"), nodeImage: "node:20-bookworm-slim" } }));
+    const tpl = (objs: typeof objects) => JSON.stringify((objs.find((o) => o.kind === "Deployment") as any).spec.template);
+    expect(tpl(other)).not.toBe(tpl(objects));
+    const names = (objs: typeof objects) => objs.filter((o) => o.kind === "ConfigMap").map((o) => o.metadata.name);
+    expect(names(other)).not.toEqual(names(objects));
+  });
+
+  it("a prebuilt image needs no bundle ConfigMap and no unpack step", () => {
+    const objs = renderRuntime(renderInput({ delivery: { kind: "image", image: "ghcr.io/acme/sbx-runtime:1.2.3" }, managerReplicas: 1 }));
+    expect(objs.filter((o) => o.metadata.name.startsWith("sbx-runtime-"))).toEqual([]);
+    const d = objs.find((o) => o.kind === "Deployment" && o.metadata.name === "sbx-manager") as any;
+    expect(d.spec.template.spec.initContainers).toBeUndefined();
+    expect(d.spec.template.spec.containers[0]).toMatchObject({ image: "ghcr.io/acme/sbx-runtime:1.2.3", args: ["manager"] });
+    expect((objs.find((o) => o.kind === "PodDisruptionBudget" && o.metadata.name === "sbx-manager") as any).spec).toMatchObject({ maxUnavailable: 1 });
+  });
+});
