@@ -1,34 +1,9 @@
 // SandboxPlatform under Pulumi mocks: assert the inputs of what each mode creates.
 import { beforeAll, describe, expect, it } from "vitest";
-import * as pulumi from "@pulumi/pulumi";
-import { countByType, installMocks, ofType, one, resetCaptured, settle, type Captured } from "./mocks.ts";
-import { eksConfig, existingClusterConfig, FIXTURE_BUNDLE } from "./fixtures.ts";
-
-installMocks();
-const { SandboxPlatform } = await import("../../components/platform/component.ts");
-
-interface Run {
-  resources: Captured[];
-  opts: Map<string, pulumi.ResourceOptions>;
-}
-
-async function deploy(mode: "eks" | "existing-cluster"): Promise<Run> {
-  resetCaptured();
-  const opts = new Map<string, pulumi.ResourceOptions>();
-  const record: pulumi.ResourceTransformation = (a) => {
-    opts.set(a.name, a.opts);
-    return undefined;
-  };
-  const config = mode === "eks" ? eksConfig() : existingClusterConfig();
-  new SandboxPlatform("sbx", {
-    config,
-    delivery: { kind: "bundle", bundle: FIXTURE_BUNDLE, nodeImage: "node:20-bookworm-slim" },
-    apiTokens: { alice: "a".repeat(32) },
-    region: mode === "eks" ? "us-east-1" : undefined,
-    kubeconfig: mode === "existing-cluster" ? "apiVersion: v1\nkind: Config\n" : undefined,
-  }, { transformations: [record] });
-  return { resources: await settle(), opts };
-}
+import type * as pulumi from "@pulumi/pulumi";
+import { countByType, ofType, one } from "./mocks.ts";
+import { FIXTURE_BUNDLE } from "./fixtures.ts";
+import { deploy, type Deployed as Run } from "./deploy.ts";
 
 let eks: Run;
 let existing: Run;
