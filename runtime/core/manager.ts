@@ -53,6 +53,8 @@ export class SandboxManager implements Manager {
   private readonly creating = new Map<string, Promise<Sandbox>>();
   private readonly lastTouch = new Map<string, number>();
   private readonly gone = new Map<string, number>();
+  /** per-sandbox idle timeouts from create, for backends whose Sandbox does not carry them */
+  private readonly idleTimeouts = new Map<string, number>();
   private lastList: readonly Sandbox[] = [];
   private unsubscribe?: () => void;
   private readonly log: Logger;
@@ -75,6 +77,7 @@ export class SandboxManager implements Manager {
         this.metrics.reaped.inc({ reason: a.reason });
         this.forget(a.id);
       },
+      idleTimeoutFor: (id) => this.idleTimeouts.get(id),
       intervalMs: deps.reaperIntervalMs,
     });
   }
@@ -160,6 +163,7 @@ export class SandboxManager implements Manager {
         }
         throw err;
       }
+      this.idleTimeouts.set(sandbox.id, spec.idleTimeoutSeconds);
       if (sandbox.id !== spec.id) {
         // A backend that hands out its own ids: move the reservation to the id callers will use.
         this.admission.release(spec.id);
@@ -229,9 +233,12 @@ export class SandboxManager implements Manager {
       await this.deps.backend.putArchive(id, dir, tar);
       this.audit("put", owner, id, undefined, { dir });
     } catch (err) {
+      // when the upload itself failed (over the size limit, client gone), that is the cause,
+      // whatever the unpacking reported after its input broke
+      const cause = tar.errored instanceof SbxError ? tar.errored : err;
       tar.destroy();
-      this.audit("put", owner, id, err, { dir });
-      throw err;
+      this.audit("put", owner, id, cause, { dir });
+      throw cause;
     }
   }
 
@@ -357,6 +364,7 @@ export class SandboxManager implements Manager {
 
   private forget(id: string): void {
     this.lastTouch.delete(id);
+    this.idleTimeouts.delete(id);
     const now = Date.now();
     this.gone.set(id, now);
     for (const [k, t] of this.gone) if (now - t > GONE_MEMORY_MS) this.gone.delete(k);

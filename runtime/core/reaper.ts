@@ -73,6 +73,8 @@ export interface ReaperDeps {
   /** called with every listing the reaper takes (metrics use it for sandboxes by phase) */
   onList?: (sandboxes: readonly Sandbox[]) => void;
   onReap?: (action: ReapAction) => void;
+  /** a sandbox's own idle timeout when the backend's Sandbox does not carry it */
+  idleTimeoutFor?: (id: string) => number | undefined;
   intervalMs?: number;
 }
 
@@ -99,7 +101,9 @@ export class Reaper {
     }
     for (const id of this.terminalSince.keys()) if (!seen.has(id)) this.terminalSince.delete(id);
 
-    const actions = planReap(all, now, this.deps.config, this.terminalSince);
+    const idleFor = this.deps.idleTimeoutFor;
+    const withIdle = idleFor ? all.map((s) => (s.idleTimeoutSeconds === undefined ? { ...s, idleTimeoutSeconds: idleFor(s.id) } : s)) : all;
+    const actions = planReap(withIdle, now, this.deps.config, this.terminalSince);
     for (const a of actions) {
       const log = logger.child({ sandbox: a.id, owner: a.owner, op: "reap" });
       try {
