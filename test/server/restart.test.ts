@@ -1,0 +1,57 @@
+// Restarts and bursts on real local sandboxes: the admission budget after a restart equals what
+// the live sandboxes use, a keyed create retried after a restart returns the same sandbox, and a
+// concurrent burst over capacity admits exactly what fits, rejecting the rest with 429.
+import { afterAll, describe, expect, it } from "vitest";
+import { auth, localConfig, startLocalRuntime, type LocalRuntime } from "../support/local.ts";
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterAll(async () => {
+  for (const c of cleanups.reverse()) await c();
+});
+
+describe("restart", () => {
+  it("a burst over capacity admits exactly what fits; the restarted manager's budget equals the live sandboxes", async () => {
+    const { stateDir, cleanup } = localConfig();
+    cleanups.push(cleanup);
+    // room for 5 nano (100m cpu each)
+    const input = { budget: { cpu: "500m", memory: "8Gi" } };
+    const first = await startLocalRuntime(input, { stateDir });
+    const burst = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        first.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth(i % 2 ? "alice" : "bob"), payload: { size: "nano", clientKey: `burst-${i}` } }),
+      ),
+    );
+    const codes = burst.map((r) => r.statusCode).sort();
+    expect(codes.filter((c) => c === 201)).toHaveLength(5);
+    expect(codes.filter((c) => c === 429)).toHaveLength(7);
+    for (const r of burst.filter((b) => b.statusCode === 429)) {
+      expect(r.headers["retry-after"]).toBeDefined();
+      expect(r.json().error.message).toContain("short on cpu");
+    }
+    expect(first.manager.admission.usage().used.cpuMillis).toBe(500);
+    const accepted = burst.filter((r) => r.statusCode === 201).map((r) => r.json() as { id: string; owner: string });
+
+    // a crash, not a clean stop: the old manager stops serving but its sandboxes stay up
+    await first.app.close();
+    await first.manager.reaper.stop();
+
+    const second: LocalRuntime = await startLocalRuntime(input, { stateDir });
+    cleanups.push(() => second.close());
+    const live = (await second.manager.list({ owner: "alice" })).concat(await second.manager.list({ owner: "bob" }));
+    const holding = live.filter((s) => s.phase !== "Failed" && s.phase !== "Succeeded");
+    // the local backend adopts sandboxes that survived the crash
+    expect(holding.map((s) => s.id).sort()).toEqual(accepted.map((s) => s.id).sort());
+    expect(second.manager.admission.usage().used.cpuMillis).toBe(holding.reduce((n, s) => n + s.cpuRequestMillis, 0));
+    expect(second.manager.admission.usage().reservations).toBe(holding.length);
+
+    // a keyed retry after the restart lands on the same sandbox, not a new one
+    const idx = burst.findIndex((r) => r.statusCode === 201);
+    const retry = await second.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth(idx % 2 ? "alice" : "bob"), payload: { size: "nano", clientKey: `burst-${idx}` } });
+    expect(retry.statusCode).toBe(201);
+    expect(retry.json().id).toBe(accepted[0].id);
+    expect(second.manager.admission.usage().reservations).toBe(holding.length);
+
+    // the first backend object still holds handles from before the "crash"; close it last
+    cleanups.push(() => first.manager.close());
+  });
+});
