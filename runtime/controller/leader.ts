@@ -6,7 +6,17 @@
 import type { CoordinationV1Api, V1Lease } from "@kubernetes/client-node";
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
-import { isConflict, isNotFound } from "../k8s/client.ts";
+import { apiMessage, isConflict, isNotFound } from "../k8s/client.ts";
+
+/**
+ * Lease times are MicroTime: the API server insists on six fractional digits, while
+ * client-node serializes Dates with toISOString (three). A Date that prints six fixes it.
+ */
+export class MicroTime extends Date {
+  override toISOString(): string {
+    return super.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+  }
+}
 
 export interface LeaseView {
   holder: string;
@@ -75,7 +85,7 @@ export class LeaderElector {
         this.loseLeadership("another candidate holds the lease");
       }
     } catch (err) {
-      this.o.logger.warn({ lease: this.o.name, identity: this.o.identity, err: String((err as Error).message ?? err) }, "lease round failed");
+      this.o.logger.warn({ lease: this.o.name, identity: this.o.identity, err: apiMessage(err) }, "lease round failed");
       if (this.leading && now - this.lastRenewAt >= this.renewDeadlineMs) this.loseLeadership(`could not renew for ${this.renewDeadlineMs} ms`);
     }
   }
@@ -109,7 +119,7 @@ export class LeaderElector {
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
-    const micro = new Date(now);
+    const micro = new MicroTime(now);
     if (!lease) {
       try {
         await api.createNamespacedLease({

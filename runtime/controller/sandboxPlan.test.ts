@@ -42,6 +42,9 @@ describe("planSandbox", () => {
     const p = plan(record(), running(true));
     expect(kinds(p)).toEqual(["adoptPod", "writeStatus"]);
   });
+  it("does not spend a write on a fresh pod's Pending", () => {
+    expect(kinds(plan(record(), owned(podWith({ phase: "Pending" }))))).toEqual([]);
+  });
   it("writes nothing when the recorded status is current", () => {
     const cr = record();
     const first = plan(cr, owned(running(true))).actions.find((a) => a.kind === "writeStatus");

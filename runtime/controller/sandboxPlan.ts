@@ -65,7 +65,10 @@ export function planSandbox(o: SandboxObservation): SandboxPlan {
     else requeueAfterMs = dueAt - o.now.getTime();
   }
   const next = planRecordedStatus(recorded, o.derived, podName, o.now);
-  if (!sameStatus(recorded, next)) actions.push({ kind: "writeStatus", status: next });
+  // A fresh pod's Pending is not worth a write (the API server is the bottleneck under a
+  // burst); the first status written is Running or terminal.
+  const firstPending = next.phase === "Pending" && !recorded.phase;
+  if (!firstPending && !sameStatus(recorded, next)) actions.push({ kind: "writeStatus", status: next });
   return { actions, ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}) };
 }
 

@@ -33,6 +33,8 @@ export class SandboxReconciler {
   async reconcile(id: string): Promise<ReconcileResult> {
     const cr = this.o.index.resource(id);
     if (!cr) return this.reconcileOrphans(this.podsLabelled(id));
+    // Accepted but not yet written (no uid): its write completion enqueues it again.
+    if (!cr.metadata.uid) return;
     let podLive: "present" | "gone" | undefined;
     for (let round = 0; round < 2; round++) {
       const plan = this.plan(cr, podLive);

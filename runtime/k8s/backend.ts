@@ -17,7 +17,8 @@ import { SandboxReconciler } from "../controller/sandboxReconciler.ts";
 import { WarmPool } from "../controller/warmpool.ts";
 import { ActivityRecorder } from "./activity.ts";
 import { getArchive, putArchive } from "./archive.ts";
-import { isNotFound, loadKubeClients, mergePatch, toDomainError, type KubeClients } from "./client.ts";
+import { isNotFound, loadKubeClients, mergePatch, statusCode, toDomainError, type KubeClients } from "./client.ts";
+import { RecordWriter } from "./recordWriter.ts";
 import { ANNOTATIONS, API_GROUP, API_VERSION, LABELS, SANDBOX_CONTAINER, SANDBOX_PLURAL } from "./contract.ts";
 import { createStsCredentialBroker, credentialsEnv, renderCredentialsFile, WRITE_CREDENTIALS_ARGV, type CredentialBroker } from "./credentials.ts";
 import { startExec } from "./exec.ts";
@@ -42,6 +43,8 @@ export interface KubernetesBackend extends Backend {
   /** the controller half, exposed for tests (leadership, idle) */
   readonly controller: Controller;
   readonly warmPool: WarmPool;
+  /** the write-behind queue, exposed for benchmarks (durability lag) */
+  readonly records: RecordWriter;
 }
 
 export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: Logger; clock: Clock }, overrides: KubernetesBackendOverrides = {}): KubernetesBackend {
@@ -104,7 +107,7 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
   };
 
   /** the record, from the cache or (another replica created it a moment ago) the API server */
-  const resource = async (id: string): Promise<SandboxResource> => {
+  const resource = async (id: string, graceMs = 0): Promise<SandboxResource> => {
     const cached = index.resource(id);
     if (cached) return cached;
     try {
@@ -112,8 +115,15 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
       index.upsertResource(cr);
       return cr;
     } catch (err) {
-      throw toDomainError(err, "get sandbox", { kind: "sandbox", name: id });
+      if (!isNotFound(err) || graceMs <= 0) throw toDomainError(err, "get sandbox", { kind: "sandbox", name: id });
     }
+    // Accepted by another replica a moment ago: its record may still be on the way.
+    for (let waited = 0; waited < graceMs; waited += 100) {
+      await clock.sleep(100);
+      const seen = index.resource(id);
+      if (seen) return seen;
+    }
+    throw new NotFoundError("sandbox", id);
   };
 
   /** the pod to exec into; refuses sandboxes that are not running */
@@ -125,21 +135,39 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
     return { cr, podName: podNameOf(cr) };
   };
 
-  const createRecord = async (spec: SandboxSpec, podName?: string, annotations: Record<string, string> = {}): Promise<SandboxResource> => {
+  const recordWriter = new RecordWriter({
+    clock,
+    logger,
+    create: async (cr) => (await custom.createNamespacedCustomObject({ ...crApi, body: cr })) as SandboxResource,
+    isConflict: (err) => statusCode(err) === 409,
+    onWritten: (created) => {
+      index.upsertResource(created);
+      controller.enqueueSandbox(created.metadata.name);
+    },
+    onFailed: (id, reason, message) => {
+      const cr = index.resource(id);
+      logger.error({ sandbox: id, reason, err: message }, "sandbox record not written; the sandbox fails");
+      if (cr) index.upsertResource({ ...cr, status: { ...(cr.status ?? {}), phase: "Failed", reason, message, finishedAt: clock.now().toISOString() } });
+      const podName = cr?.spec.podName;
+      if (podName) void core.deleteNamespacedPod({ name: podName, namespace: ns, gracePeriodSeconds: 0 }).catch((e) => logger.warn({ pod: podName, err: String(e) }, "deleting the claimed pod of an unwritten sandbox failed; the orphan sweep will retry"));
+    },
+  });
+
+  /**
+   * Accepts the record: visible to this replica at once, persisted by the write-behind pool.
+   * A repeated create with the same owner and clientKey returns the existing sandbox.
+   */
+  const acceptRecord = (spec: SandboxSpec, podName?: string, annotations: Record<string, string> = {}): void => {
+    const existing = index.resource(spec.id);
+    if (existing) {
+      if (existing.spec.owner === spec.owner && existing.spec.clientKey && existing.spec.clientKey === spec.clientKey) return;
+      throw new ConflictError(`sandbox ${spec.id} already exists; retry with the same clientKey to get it back, or use a new id`, { id: spec.id });
+    }
+    recordWriter.checkRoom();
     const body = buildSandboxResource(spec, ns, { podName });
     Object.assign(body.metadata.annotations!, annotations);
-    try {
-      const created = (await custom.createNamespacedCustomObject({ ...crApi, body })) as SandboxResource;
-      index.upsertResource(created);
-      return created;
-    } catch (err) {
-      if (isConflictErr(err)) {
-        const existing = await resource(spec.id);
-        if (existing.spec.owner === spec.owner && existing.spec.clientKey && existing.spec.clientKey === spec.clientKey) return existing;
-        throw new ConflictError(`sandbox ${spec.id} already exists; retry with the same clientKey to get it back, or use a new id`, { id: spec.id });
-      }
-      throw toDomainError(err, "create sandbox", { kind: "sandbox", name: spec.id });
-    }
+    index.upsertResource(body);
+    recordWriter.enqueue(body);
   };
 
   const derived = (id: string): Sandbox => {
@@ -152,6 +180,7 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
     name: "kubernetes",
     controller,
     warmPool,
+    records: recordWriter,
 
     async start() {
       const pods = startSupervisedInformer<V1Pod>({
@@ -196,24 +225,22 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
       try {
         const annotations: Record<string, string> = {};
         if (deliverCredentials) annotations[ANNOTATIONS.credentialsExpiresAt] = (await deliverCredentials(spec.id, podName)).toISOString();
-        await createRecord(spec, podName, annotations);
+        acceptRecord(spec, podName, annotations);
       } catch (err) {
         // A claimed pod is never returned to the pool: it goes, and the error goes up.
         await core.deleteNamespacedPod({ name: podName, namespace: ns, gracePeriodSeconds: 0 }).catch((e) => logger.warn({ pod: podName, err: String(e) }, "deleting a claimed pod after a failed claim failed; the orphan sweep will retry"));
         throw err;
       }
-      controller.enqueueSandbox(spec.id);
       return derived(spec.id);
     },
 
     async provision(spec) {
-      await createRecord(spec);
-      controller.enqueueSandbox(spec.id);
+      acceptRecord(spec);
       return derived(spec.id);
     },
 
     async awaitReady(id, opts: WaitOptions) {
-      await resource(id);
+      await resource(id, RECORD_VISIBILITY_GRACE_MS);
       return withActivity(await index.awaitReady(id, opts.timeoutMs, opts.signal));
     },
 
@@ -245,7 +272,14 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
     },
 
     async delete(id) {
-      const cr = index.resource(id);
+      if (recordWriter.cancel(id)) {
+        index.deleteResource(id); // never written: nothing in the cluster to delete
+        return;
+      }
+      await recordWriter.settled(id);
+      const local = index.resource(id);
+      if (local && !local.metadata.uid) index.deleteResource(id); // its write failed: only we knew it
+      const cr = index.resource(id) ?? local;
       const podName = cr ? podNameOf(cr) : id;
       activity.forget(id);
       const results = await Promise.allSettled([
@@ -284,6 +318,7 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
     },
 
     async close() {
+      await recordWriter.drain();
       await controller.stop();
       await activity.close();
       await Promise.all(informers.map((i) => i.stop()));
@@ -292,9 +327,8 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
   return backend;
 }
 
-function isConflictErr(err: unknown): boolean {
-  return (err as { code?: number })?.code === 409;
-}
+/** how long a wait on an unknown id looks for a record another replica just accepted */
+const RECORD_VISIBILITY_GRACE_MS = 3_000;
 
 /** profile -> image: the inline catalog, or the JSON file the Pulumi package writes (re-read, so edits apply) */
 export function readCatalog(config: Pick<RuntimeConfig, "catalog" | "catalogPath">): Record<string, string> {

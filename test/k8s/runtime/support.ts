@@ -1,0 +1,101 @@
+// Helpers for the Kubernetes backend's integration tests: the kubeconfig of the control plane
+// the suite started, the contract (CRD) installed, a fresh namespace pair per test file, and
+// a backend built on top.
+import { randomBytes } from "node:crypto";
+import { ApiextensionsV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api, type V1CustomResourceDefinition, type V1Pod } from "@kubernetes/client-node";
+import { validateRuntimeConfig, type RuntimeConfigInput, type RuntimeConfig } from "../../../runtime/config/schema.ts";
+import { systemClock } from "../../../runtime/core/clock.ts";
+import { createLogger, silentLogger } from "../../../runtime/core/log.ts";
+import { clientsFor, isConflict, isNotFound, PooledKubeConfig, type KubeClients } from "../../../runtime/k8s/client.ts";
+import { SANDBOX_PLURAL, API_GROUP, sandboxCrd } from "../../../runtime/k8s/contract.ts";
+import { createKubernetesBackend, type KubernetesBackend, type KubernetesBackendOverrides } from "../../../runtime/k8s/backend.ts";
+
+/** The suite's kubeconfig: vitest's provided value, else SBX_TEST_KUBECONFIG. Fails loudly when neither is set. */
+export async function testKubeconfigPath(): Promise<string> {
+  let injected: string | undefined;
+  try {
+    const { inject } = await import("vitest");
+    injected = (inject as (k: string) => string | undefined)("kubeconfigPath");
+  } catch {
+    injected = undefined; // outside vitest (benchmarks)
+  }
+  const path = injected ?? process.env.SBX_TEST_KUBECONFIG;
+  if (!path) throw new Error("no test kubeconfig: run through `npx vitest run --project k8s` (its global setup starts the control plane) or set SBX_TEST_KUBECONFIG to a kubeconfig path");
+  return path;
+}
+
+export function adminClients(path: string): KubeClients {
+  const kc = new PooledKubeConfig();
+  kc.loadFromFile(path);
+  return clientsFor(kc);
+}
+
+/** The Sandbox CRD from the contract, installed once and waited on until Established. */
+export async function installSandboxCrd(kc: KubeConfig): Promise<void> {
+  const api = kc.makeApiClient(ApiextensionsV1Api);
+  const body = sandboxCrd() as unknown as V1CustomResourceDefinition;
+  const name = `${SANDBOX_PLURAL}.${API_GROUP}`;
+  try {
+    await api.createCustomResourceDefinition({ body });
+  } catch (err) {
+    if (!isConflict(err)) throw err;
+    const cur = await api.readCustomResourceDefinition({ name });
+    await api.replaceCustomResourceDefinition({ name, body: { ...body, metadata: { ...body.metadata, resourceVersion: cur.metadata!.resourceVersion } } });
+  }
+  for (let i = 0; i < 100; i++) {
+    const crd = await api.readCustomResourceDefinition({ name });
+    if (crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True")) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`CRD ${name} did not become Established within 10 s`);
+}
+
+export interface TestNamespaces {
+  sandboxes: string;
+  runtime: string;
+  cleanup(): Promise<void>;
+}
+
+export async function freshNamespaces(core: CoreV1Api, prefix: string): Promise<TestNamespaces> {
+  const suffix = randomBytes(3).toString("hex");
+  const sandboxes = `${prefix}-${suffix}`;
+  const runtime = `${prefix}-sys-${suffix}`;
+  for (const name of [sandboxes, runtime]) {
+    await core.createNamespace({ body: { metadata: { name, labels: { "sbx.dev/test": "true" } } } });
+    // The controller-manager makes "default" shortly after; pods are refused until it exists.
+    await core.createNamespacedServiceAccount({ namespace: name, body: { metadata: { name: "default" } } }).catch((err) => {
+      if (!isConflict(err)) throw err;
+    });
+  }
+  return {
+    sandboxes,
+    runtime,
+    cleanup: async () => {
+      for (const name of [sandboxes, runtime]) {
+        try {
+          await core.deleteNamespace({ name });
+        } catch (err) {
+          if (!isNotFound(err)) throw err;
+        }
+      }
+    },
+  };
+}
+
+export function testConfig(ns: TestNamespaces, over: Partial<RuntimeConfigInput> = {}): RuntimeConfig {
+  return validateRuntimeConfig({
+    platform: "kubernetes",
+    catalog: { base: "registry.local/sbx/base:1" },
+    budget: { cpu: "64", memory: "256Gi" },
+    ...over,
+    kubernetes: { namespace: ns.sandboxes, runtimeNamespace: ns.runtime, leaseName: "sbx-controller", ...(over.kubernetes ?? {}) },
+  });
+}
+
+export function testBackend(config: RuntimeConfig, clients: KubeClients, overrides: KubernetesBackendOverrides = {}): KubernetesBackend {
+  const logger = process.env.SBX_TEST_LOG ? createLogger({ level: process.env.SBX_TEST_LOG }) : silentLogger();
+  return createKubernetesBackend(config, { logger, clock: systemClock }, { clients, retryPeriodMs: 500, leaseDurationMs: 4000, activityFlushMs: 500, ...overrides });
+}
+
+export { RbacAuthorizationV1Api };
+export type { V1Pod };
