@@ -19,6 +19,7 @@ import { cgroupRootName, newSlotKey, readRecords, uidBlockBase, writeRecord, typ
 import { Slot, type SlotEnv } from "./slot.ts";
 import { archiveIn, archiveOut } from "./archive.ts";
 import { WarmPool } from "./warm-pool.ts";
+import { WorkspaceStore } from "./workspaces.ts";
 
 export interface LocalBackendDeps {
   logger: Logger;
@@ -33,6 +34,7 @@ class LocalBackend implements Backend {
   readonly name = "local";
   private readonly stateDir: string;
   private readonly images: ImageStore;
+  private readonly workspaces: WorkspaceStore;
   private env?: SlotEnv;
   /** every slot this process knows: warm, claimed, and dead-but-not-deleted ones */
   private readonly slots = new Map<string, Slot>();
@@ -49,6 +51,7 @@ class LocalBackend implements Backend {
   ) {
     this.stateDir = path.resolve(config.local.stateDir);
     this.images = new ImageStore(path.join(this.stateDir, "images"));
+    this.workspaces = new WorkspaceStore(this.stateDir, deps.logger);
     this.uidBase = uidBlockBase(this.stateDir);
     this.pool = new WarmPool<Slot>(config.warmPool, {
       startSlot: (profile, size) => this.startWarmSlot(profile, size),
@@ -61,7 +64,8 @@ class LocalBackend implements Backend {
     const bwrapPath = findBwrap();
     const layout = detectCgroups(cgroupRootName(this.stateDir));
     fs.mkdirSync(path.join(this.stateDir, "sandboxes"), { recursive: true, mode: 0o711 });
-    this.env = { stateDir: this.stateDir, layout, helperPath, bwrapPath, hostTopLevel: hostTopLevel() };
+    await this.workspaces.start();
+    this.env = { stateDir: this.stateDir, layout, helperPath, bwrapPath, hostTopLevel: hostTopLevel(), workspaces: this.workspaces };
     await this.recover(layout);
     this.deps.logger.info({ op: "start", cgroup: layout.version, stateDir: this.stateDir, sandboxes: this.byId.size }, "local backend started");
     this.pool.refill();
@@ -91,8 +95,9 @@ class LocalBackend implements Backend {
     this.slots.set(rec.key, slot);
     this.byId.set(spec.id, slot);
     slot.onDeath(() => this.onDeath(slot));
-    await writeRecord(slot.paths, rec);
     try {
+      await slot.prepare();
+      await writeRecord(slot.paths, rec);
       slot.launch();
     } catch (err) {
       await slot.destroy();
@@ -211,6 +216,7 @@ class LocalBackend implements Backend {
       }),
     );
     if (this.env) for (const key of listSandboxKeys(this.env.layout)) await this.cleanCgroups(this.env.layout, key);
+    await this.workspaces.close();
   }
 
   // ---- internals -------------------------------------------------------------------------------
@@ -318,8 +324,15 @@ class LocalBackend implements Backend {
     const slot = new Slot(env, rec);
     this.slots.set(rec.key, slot);
     slot.onDeath(() => this.onDeath(slot));
-    await writeRecord(slot.paths, rec);
-    slot.launch();
+    try {
+      await slot.prepare();
+      await writeRecord(slot.paths, rec);
+      slot.launch();
+    } catch (err) {
+      this.slots.delete(rec.key);
+      await slot.destroy();
+      throw err;
+    }
     await slot.ready;
     return slot;
   }
@@ -331,7 +344,7 @@ class LocalBackend implements Backend {
       if (!record) {
         this.deps.logger.warn({ op: "recover", key, err: error }, "removing a sandbox directory without a readable record");
         await this.cleanCgroups(layout, key);
-        fs.rmSync(path.join(this.stateDir, "sandboxes", key), { recursive: true, force: true });
+        await this.workspaces.remove(path.join(this.stateDir, "sandboxes", key));
         continue;
       }
       const slot = new Slot(env, record);

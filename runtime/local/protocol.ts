@@ -95,6 +95,7 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
         case "F": {
           const [stage, errno, ...rest] = payload.toString().split(":");
           resolveStart({ kind: "failed", stage, errno: Number(errno), message: rest.join(":") });
+          sock.destroy();
           break;
         }
         case "1":
@@ -107,6 +108,8 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
           const [kind, n] = payload.toString().split(":");
           done = true;
           resolveExit(kind === "signal" ? { kind: "signal", signal: Number(n) } : { kind: "exit", code: Number(n) });
+          // the relay waits for this close before it exits (see finish_connection in the helper)
+          sock.destroy();
           break;
         }
       }

@@ -8,6 +8,7 @@ import { cgroupPids, childDirs, createSandboxCgroups, killCgroup, openDirFds, re
 import { planBwrapArgs } from "./launch.ts";
 import { helperWatch } from "./protocol.ts";
 import { slotPaths, type SandboxRecord, type SlotPaths } from "./records.ts";
+import type { WorkspaceStore } from "./workspaces.ts";
 
 export interface SlotEnv {
   stateDir: string;
@@ -15,6 +16,7 @@ export interface SlotEnv {
   helperPath: string;
   bwrapPath: string;
   hostTopLevel: Record<string, string | null>;
+  workspaces: WorkspaceStore;
 }
 
 export type SlotState = "starting" | "ready" | "dead";
@@ -51,11 +53,14 @@ export class Slot {
     this.deathListeners.push(fn);
   }
 
-  /** Creates directories and cgroups, then starts bubblewrap. Readiness arrives on `ready`. */
+  /** Makes the slot's directory with its mounted workspace; must run before launch(). */
+  async prepare(): Promise<void> {
+    await this.env.workspaces.acquire(this.rec.size.workspaceBytes, this.paths.dir, this.rec.uid);
+  }
+
+  /** Creates the socket directory and cgroups, then starts bubblewrap. Readiness arrives on `ready`. */
   launch(): void {
     const { rec, paths } = this;
-    fs.mkdirSync(paths.workspace, { recursive: true, mode: 0o700 });
-    fs.chownSync(paths.workspace, rec.uid, rec.uid);
     fs.mkdirSync(paths.run, { recursive: true, mode: 0o700 });
     createSandboxCgroups(this.env.layout, rec.key, rec.size, rec.uid);
     const cgFds = openDirFds(this.dirs);
@@ -135,12 +140,13 @@ export class Slot {
     this.died();
     // the pid namespace's teardown finishes asynchronously; cgroups become removable soon after
     for (let i = 0; i < 200 && !removeCgroup(this.dirs); i++) await new Promise((r) => setTimeout(r, 5));
+    await this.env.workspaces.release(this.paths.dir);
   }
 
   /** stop() and forget everything on disk. */
   async destroy(): Promise<void> {
     await this.stop();
-    await fs.promises.rm(this.paths.dir, { recursive: true, force: true });
+    await this.env.workspaces.remove(this.paths.dir);
   }
 
   logTail(lines = 5): string {

@@ -128,3 +128,17 @@ describe("local sandbox isolation", () => {
     expect(sb).toMatchObject({ phase: "Running", ready: true });
   });
 });
+
+describe("local workspace limits", () => {
+  it("enforces the size class's workspace size and keeps the sandbox usable", async () => {
+    const id = await createReady(h, { sizeName: "tiny" });
+    // the harness's tiny class has workspace: 256Mi
+    const r = await run(h.backend, id, "df -B1 --output=size /workspace | tail -1; head -c 300000000 /dev/zero > /workspace/big; echo rc=$?; rm -f /workspace/big; echo after > /workspace/small && cat /workspace/small");
+    const size = Number(r.stdout.split("\n")[0]);
+    expect(size).toBeGreaterThan(200 * 2 ** 20);
+    expect(size).toBeLessThanOrEqual(256 * 2 ** 20);
+    expect(r.stdout).toContain("rc=1");
+    expect(r.stderr).toMatch(/No space left on device/);
+    expect(r.stdout).toMatch(/after\n$/);
+  });
+});

@@ -174,11 +174,23 @@ static int parse_request(char *buf, uint32_t len, struct request *r) {
   return 0;
 }
 
+// Ends a connection after the last frame without losing it: closing a unix socket that still
+// has unread input (stdin the command never took) resets it, and the host could miss the frame.
+// So: stop sending, discard input until the host closes (it does on 'X' and 'F'), then exit.
+static void finish_connection(int sock) {
+  shutdown(sock, SHUT_WR);
+  char buf[4096];
+  struct pollfd p = {sock, POLLIN, 0};
+  while (poll(&p, 1, 5000) > 0 && read(sock, buf, sizeof buf) > 0) {
+  }
+  _exit(0);
+}
+
 static void fail_start(int sock, const char *stage, int err) {
   char msg[256];
   int n = snprintf(msg, sizeof msg, "%s:%d:%s", stage, err, strerror(err));
   send_frame(sock, 'F', msg, (uint32_t)n);
-  _exit(0);
+  finish_connection(sock);
 }
 
 struct child_error {
@@ -333,7 +345,7 @@ static void relay_exec(int sock, char *buf, uint32_t len) {
   n = WIFSIGNALED(status) ? snprintf(msg, sizeof msg, "signal:%d", WTERMSIG(status))
                           : snprintf(msg, sizeof msg, "exit:%d", WEXITSTATUS(status));
   send_frame(sock, 'X', msg, (uint32_t)n);
-  _exit(0);
+  finish_connection(sock);
 host_gone:
   kill(-pid, SIGKILL);
   kill(pid, SIGKILL);
