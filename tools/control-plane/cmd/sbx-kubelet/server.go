@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -118,13 +119,19 @@ func (s *server) resolve(ctx context.Context, ns, name, container string) (*core
 	return nil, nil, apierrors.NewNotFound(corev1.Resource("containers"), container)
 }
 
+// writeAPIError answers a request that cannot be served with a metav1.Status body: the
+// API server's upgrade path decodes it and hands its message to the exec client.
 func writeAPIError(w http.ResponseWriter, err error) {
-	var status apierrors.APIStatus
-	code := http.StatusInternalServerError
-	if errors.As(err, &status) && status.Status().Code != 0 {
-		code = int(status.Status().Code)
+	var api apierrors.APIStatus
+	status := apierrors.NewInternalError(err).ErrStatus
+	if errors.As(err, &api) && api.Status().Code != 0 {
+		status = api.Status()
 	}
-	http.Error(w, err.Error(), code)
+	status.Kind, status.APIVersion = "Status", "v1"
+	body, _ := json.Marshal(status)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(int(status.Code))
+	_, _ = w.Write(body)
 }
 
 func (s *server) handleExec(w http.ResponseWriter, req *http.Request) {

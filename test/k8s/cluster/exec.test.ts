@@ -1,0 +1,141 @@
+// exec, logs and tar streams go through the real API server to sbx-kubelet, which runs
+// each command in the pod's own bubblewrap sandbox.
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import {
+  createNamespace,
+  execInPod,
+  kubectl,
+  loadKubeConfig,
+  podManifest,
+  runPod,
+  terminateContainer,
+  waitFor,
+  type TestNamespace,
+} from "../../support/cluster.ts";
+
+let kc: KubeConfig;
+let ns: TestNamespace;
+let core: CoreV1Api;
+
+beforeAll(async () => {
+  kc = loadKubeConfig();
+  core = kc.makeApiClient(CoreV1Api);
+  ns = await createNamespace(kc, "exec");
+  await Promise.all([
+    runPod(kc, ns.name, podManifest("a", { emptyDirs: { cache: "/cache" } })),
+    runPod(kc, ns.name, podManifest("b", { emptyDirs: { cache: "/cache" } })),
+  ]);
+});
+
+afterAll(async () => {
+  await ns?.delete();
+});
+
+describe("exec through the API server", () => {
+  const script = "echo out; echo err >&2; exit 3";
+
+  it("returns stdout, stderr and a non-zero exit code over websocket (v5.channel.k8s.io)", async () => {
+    const r = await execInPod(kc, ns.name, "a", ["sh", "-c", script]);
+    expect({ out: r.stdout.toString(), err: r.stderr, code: r.exitCode }).toEqual({ out: "out\n", err: "err\n", code: 3 });
+    expect(r.status.reason).toBe("NonZeroExitCode");
+  });
+
+  it("reports success with exit code 0", async () => {
+    const r = await execInPod(kc, ns.name, "a", ["sh", "-c", "printf ok"]);
+    expect({ out: r.stdout.toString(), code: r.exitCode, status: r.status.status }).toEqual({ out: "ok", code: 0, status: "Success" });
+  });
+
+  it("returns stdout, stderr and the exit code over SPDY (kubectl exec)", async () => {
+    const r = await kubectl(["exec", "-n", ns.name, "a", "--", "sh", "-c", script]);
+    expect(r.code).toBe(3);
+    expect(r.stdout.toString()).toBe("out\n");
+    expect(r.stderr).toContain("err\n");
+  });
+
+  it("passes stdin through and delivers its end (cat terminates)", async () => {
+    const r = await execInPod(kc, ns.name, "a", ["sh", "-c", "cat | wc -c"], "twelve bytes");
+    expect(r.stdout.toString().trim()).toBe("12");
+  });
+
+  it("keeps each pod's files to itself and the host read-only", async () => {
+    for (const path of ["/workspace/secret", "/tmp/secret", "/cache/secret"]) {
+      const w = await execInPod(kc, ns.name, "a", ["sh", "-c", `echo a-only > ${path} && cat ${path}`]);
+      expect(w.stdout.toString()).toBe("a-only\n");
+      const r = await execInPod(kc, ns.name, "b", ["test", "-e", path]);
+      expect(r.exitCode, `${path} written in pod a must not exist in pod b`).toBe(1);
+    }
+    const again = await execInPod(kc, ns.name, "a", ["cat", "/workspace/secret"]);
+    expect(again.stdout.toString()).toBe("a-only\n");
+    const host = await execInPod(kc, ns.name, "a", ["sh", "-c", "touch /usr/sbx-should-fail"]);
+    expect(host.exitCode).not.toBe(0);
+    expect(host.stderr).toMatch(/Read-only file system/);
+  });
+
+  it("streams a tar archive into a pod and back out, byte-identical files", async () => {
+    const src = mkdtempSync(join(tmpdir(), "sbx-tar-src-"));
+    const dst = mkdtempSync(join(tmpdir(), "sbx-tar-dst-"));
+    try {
+      mkdirSync(join(src, "proj/sub"), { recursive: true });
+      const binary = Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 31) % 256));
+      writeFileSync(join(src, "proj/data.bin"), binary);
+      writeFileSync(join(src, "proj/sub/readme.txt"), "hello tar\n");
+      const archive = spawnSync("tar", ["-cf", "-", "-C", src, "proj"]).stdout;
+
+      const put = await execInPod(kc, ns.name, "a", ["tar", "-xf", "-", "-C", "/workspace"], archive);
+      expect(put.exitCode, put.stderr).toBe(0);
+      const got = await execInPod(kc, ns.name, "a", ["tar", "-cf", "-", "-C", "/workspace", "proj"]);
+      expect(got.exitCode, got.stderr).toBe(0);
+      spawnSync("tar", ["-xf", "-", "-C", dst], { input: got.stdout });
+      expect(readFileSync(join(dst, "proj/data.bin")).equals(binary)).toBe(true);
+      expect(readFileSync(join(dst, "proj/sub/readme.txt"), "utf8")).toBe("hello tar\n");
+
+      // The same through kubectl (SPDY), into the other pod.
+      const spdy = await kubectl(["exec", "-i", "-n", ns.name, "b", "--", "tar", "-xf", "-", "-C", "/workspace"], archive);
+      expect(spdy.code, spdy.stderr).toBe(0);
+      const sum = await execInPod(kc, ns.name, "b", ["sh", "-c", "wc -c < /workspace/proj/data.bin"]);
+      expect(sum.stdout.toString().trim()).toBe(String(binary.length));
+    } finally {
+      rmSync(src, { recursive: true, force: true });
+      rmSync(dst, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("logs and lifecycle", () => {
+  it("serves the main process's output as the container log", async () => {
+    await runPod(kc, ns.name, podManifest("logger", { command: ["sh", "-c", "echo hello-from-main; echo on-stderr >&2; sleep infinity"] }));
+    let log = "";
+    await waitFor("the container log", async () => {
+      log = await core.readNamespacedPodLog({ name: "logger", namespace: ns.name });
+      return log.includes("on-stderr");
+    });
+    expect(log).toBe("hello-from-main\non-stderr\n");
+    const tail = await kubectl(["logs", "-n", ns.name, "logger", "--tail=1"]);
+    expect(tail.stdout.toString()).toBe("on-stderr\n");
+  });
+
+  it("removes a pod's directory when the pod is deleted", async () => {
+    const pod = await runPod(kc, ns.name, podManifest("ephemeral"));
+    await execInPod(kc, ns.name, "ephemeral", ["sh", "-c", "echo x > /workspace/f"]);
+    const dir = join(inject("podsDir"), pod.metadata!.uid!);
+    expect(existsSync(join(dir, "paths/workspace/f"))).toBe(true);
+    await core.deleteNamespacedPod({ name: "ephemeral", namespace: ns.name });
+    await waitFor("the pod directory to be removed", async () => !existsSync(dir));
+  });
+
+  it("terminates a container as OOMKilled/137 while the pod phase stays Running, and refuses exec into it", async () => {
+    await runPod(kc, ns.name, podManifest("oom"));
+    const pod = await terminateContainer(kc, ns.name, "oom");
+    const state = pod.status!.containerStatuses![0].state!;
+    expect(pod.status!.phase).toBe("Running");
+    expect(state.terminated).toMatchObject({ reason: "OOMKilled", exitCode: 137 });
+    const r = await kubectl(["exec", "-n", ns.name, "oom", "--", "true"]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/not running \(terminated: OOMKilled, exit code 137\)/);
+  });
+});

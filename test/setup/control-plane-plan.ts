@@ -1,0 +1,264 @@
+// Pure description of the test control plane: each component's command line, the
+// kubeconfig, the kwok configuration and the simulated nodes. control-plane.ts runs it.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT } from "../../runtime/k8s/contract.ts";
+
+export interface Ports {
+  etcdClient: number;
+  etcdPeer: number;
+  apiserver: number;
+  controllerManager: number;
+  scheduler: number;
+  kubelet: number;
+  registry: number;
+}
+
+export interface Layout {
+  bin: string;
+  /** Temporary directory of this run: pki/, etcd/, pods/, logs/, registry/ ... */
+  dir: string;
+}
+
+export interface Command {
+  name: string;
+  command: string;
+  args: string[];
+}
+
+export const KUBELET_PORT_PLACEHOLDER = "SBX_KUBELET_PORT";
+export const SERVICE_CIDR = "10.96.0.0/16";
+export const POD_CIDR = "10.244.0.0/16";
+
+export function pki(l: Layout, file: string): string {
+  return join(l.dir, "pki", file);
+}
+
+export function adminKubeconfigPath(l: Layout): string {
+  return join(l.dir, "admin.kubeconfig");
+}
+
+export function etcdCommand(l: Layout, p: Ports): Command {
+  const peer = `http://127.0.0.1:${p.etcdPeer}`;
+  const client = `http://127.0.0.1:${p.etcdClient}`;
+  return {
+    name: "etcd",
+    command: join(l.bin, "etcd"),
+    args: [
+      "--name=sbx-test",
+      `--data-dir=${join(l.dir, "etcd")}`,
+      `--listen-client-urls=${client}`,
+      `--advertise-client-urls=${client}`,
+      `--listen-peer-urls=${peer}`,
+      `--initial-advertise-peer-urls=${peer}`,
+      `--initial-cluster=sbx-test=${peer}`,
+      // Test data is thrown away: skipping fsync makes every write ~10x cheaper.
+      "--unsafe-no-fsync",
+      "--log-level=warn",
+    ],
+  };
+}
+
+export function apiserverCommand(l: Layout, p: Ports): Command {
+  return {
+    name: "kube-apiserver",
+    command: join(l.bin, "kube-apiserver"),
+    args: [
+      `--etcd-servers=http://127.0.0.1:${p.etcdClient}`,
+      "--bind-address=127.0.0.1",
+      "--advertise-address=127.0.0.1",
+      `--secure-port=${p.apiserver}`,
+      `--cert-dir=${join(l.dir, "apiserver-certs")}`,
+      `--tls-cert-file=${pki(l, "apiserver.crt")}`,
+      `--tls-private-key-file=${pki(l, "apiserver.key")}`,
+      `--client-ca-file=${pki(l, "ca.crt")}`,
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      `--service-account-key-file=${pki(l, "sa.pub")}`,
+      `--service-account-signing-key-file=${pki(l, "sa.key")}`,
+      // Node,RBAC as in production clusters; the default admission plugins stay on
+      // (NamespaceLifecycle, ServiceAccount, LimitRanger, ResourceQuota, ...).
+      "--authorization-mode=Node,RBAC",
+      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+      // exec and logs go to sbx-kubelet, reached at the nodes' InternalIP (127.0.0.1).
+      `--kubelet-client-certificate=${pki(l, "kubelet-client.crt")}`,
+      `--kubelet-client-key=${pki(l, "kubelet-client.key")}`,
+      `--kubelet-certificate-authority=${pki(l, "ca.crt")}`,
+      "--kubelet-preferred-address-types=InternalIP",
+      "--allow-privileged=true",
+      "--profiling=false",
+    ],
+  };
+}
+
+function componentAuthArgs(l: Layout, port: number): string[] {
+  const kc = adminKubeconfigPath(l);
+  return [
+    `--kubeconfig=${kc}`,
+    `--authentication-kubeconfig=${kc}`,
+    `--authorization-kubeconfig=${kc}`,
+    "--bind-address=127.0.0.1",
+    `--secure-port=${port}`,
+    "--leader-elect=false",
+  ];
+}
+
+export function controllerManagerCommand(l: Layout, p: Ports): Command {
+  return {
+    name: "kube-controller-manager",
+    command: join(l.bin, "kube-controller-manager"),
+    args: [
+      ...componentAuthArgs(l, p.controllerManager),
+      `--cert-dir=${join(l.dir, "kcm-certs")}`,
+      // Token controller and the kube-root-ca.crt publisher.
+      `--service-account-private-key-file=${pki(l, "sa.key")}`,
+      `--root-ca-file=${pki(l, "ca.crt")}`,
+      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+      // Quota status converges within a second instead of the default 5 minutes' resync.
+      "--resource-quota-sync-period=5s",
+      "--concurrent-gc-syncs=5",
+    ],
+  };
+}
+
+export function schedulerCommand(l: Layout, p: Ports): Command {
+  return {
+    name: "kube-scheduler",
+    command: join(l.bin, "kube-scheduler"),
+    args: [...componentAuthArgs(l, p.scheduler), `--cert-dir=${join(l.dir, "scheduler-certs")}`],
+  };
+}
+
+export function kubeletCommand(l: Layout, p: Ports): Command {
+  return {
+    name: "sbx-kubelet",
+    command: join(l.bin, "sbx-kubelet"),
+    args: [
+      "serve",
+      `--listen=127.0.0.1:${p.kubelet}`,
+      `--tls-cert=${pki(l, "kubelet.crt")}`,
+      `--tls-key=${pki(l, "kubelet.key")}`,
+      `--kubeconfig=${adminKubeconfigPath(l)}`,
+      `--root=${join(l.dir, "pods")}`,
+    ],
+  };
+}
+
+export function kwokCommand(l: Layout, configPath: string): Command {
+  return {
+    name: "kwok",
+    command: join(l.bin, "kwok"),
+    args: [
+      `--kubeconfig=${adminKubeconfigPath(l)}`,
+      `--config=${configPath}`,
+      "--manage-all-nodes=true",
+      "--node-ip=127.0.0.1",
+      `--cidr=${POD_CIDR}`,
+      "--node-lease-duration-seconds=40",
+    ],
+  };
+}
+
+export function registryConfig(l: Layout, p: Ports): string {
+  return [
+    "version: 0.1",
+    "log:",
+    "  level: warn",
+    "storage:",
+    "  filesystem:",
+    `    rootdirectory: ${join(l.dir, "registry")}`,
+    "  delete:",
+    "    enabled: true",
+    "http:",
+    `  addr: 127.0.0.1:${p.registry}`,
+    `  secret: sbx-test-${p.registry}`,
+    "",
+  ].join("\n");
+}
+
+/**
+ * kwok's configuration file: its options plus every Stage from kwok-stages.yaml, with the
+ * nodes' kubelet port set to sbx-kubelet's. (kwok's own --node-port would also make kwok
+ * serve its host-level exec on that port, so the port is written into the stage instead.)
+ */
+export function kwokConfig(stagesPath: string, p: Ports): string {
+  const options = [
+    "apiVersion: config.kwok.x-k8s.io/v1alpha1",
+    "kind: KwokConfiguration",
+    "options:",
+    // A config file replaces kwok's defaults for these, so they are all spelled out.
+    "  podPlayStageParallelism: 8",
+    "  nodePlayStageParallelism: 4",
+    "  nodeLeaseParallelism: 4",
+    "  podsOnNodeSyncParallelism: 4",
+    "  enablePodsOnNodeSyncListPager: true",
+  ].join("\n");
+  const stages = readFileSync(stagesPath, "utf8");
+  if (!stages.includes(KUBELET_PORT_PLACEHOLDER)) {
+    throw new Error(`control plane: ${stagesPath} must set the node kubelet port to ${KUBELET_PORT_PLACEHOLDER}`);
+  }
+  return `${options}\n---\n${stages.replaceAll(KUBELET_PORT_PLACEHOLDER, String(p.kubelet))}`;
+}
+
+export function kubeconfigYaml(server: string, caPem: string, certPem: string, keyPem: string): string {
+  const b64 = (s: string) => Buffer.from(s).toString("base64");
+  return [
+    "apiVersion: v1",
+    "kind: Config",
+    "clusters:",
+    "- name: sbx-test",
+    "  cluster:",
+    `    server: ${server}`,
+    `    certificate-authority-data: ${b64(caPem)}`,
+    "users:",
+    "- name: sbx-admin",
+    "  user:",
+    `    client-certificate-data: ${b64(certPem)}`,
+    `    client-key-data: ${b64(keyPem)}`,
+    "contexts:",
+    "- name: sbx-test",
+    "  context:",
+    "    cluster: sbx-test",
+    "    user: sbx-admin",
+    "current-context: sbx-test",
+    "",
+  ].join("\n");
+}
+
+export interface NodeSpec {
+  name: string;
+  labels: Record<string, string>;
+  taints: { key: string; value: string; effect: string }[];
+}
+
+export const NODE_CAPACITY = { cpu: "4", memory: "16Gi", pods: "110", "ephemeral-storage": "100Gi" } as const;
+
+/** Three sandbox nodes (labelled and tainted like the sandbox node group) and one system node. */
+export function planNodes(sandboxNodes = 3): NodeSpec[] {
+  const base = (name: string) => ({
+    "kubernetes.io/hostname": name,
+    "kubernetes.io/os": "linux",
+    "kubernetes.io/arch": "amd64",
+    type: "kwok",
+  });
+  const nodes: NodeSpec[] = [];
+  for (let i = 0; i < sandboxNodes; i++) {
+    const name = `sbx-sandbox-${i}`;
+    nodes.push({
+      name,
+      labels: { ...base(name), [SANDBOX_NODE_LABEL.key]: SANDBOX_NODE_LABEL.value },
+      taints: [{ ...SANDBOX_NODE_TAINT }],
+    });
+  }
+  nodes.push({ name: "sbx-system-0", labels: { ...base("sbx-system-0"), [SANDBOX_NODE_LABEL.key]: "system" }, taints: [] });
+  return nodes;
+}
+
+export function nodeManifest(n: NodeSpec): Record<string, unknown> {
+  return {
+    apiVersion: "v1",
+    kind: "Node",
+    metadata: { name: n.name, labels: n.labels, annotations: { "node.alpha.kubernetes.io/ttl": "0" } },
+    spec: { taints: n.taints },
+    status: { capacity: { ...NODE_CAPACITY }, allocatable: { ...NODE_CAPACITY } },
+  };
+}

@@ -1,0 +1,100 @@
+// Vitest global setup of the `k8s` project: builds (if needed) and starts, once per run and
+// on free loopback ports, a real control plane (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler), kwok with simulated nodes, sbx-kubelet (exec/logs into per-pod bubblewrap
+// sandboxes) and an OCI registry. Tests get the admin kubeconfig and the registry through
+// inject("kubeconfigPath") / inject("registryUrl") or SBX_TEST_KUBECONFIG / SBX_TEST_REGISTRY.
+// Every process is stopped by PID in teardown, on SIGINT, and when the runner exits.
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { TestProject } from "vitest/node";
+import { ProcessGroup } from "./processes.ts";
+import { bootCluster } from "./boot.ts";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** Admin (system:masters) kubeconfig of the test cluster. */
+    kubeconfigPath: string;
+    /** Base URL of the OCI registry, e.g. http://127.0.0.1:41234. */
+    registryUrl: string;
+    /** host:port of the registry, for image references. */
+    registryHost: string;
+    /** Directory holding one directory per pod (sbx-kubelet's --root). */
+    podsDir: string;
+    /** Folder of the control-plane binaries (kubectl is there). */
+    controlPlaneBin: string;
+  }
+}
+
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+
+function controlPlaneBin(): string {
+  const script = join(repo, "scripts/build-control-plane.sh");
+  const built = spawnSync("bash", [script], { stdio: ["ignore", "inherit", "inherit"] });
+  if (built.status !== 0) {
+    throw new Error(
+      `control plane: ${script} failed (exit ${built.status}); see its output above. ` +
+        "Fix the build (docs/control-plane.md) or point SBX_CONTROL_PLANE_BIN at a folder of built binaries.",
+    );
+  }
+  if (process.env.SBX_CONTROL_PLANE_BIN) return resolve(process.env.SBX_CONTROL_PLANE_BIN);
+  const gomod = readFileSync(join(repo, "tools/control-plane/go.mod"), "utf8");
+  const version = /\bk8s\.io\/kubernetes (v[0-9][^\s]*)/.exec(gomod)?.[1];
+  if (!version) throw new Error("control plane: cannot find the k8s.io/kubernetes version in tools/control-plane/go.mod");
+  return join(repo, ".cache/control-plane", version, "bin");
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const started = Date.now();
+  const bin = controlPlaneBin();
+  const dir = mkdtempSync(join(tmpdir(), "sbx-control-plane-"));
+  for (const sub of ["logs", "pki", "etcd", "pods", "registry"]) mkdirSync(join(dir, sub));
+  const group = new ProcessGroup(join(dir, "logs"));
+  const keep = process.env.SBX_TEST_KEEP_CONTROL_PLANE === "1";
+
+  let stopped = false;
+  const cleanupNow = () => {
+    group.killAllNow();
+    if (!keep) rmSync(dir, { recursive: true, force: true });
+  };
+  const onSigint = () => {
+    cleanupNow();
+    process.exit(130);
+  };
+  process.once("SIGINT", onSigint);
+  process.once("SIGTERM", onSigint);
+  process.once("exit", cleanupNow);
+
+  const teardown = async () => {
+    if (stopped) return;
+    stopped = true;
+    process.off("SIGINT", onSigint);
+    process.off("SIGTERM", onSigint);
+    process.off("exit", cleanupNow);
+    await group.stopAll();
+    if (keep) console.log(`control plane: kept ${dir} (SBX_TEST_KEEP_CONTROL_PLANE=1)`);
+    else rmSync(dir, { recursive: true, force: true });
+  };
+
+  try {
+    const cluster = await bootCluster({ bin, dir }, group);
+    project.provide("kubeconfigPath", cluster.kubeconfigPath);
+    project.provide("registryUrl", cluster.registryUrl);
+    project.provide("registryHost", cluster.registryHost);
+    project.provide("podsDir", join(dir, "pods"));
+    project.provide("controlPlaneBin", bin);
+    process.env.SBX_TEST_KUBECONFIG = cluster.kubeconfigPath;
+    process.env.SBX_TEST_REGISTRY = cluster.registryUrl;
+    console.log(
+      `control plane: ready in ${((Date.now() - started) / 1000).toFixed(1)}s ` +
+        `(apiserver ${cluster.server}, registry ${cluster.registryUrl}, logs ${join(dir, "logs")})`,
+    );
+  } catch (err) {
+    if (existsSync(dir)) writeFileSync(join(dir, "logs", "setup-error.txt"), String(err));
+    await teardown();
+    throw err;
+  }
+  return teardown;
+}
