@@ -87,7 +87,7 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ op: "shutdown", signal }, "stopping: draining requests, closing sandboxes");
     service.close().then(
-      () => process.exit(0),
+      () => process.stdout.write("sbx: stopped; every sandbox of this service is closed\n", () => process.exit(0)),
       (err) => {
         logger.error({ op: "shutdown", err }, "shutdown failed");
         process.exit(1);

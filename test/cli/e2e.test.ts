@@ -1,0 +1,189 @@
+// End to end over a real socket: `npm start` as a child process (local platform, its own state
+// dir), the `sbx` CLI as child processes talking to it, the whole lifecycle, then Ctrl-C
+// (SIGINT to the process group) and nothing of it left running.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const repo = resolve(import.meta.dirname, "../..");
+let work: string;
+let stateDir: string;
+let service: ChildProcess;
+let serviceOut = "";
+let url = "";
+let token = "";
+
+function processesUsing(dir: string): string[] {
+  const ps = spawnSync("ps", ["-eo", "pid,args"], { encoding: "utf8" });
+  return ps.stdout.split("\n").filter((l) => l.includes(dir) && !l.includes("ps -eo"));
+}
+
+interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  /** ms from start to each stdout chunk */
+  chunkTimes: number[];
+  ms: number;
+}
+
+function sbx(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  return new Promise((resolvePromise, reject) => {
+    const t0 = Date.now();
+    const p = spawn(process.execPath, [join(repo, "bin/sbx.mjs"), ...args], {
+      cwd: work,
+      env: { ...process.env, SBX_SERVER: url, SBX_TOKEN: token, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const r: CliResult = { code: null, stdout: "", stderr: "", chunkTimes: [], ms: 0 };
+    p.stdout.on("data", (c) => {
+      r.stdout += c;
+      r.chunkTimes.push(Date.now() - t0);
+    });
+    p.stderr.on("data", (c) => (r.stderr += c));
+    p.on("error", reject);
+    p.on("close", (code) => {
+      r.code = code;
+      r.ms = Date.now() - t0;
+      resolvePromise(r);
+    });
+  });
+}
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), "sbx-e2e-"));
+  stateDir = join(work, "state");
+  writeFileSync(join(work, "config.json"), JSON.stringify({ platform: "local", listen: { host: "127.0.0.1", port: 0 }, local: { stateDir } }));
+  service = spawn("npm", ["start", "--silent"], {
+    cwd: repo,
+    env: { ...process.env, SBX_CONFIG: join(work, "config.json"), SBX_LOG_LEVEL: "warn" },
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true, // its own process group, so the test can press "Ctrl-C" on all of it
+  });
+  service.stdout!.on("data", (c) => (serviceOut += c));
+  service.stderr!.on("data", (c) => (serviceOut += c));
+  const t0 = Date.now();
+  while (!/SBX_TOKEN=(sbx_\S+)/.test(serviceOut)) {
+    if (Date.now() - t0 > 60_000 || service.exitCode !== null) throw new Error(`npm start did not come up:\n${serviceOut}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  url = /SBX_SERVER=(http:\/\/\S+)/.exec(serviceOut)![1];
+  token = /SBX_TOKEN=(sbx_\S+)/.exec(serviceOut)![1];
+}, 90_000);
+
+afterAll(() => {
+  try {
+    process.kill(-service.pid!, "SIGKILL");
+  } catch {
+    // the group is already gone: the Ctrl-C test stopped it
+  }
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe("npm start + sbx CLI over a real socket", () => {
+  it("prints the URL, a token stored only as a hash, and a copy-paste example", () => {
+    expect(serviceOut).toContain(`export SBX_SERVER=${url} SBX_TOKEN=${token}`);
+    expect(serviceOut).toContain("npx sbx create");
+    expect(serviceOut).toContain("npx sbx run $ID --");
+    expect(serviceOut).toContain("npx sbx kill $ID");
+    const tokens = readFileSync(join(stateDir, "tokens.json"), "utf8");
+    expect(tokens).not.toContain(token);
+    expect(Object.keys(JSON.parse(tokens))).toHaveLength(1);
+  });
+
+  it("runs the whole lifecycle through the CLI", async () => {
+    const created = await sbx(["create", "--size", "nano", "--env", "WHO=e2e", "--json"]);
+    expect(created.code, created.stderr).toBe(0);
+    const id = JSON.parse(created.stdout).id as string;
+    expect(id).toMatch(/^sbx-/);
+
+    const waited = await sbx(["wait", id, "--timeout", "30s"]);
+    expect(waited.code, waited.stderr).toBe(0);
+    expect(waited.stdout).toBe(`${id} ready\n`);
+
+    // output streams while the command runs: the first line arrives well before the exit
+    const streamed = await sbx(["run", id, "--", "sh", "-c", 'echo "one $WHO"; sleep 1.5; echo two']);
+    expect(streamed.code, streamed.stderr).toBe(0);
+    expect(streamed.stdout).toBe("one e2e\ntwo\n");
+    expect(streamed.chunkTimes.length).toBeGreaterThanOrEqual(2);
+    expect(streamed.chunkTimes[streamed.chunkTimes.length - 1] - streamed.chunkTimes[0]).toBeGreaterThan(1000);
+
+    const failed = await sbx(["run", id, "--", "sh", "-c", "echo oops >&2; exit 5"]);
+    expect(failed.code).toBe(5);
+    expect(failed.stderr).toBe("oops\n");
+
+    const timedOut = await sbx(["run", id, "--timeout", "1s", "--", "sleep", "30"]);
+    expect(timedOut.code).toBe(124);
+    expect(timedOut.stderr).toContain("timed out");
+
+    // cp in and out
+    mkdirSync(join(work, "in"), { recursive: true });
+    writeFileSync(join(work, "in", "data.txt"), "round trip\n");
+    const up = await sbx(["cp", join(work, "in"), `${id}:/workspace`]);
+    expect(up.code, up.stderr).toBe(0);
+    const cat = await sbx(["run", id, "--", "cat", "/workspace/in/data.txt"]);
+    expect(cat.stdout).toBe("round trip\n");
+    const down = await sbx(["cp", `${id}:/workspace/in`, join(work, "out")]);
+    expect(down.code, down.stderr).toBe(0);
+    expect(readFileSync(join(work, "out", "in", "data.txt"), "utf8")).toBe("round trip\n");
+
+    const ls = await sbx(["ls", "--json"]);
+    expect(JSON.parse(ls.stdout).map((s: { id: string }) => s.id)).toContain(id);
+    const human = await sbx(["ls"]);
+    expect(human.stdout).toMatch(new RegExp(`^ID\\s+PHASE.*\\n${id}\\s+Running\\s+true`, "m"));
+    const get = await sbx(["get", id, "--json"]);
+    expect(JSON.parse(get.stdout)).toMatchObject({ id, phase: "Running", ready: true });
+    const logs = await sbx(["logs", id, "--tail", "5"]);
+    expect(logs.code, logs.stderr).toBe(0);
+
+    // sandboxes of this service exist as processes until killed
+    expect(processesUsing(stateDir).length).toBeGreaterThan(0);
+
+    const kill = await sbx(["kill", id]);
+    expect(kill.code, kill.stderr).toBe(0);
+    const gone = await sbx(["get", id]);
+    expect(gone.code).toBe(4);
+    expect(gone.stderr).toContain(`sandbox "${id}" not found`);
+  }, 120_000);
+
+  it.each([
+    { args: ["create", "--size", "huge"], env: {}, code: 2, err: 'size: invalid value "huge"' },
+    { args: ["create", "--ttl", "soon"], env: {}, code: 2, err: '--ttl: invalid value "soon"' },
+    { args: ["ls"], env: { SBX_TOKEN: "sbx_wrong" }, code: 3, err: "missing or invalid bearer token" },
+    { args: ["get", "sbx-aaaaaaaaaaaaaaaa"], env: {}, code: 4, err: "not found" },
+    { args: ["frobnicate"], env: {}, code: 2, err: "unknown command" },
+  ])("exit code $code for sbx $args", async ({ args, env, code, err }) => {
+    const r = await sbx(args, env);
+    expect(r.code).toBe(code);
+    expect(r.stderr).toContain(err);
+  });
+
+  it("bench create prints create-accept percentiles as JSON", async () => {
+    const r = await sbx(["bench", "create", "--count", "8", "--concurrency", "4", "--json"]);
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout);
+    expect(report).toMatchObject({ op: "create-accept", concurrency: 4, requested: 8, ok: 8, errors: {} });
+    expect(report.p50Ms).toBeGreaterThan(0);
+    expect(report.p99Ms).toBeGreaterThanOrEqual(report.p50Ms);
+  }, 60_000);
+
+  it("Ctrl-C stops the service and leaves no sandbox running", async () => {
+    const keep = await sbx(["create", "--wait", "--json"]);
+    expect(keep.code, keep.stderr).toBe(0);
+    expect(processesUsing(stateDir).length).toBeGreaterThan(0);
+    const exited = new Promise<{ code: number | null; signal: string | null }>((r) => service.on("exit", (code, signal) => r({ code, signal })));
+    process.kill(-service.pid!, "SIGINT");
+    const { code, signal } = await exited;
+    // npm itself dies by the SIGINT (as in a terminal); the service under it shuts down cleanly
+    expect(code === 0 || signal === "SIGINT", `exit ${code} signal ${signal}`).toBe(true);
+    const t1 = Date.now();
+    while (!serviceOut.includes("sbx: stopped") && Date.now() - t1 < 15_000) await new Promise((r) => setTimeout(r, 100));
+    expect(serviceOut).toContain("sbx: stopped; every sandbox of this service is closed");
+    // give the kernel a moment to reap the last children
+    const t0 = Date.now();
+    while (processesUsing(stateDir).length > 0 && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 100));
+    expect(processesUsing(stateDir)).toEqual([]);
+  }, 60_000);
+});
