@@ -12,10 +12,11 @@ export const SANDBOX_UID = 1000;
 export const WORKSPACE_DIR = "/workspace";
 export const TMP_DIR = "/tmp";
 /**
- * A pod idles as PID 1 `sleep infinity`; all work arrives through exec. `sleep` exits on
- * SIGTERM, so deletes finish without waiting out the grace period.
+ * A pod idles as `sleep infinity` (after one log line, so the sandbox's log shows when it
+ * started); all work arrives through exec. `sleep` exits on SIGTERM, so deletes finish
+ * without waiting out the grace period.
  */
-export const IDLE_COMMAND = ["sleep", "infinity"];
+export const IDLE_COMMAND = ["sh", "-c", 'echo "sbx: sandbox started"; exec sleep infinity'];
 
 type PodConfig = Pick<RuntimeConfig, "kubernetes">;
 

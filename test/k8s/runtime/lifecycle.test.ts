@@ -1,0 +1,189 @@
+// The whole sandbox lifecycle through the Kubernetes backend against the real control plane:
+// create -> ready (watch-based) -> exec (streams, exit codes, stdin, env, cwd, timeout) ->
+// files in and out (tar over exec) -> logs -> kill; plus status truth (OOM while Running)
+// and an externally deleted pod making the sandbox gone.
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { SandboxEvent, SandboxSpec } from "../../../runtime/core/types.ts";
+import { LABELS, SANDBOX_CONTAINER } from "../../../runtime/k8s/contract.ts";
+import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
+import { terminateContainer, waitFor } from "../../support/cluster.ts";
+import { adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, type TestNamespaces } from "./support.ts";
+import type { KubeClients } from "../../../runtime/k8s/client.ts";
+import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
+
+let clients: KubeClients;
+let ns: TestNamespaces;
+let config: RuntimeConfig;
+let backend: KubernetesBackend;
+const events: SandboxEvent[] = [];
+
+const spec = (id: string, over: Partial<SandboxSpec> = {}): SandboxSpec => ({
+  id,
+  owner: "alice",
+  image: { profile: "base", image: config.catalog.base },
+  size: config.sizeClasses.nano,
+  env: { SANDBOX_GREETING: "hello from the record" },
+  ttlSeconds: 900,
+  idleTimeoutSeconds: 0,
+  metadata: { purpose: "lifecycle" },
+  createdAt: new Date(),
+  ...over,
+});
+
+async function collect(stream: Readable): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of stream) chunks.push(Buffer.from(c));
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+async function run(id: string, command: string[], extra: Partial<Parameters<KubernetesBackend["exec"]>[1]> = {}) {
+  const s = await backend.exec(id, { command, ...extra });
+  const [stdout, stderr, result] = await Promise.all([collect(s.stdout), collect(s.stderr), s.result]);
+  return { stdout, stderr, ...result };
+}
+
+beforeAll(async () => {
+  clients = adminClients(await testKubeconfigPath());
+  await installSandboxCrd(clients.kc);
+  ns = await freshNamespaces(clients.core, "rt-life");
+  config = testConfig(ns);
+  backend = testBackend(config, clients);
+  backend.subscribe((e) => events.push(e));
+  await backend.start();
+  await waitFor("leadership", async () => backend.controller.isLeader(), 15_000);
+});
+
+afterAll(async () => {
+  await backend?.close();
+  await ns?.cleanup();
+});
+
+describe("Kubernetes backend lifecycle", () => {
+  it("creates, becomes ready by watch, runs commands, moves files, shows logs and kills", async () => {
+    const accepted = await backend.provision(spec("life-1"));
+    expect(accepted).toMatchObject({ id: "life-1", owner: "alice", phase: "Pending", ready: false, warm: false, cpuRequestMillis: 100 });
+
+    const ready = await backend.awaitReady("life-1", { timeoutMs: 60_000 });
+    expect(ready).toMatchObject({ id: "life-1", phase: "Running", ready: true });
+    expect(ready.node).toMatch(/^sbx-sandbox-/);
+
+    // The record is durable and the pod is the hardened one, owned by the record.
+    const cr = await clients.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "life-1" });
+    expect(cr.spec).toMatchObject({ owner: "alice", profile: "base", size: "nano", desiredState: "Running" });
+    await waitFor("status Running recorded", async () => {
+      const c = await clients.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "life-1" });
+      return c.status?.phase === "Running" && c.status?.podName === "life-1";
+    });
+    const pod = await clients.core.readNamespacedPod({ name: "life-1", namespace: ns.sandboxes });
+    expect(pod.metadata!.ownerReferences![0]).toMatchObject({ kind: "Sandbox", name: "life-1", uid: cr.metadata.uid });
+    expect(pod.spec!.automountServiceAccountToken).toBe(false);
+    expect(pod.spec!.containers[0].securityContext!.readOnlyRootFilesystem).toBe(true);
+    expect(JSON.stringify(pod.spec)).not.toContain("hello from the record"); // env arrives per exec, not in the spec
+
+    // exec: stdout, stderr, exit code, the record's env, per-call env and cwd
+    const r1 = await run("life-1", ["sh", "-c", 'echo "out $SANDBOX_GREETING $EXTRA $PWD"; echo err >&2; exit 3'], { env: { EXTRA: "x1" }, cwd: "/tmp" });
+    expect(r1).toMatchObject({ stdout: "out hello from the record x1 /tmp\n", stderr: "err\n", exitCode: 3, timedOut: false });
+
+    // streaming: the first line arrives before the command ends
+    const s = await backend.exec("life-1", { command: ["sh", "-c", "echo first; sleep 2; echo second"] });
+    const firstAt = await new Promise<number>((resolve) => s.stdout.once("data", () => resolve(Date.now())));
+    const res = await s.result;
+    expect(res.durationMs).toBeGreaterThanOrEqual(1900);
+    expect(Date.now() - firstAt).toBeGreaterThanOrEqual(1500);
+
+    // stdin, closed after the bytes
+    expect((await run("life-1", ["sh", "-c", "wc -c"], { stdin: Buffer.from("12345") })).stdout.trim()).toBe("5");
+
+    // timeout kills the command and reports 124
+    const t0 = Date.now();
+    const timed = await run("life-1", ["sh", "-c", "sleep 30 & sleep 30"], { timeoutMs: 1000 });
+    expect(timed).toMatchObject({ exitCode: 124, timedOut: true });
+    expect(Date.now() - t0).toBeLessThan(10_000);
+
+    // files: put a tar into /workspace, read it back from inside, get it out as a tar
+    const local = mkdtempSync(join(tmpdir(), "sbx-life-"));
+    mkdirSync(join(local, "src", "pkg"), { recursive: true });
+    writeFileSync(join(local, "src", "pkg", "data.txt"), "payload-123\n");
+    const tarIn = spawnSync("tar", ["-c", "-f", "-", "-C", join(local, "src"), "pkg"]).stdout;
+    await backend.putArchive("life-1", "/workspace/in", Readable.from([tarIn]));
+    expect((await run("life-1", ["cat", "/workspace/in/pkg/data.txt"])).stdout).toBe("payload-123\n");
+    const outStream = await backend.getArchive("life-1", "/workspace/in/pkg");
+    const chunks: Buffer[] = [];
+    for await (const c of outStream) chunks.push(Buffer.from(c));
+    const outDir = join(local, "out");
+    mkdirSync(outDir);
+    const x = spawnSync("tar", ["-x", "-f", "-", "-C", outDir], { input: Buffer.concat(chunks) });
+    expect(x.status).toBe(0);
+    expect(readFileSync(join(outDir, "pkg", "data.txt"), "utf8")).toBe("payload-123\n");
+    await expect(backend.getArchive("life-1", "/workspace/missing")).rejects.toMatchObject({ code: "not_found" });
+
+    // logs: the idle process's start line
+    expect(await collect(await backend.logs("life-1", {}))).toContain("sbx: sandbox started");
+
+    // touch: visible at once locally, persisted on the record after a flush
+    const at = new Date();
+    await backend.touch("life-1", at);
+    expect((await backend.describe("life-1"))!.lastActivityAt).toBe(at.toISOString());
+    await waitFor("activity annotation", async () => {
+      const c = await clients.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "life-1" });
+      return c.metadata.annotations?.["sbx.dev/last-activity"] === at.toISOString();
+    });
+
+    // list and kill
+    expect((await backend.list()).map((x) => x.id)).toContain("life-1");
+    await backend.delete("life-1");
+    await backend.delete("life-1"); // idempotent
+    await waitFor("delete event", async () => events.some((e) => e.type === "delete" && e.id === "life-1"));
+    expect(await backend.describe("life-1")).toBeUndefined();
+    await waitFor("pod gone", async () => {
+      try {
+        await clients.core.readNamespacedPod({ name: "life-1", namespace: ns.sandboxes });
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    await expect(backend.exec("life-1", { command: ["true"] })).rejects.toMatchObject({ code: "not_found" });
+  });
+
+  it("reports an OOM-killed container as Failed/OOMKilled while the pod phase still says Running", async () => {
+    await backend.provision(spec("oom-1"));
+    await backend.awaitReady("oom-1", { timeoutMs: 60_000 });
+    const pod = await terminateContainer(clients.kc, ns.sandboxes, "oom-1", { container: SANDBOX_CONTAINER });
+    expect(pod.status!.phase).toBe("Running");
+    await waitFor("Failed", async () => (await backend.describe("oom-1"))?.phase === "Failed");
+    expect(await backend.describe("oom-1")).toMatchObject({ phase: "Failed", reason: "OOMKilled", exitCode: 137, ready: false });
+    expect(events.some((e) => e.type === "upsert" && e.sandbox.id === "oom-1" && e.sandbox.phase === "Failed" && e.sandbox.reason === "OOMKilled")).toBe(true);
+    await expect(backend.awaitReady("oom-1", { timeoutMs: 1000 })).rejects.toMatchObject({ code: "failed", details: { reason: "OOMKilled" } });
+    await expect(backend.exec("oom-1", { command: ["true"] })).rejects.toMatchObject({ code: "failed" });
+    // the terminal status is durable on the record
+    await waitFor("status recorded", async () => {
+      const c = await clients.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "oom-1" });
+      return c.status?.phase === "Failed" && c.status?.reason === "OOMKilled" && c.status?.exitCode === 137;
+    });
+    await backend.delete("oom-1");
+  });
+
+  it("treats an externally deleted pod as the sandbox being gone", async () => {
+    await backend.provision(spec("ext-1"));
+    await backend.awaitReady("ext-1", { timeoutMs: 60_000 });
+    await waitFor("Running recorded", async () => {
+      const c = await clients.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "ext-1" });
+      return c.status?.podName === "ext-1";
+    });
+    await clients.core.deleteNamespacedPod({ name: "ext-1", namespace: ns.sandboxes, gracePeriodSeconds: 0 });
+    await waitFor("delete event", async () => events.some((e) => e.type === "delete" && e.id === "ext-1"), 30_000);
+    expect(await backend.describe("ext-1")).toBeUndefined();
+    const pods = await clients.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.sandbox}=ext-1` });
+    expect(pods.items).toHaveLength(0); // not resurrected
+  });
+
+  it("a wait on an unknown id answers NotFound", async () => {
+    await expect(backend.awaitReady("never-created", { timeoutMs: 5000 })).rejects.toMatchObject({ code: "not_found" });
+  });
+});
