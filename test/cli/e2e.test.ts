@@ -155,7 +155,7 @@ describe("npm start + sbx CLI over a real socket", () => {
     { args: ["get", "sbx-aaaaaaaaaaaaaaaa"], env: {}, code: 4, err: "not found" },
     { args: ["frobnicate"], env: {}, code: 2, err: "unknown command" },
   ])("exit code $code for sbx $args", async ({ args, env, code, err }) => {
-    const r = await sbx(args, env);
+    const r = await sbx(args, env as Record<string, string>);
     expect(r.code).toBe(code);
     expect(r.stderr).toContain(err);
   });
