@@ -2,6 +2,7 @@
 // decideAutoPause what to do, does it (pause, resume, kill) and publishes the status (probe
 // results, nextPauseTime, nextResumeTime). Time comes from the injected Clock; tests call
 // tick() after advancing a ManualClock.
+import { finished } from "node:stream/promises";
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { Backend, Sandbox } from "../core/types.ts";
@@ -146,7 +147,8 @@ export class AutoPauseController {
         if (stdout.length < max) stdout += d.toString("utf8");
       });
       s.stderr.resume();
-      const r = await s.result;
+      // the result can settle while stdout is still draining
+      const [r] = await Promise.all([s.result, finished(s.stdout).catch(() => undefined)]);
       return { ok: r.exitCode === 0 && !r.timedOut, stdout: stdout.slice(0, max), exitCode: r.exitCode, timedOut: r.timedOut };
     } catch (err) {
       return { ok: false, stdout: "", exitCode: -1, timedOut: false };

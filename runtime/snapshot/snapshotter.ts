@@ -15,6 +15,8 @@ import { buildSnapshotManifest, parentDir, readSnapshotLayers, snapshotTag, type
 import type { OciClient } from "./oci.ts";
 import { fromStoredSpec, toStoredSpec, type SnapshotInfo, type SnapshotLayer, type SnapshotRecord, type SnapshotRecordStore } from "./record.ts";
 import { runHook } from "./hooks.ts";
+import { DropRootEntry } from "./tar-filter.ts";
+import { basename } from "node:path";
 
 export const DEFAULT_WRITABLE_PATHS = ["/workspace", "/tmp"];
 
@@ -173,7 +175,9 @@ export class Snapshotter {
     const { oci, repository } = this.o;
     const layers: SnapshotLayer[] = [];
     for (const path of this.paths) {
-      const tar = await this.o.backend.getArchive(rec.id, path);
+      const raw = await this.o.backend.getArchive(rec.id, path);
+      const tar = raw.pipe(new DropRootEntry(basename(path)));
+      raw.once("error", (e) => tar.destroy(e));
       const blob = await oci.pushBlob(repository, tar, { onProgress: (bytes) => opts.onProgress?.({ op: "pause", path, bytes }) });
       layers.push({ path, ...blob });
       await this.step(rec.id, "layer-pushed");

@@ -1,0 +1,102 @@
+// Assembly: wrap the configured backend so the Manager gets pause/resume. Backends that do not
+// (yet) implement releaseCompute/adopt get the generic fallback: release = delete the compute
+// and its writable storage (the record store keeps the identity), adopt = claim a warm slot of
+// the same profile and size, else provision. That fallback is exact for the local backend,
+// whose delete removes nothing but the slot; a backend whose delete also removes a durable
+// object other components read (the Kubernetes Sandbox CR) must implement the real methods.
+import { join } from "node:path";
+import type { RuntimeConfig } from "../config/schema.ts";
+import type { Clock } from "../core/clock.ts";
+import { ValidationError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import type { Backend, Sandbox, SandboxSpec } from "../core/types.ts";
+import type { RegistryAuth } from "./auth.ts";
+import { SnapshottingBackend } from "./backend.ts";
+import { OciClient } from "./oci.ts";
+import { FileRecordStore, type SnapshotRecordStore } from "./record.ts";
+import { Snapshotter, type SnapshotterOptions } from "./snapshotter.ts";
+
+export interface SnapshotWiring {
+  config: RuntimeConfig;
+  clock: Clock;
+  logger: Logger;
+  auth?: RegistryAuth;
+  /** default: files under <local.stateDir>/snapshot-records */
+  store?: SnapshotRecordStore;
+  /** image of a profile when the backend cannot say (default: config.catalog) */
+  imageFor?(profile: string): string;
+  writablePaths?: string[];
+  autoResumeDefault?: boolean;
+  onStep?: SnapshotterOptions["onStep"];
+}
+
+/** Adds releaseCompute/adopt where the backend lacks them (see the file comment). */
+export function withComputeRelease(backend: Backend): Backend {
+  if (backend.releaseCompute && backend.adopt) return backend;
+  const b: Backend = {
+    name: backend.name,
+    start: () => backend.start(),
+    claim: (spec) => backend.claim(spec),
+    provision: (spec) => backend.provision(spec),
+    awaitReady: (id, opts) => backend.awaitReady(id, opts),
+    exec: (id, req) => backend.exec(id, req),
+    putArchive: (id, dir, tar) => backend.putArchive(id, dir, tar),
+    getArchive: (id, path) => backend.getArchive(id, path),
+    logs: (id, opts) => backend.logs(id, opts),
+    delete: (id) => backend.delete(id),
+    describe: (id) => backend.describe(id),
+    list: () => backend.list(),
+    touch: (id, at) => backend.touch(id, at),
+    subscribe: (l) => backend.subscribe(l),
+    close: () => backend.close(),
+    releaseCompute: backend.releaseCompute ? (id) => backend.releaseCompute!(id) : (id) => backend.delete(id),
+    adopt: backend.adopt ? (spec) => backend.adopt!(spec) : async (spec) => (await backend.claim(spec)) ?? (await backend.provision(spec)),
+  };
+  if (backend.poolStatus) b.poolStatus = () => backend.poolStatus!();
+  return b;
+}
+
+export function withSnapshots(backend: Backend, w: SnapshotWiring): SnapshottingBackend {
+  const snap = w.config.snapshots;
+  if (!snap) throw new ValidationError("config.snapshots", undefined, "set snapshots.registry (e.g. http://127.0.0.1:5000 or <account>.dkr.ecr.<region>.amazonaws.com) to enable pause and resume");
+  const inner = withComputeRelease(backend);
+  const oci = new OciClient({ registry: snap.registry, auth: w.auth });
+  const snapshotter = new Snapshotter({
+    backend: inner,
+    oci,
+    repository: snap.repository,
+    store: w.store ?? new FileRecordStore(join(w.config.local.stateDir, "snapshot-records")),
+    clock: w.clock,
+    logger: w.logger,
+    retentionDays: snap.retentionDays,
+    writablePaths: w.writablePaths,
+    autoResumeDefault: w.autoResumeDefault,
+    onStep: w.onStep,
+    specFor: async (s) => specFromSandbox(s, w),
+  });
+  return new SnapshottingBackend(inner, snapshotter);
+}
+
+/**
+ * The spec to start a paused sandbox's compute again. Sandbox carries everything but env;
+ * env is empty after a resume unless the backend records it (docs/pause-resume.md).
+ */
+export function specFromSandbox(s: Sandbox, w: Pick<SnapshotWiring, "config" | "imageFor">): SandboxSpec {
+  const size = w.config.sizeClasses[s.size];
+  if (!size) throw new ValidationError(`sandbox ${s.id} size`, s.size, `the size class is no longer configured; add it back to config.sizeClasses to pause this sandbox`);
+  const image = w.imageFor?.(s.profile) ?? w.config.catalog[s.profile];
+  if (!image) throw new ValidationError(`sandbox ${s.id} profile`, s.profile, "the profile is no longer in the catalog; add it back to pause this sandbox");
+  const createdAt = new Date(s.createdAt);
+  return {
+    id: s.id,
+    owner: s.owner,
+    image: { profile: s.profile, image },
+    size,
+    env: {},
+    ttlSeconds: Math.max(1, Math.round((Date.parse(s.expiresAt) - createdAt.getTime()) / 1000)),
+    idleTimeoutSeconds: s.idleTimeoutSeconds ?? w.config.defaults.idleTimeoutSeconds,
+    clientKey: s.clientKey,
+    metadata: { ...s.metadata },
+    createdAt,
+  };
+}
