@@ -99,6 +99,18 @@ describe("lifecycle through the service", () => {
     const got1 = await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${created.id}`, headers: auth("alice") });
     expect(got1.json()).toMatchObject({ id: created.id, metadata: { task: "t1" }, lastActivityAt: expect.any(String) });
 
+    // Prometheus: latency histograms for create-accept, wait, exec and claim; budget; phases
+    await rt.manager.reaper.runOnce();
+    const metrics = (await rt.app.inject({ method: "GET", url: "/metrics" })).body;
+    expect(metrics).toMatch(/sbx_create_accept_seconds_count\{outcome="ok",path="cold"\} [1-9]/);
+    expect(metrics).toMatch(/sbx_wait_seconds_count\{outcome="ok"\} [1-9]/);
+    expect(metrics).toMatch(/sbx_exec_seconds_count\{outcome="ok"\} [1-9]/);
+    expect(metrics).toMatch(/sbx_exec_seconds_count\{outcome="timeout"\} 1/);
+    expect(metrics).toMatch(/sbx_claim_seconds_count\{outcome="miss"\} [1-9]/);
+    expect(metrics).toMatch(/sbx_sandboxes\{phase="Running"\} [1-9]/);
+    expect(metrics).toMatch(/sbx_budget_used\{resource="cpu_millis"\} [1-9]/);
+    expect(metrics).toMatch(/sbx_budget_free\{resource="memory_bytes"\} \d+/);
+
     const kill = await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${created.id}`, headers: auth("alice") });
     expect(kill.statusCode).toBe(204);
     const gone = await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${created.id}`, headers: auth("alice") });
