@@ -27,6 +27,7 @@ export interface ControllerOptions {
   logger: Logger;
   concurrency?: number;
   resyncMs?: number;
+  poolDebounceMs?: number;
   leaseDurationMs?: number;
   renewDeadlineMs?: number;
   retryPeriodMs?: number;
@@ -83,7 +84,9 @@ export class Controller {
     const queue = new WorkQueue((key) => this.reconcile(key), { clock: this.o.clock, logger: this.o.logger, concurrency: this.o.concurrency ?? 8 });
     this.queue = queue;
     this.unsubscribe = this.o.index.onKey((kind, key) => {
-      if (kind === "pool") queue.add(POOL_KEY);
+      // Refills wait a moment: a burst of claims then costs one refill round, and the
+      // refill's pod creates do not compete with the claims' own writes.
+      if (kind === "pool") queue.addAfter(POOL_KEY, this.o.poolDebounceMs ?? 250);
       else queue.add(SANDBOX_PREFIX + key);
     });
     this.resyncAll(queue);

@@ -1,0 +1,84 @@
+// The manager runs with exactly the RBAC that runtime/k8s/contract.ts declares (the rules
+// the Pulumi package deploys), authenticated as a service account, and that is enough for
+// the whole lifecycle, the warm pool and leader election. It is also not more: the same
+// identity is refused outside those rules.
+import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
+import type { SandboxSpec } from "../../../runtime/core/types.ts";
+import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
+import { clientsFor, PooledKubeConfig, statusCode, type KubeClients } from "../../../runtime/k8s/client.ts";
+import { managerSandboxNamespaceRules, runtimeNamespaceRules } from "../../../runtime/k8s/contract.ts";
+import { serviceAccountKubeConfig, waitFor } from "../../support/cluster.ts";
+import { adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, type TestNamespaces } from "./support.ts";
+
+let admin: KubeClients;
+let ns: TestNamespaces;
+let config: RuntimeConfig;
+let backend: KubernetesBackend;
+let saKc: KubeConfig;
+
+async function grant(rbac: RbacAuthorizationV1Api, namespace: string, name: string, rules: ReturnType<typeof managerSandboxNamespaceRules>, saNamespace: string) {
+  await rbac.createNamespacedRole({ namespace, body: { metadata: { name }, rules } });
+  await rbac.createNamespacedRoleBinding({
+    namespace,
+    body: { metadata: { name }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name }, subjects: [{ kind: "ServiceAccount", name: "sbx-manager", namespace: saNamespace }] },
+  });
+}
+
+beforeAll(async () => {
+  admin = adminClients(await testKubeconfigPath());
+  await installSandboxCrd(admin.kc);
+  ns = await freshNamespaces(admin.core, "rt-rbac");
+  config = testConfig(ns, { warmPool: [{ profile: "base", size: "nano", count: 2 }] });
+  await admin.core.createNamespacedServiceAccount({ namespace: ns.runtime, body: { metadata: { name: "sbx-manager" } } });
+  const rbac = admin.kc.makeApiClient(RbacAuthorizationV1Api);
+  await grant(rbac, ns.sandboxes, "sbx-manager", managerSandboxNamespaceRules(), ns.runtime);
+  await grant(rbac, ns.runtime, "sbx-manager-runtime", runtimeNamespaceRules(), ns.runtime);
+  const sa = await serviceAccountKubeConfig(admin.kc, ns.runtime, "sbx-manager");
+  saKc = new PooledKubeConfig();
+  saKc.loadFromString(sa.exportConfig());
+  backend = testBackend(config, clientsFor(saKc));
+  await backend.start();
+  await waitFor("leadership with the contract's Lease rules", async () => backend.controller.isLeader(), 20_000);
+});
+
+afterAll(async () => {
+  await backend?.close();
+  await ns?.cleanup();
+});
+
+const spec = (id: string): SandboxSpec => ({ id, owner: "rbac", image: { profile: "base", image: config.catalog.base }, size: config.sizeClasses.nano, env: {}, ttlSeconds: 600, idleTimeoutSeconds: 0, metadata: {}, createdAt: new Date() });
+
+describe("manager with exactly the contract's RBAC", () => {
+  it("is not an admin: refused outside its rules", async () => {
+    const core = saKc.makeApiClient(CoreV1Api);
+    const err = await core.listNamespacedSecret({ namespace: ns.sandboxes }).catch((e) => e);
+    expect(statusCode(err)).toBe(403);
+    const err2 = await core.listNamespacedPod({ namespace: "default" }).catch((e) => e);
+    expect(statusCode(err2)).toBe(403);
+  });
+
+  it("runs the lifecycle, fills and claims the warm pool, and records status", async () => {
+    await backend.provision(spec("rbac-cold"));
+    await backend.awaitReady("rbac-cold", { timeoutMs: 60_000 });
+    const s = await backend.exec("rbac-cold", { command: ["sh", "-c", "echo ok > /workspace/f && cat /workspace/f"] });
+    const out: Buffer[] = [];
+    s.stdout.on("data", (c: Buffer) => out.push(c));
+    expect((await s.result).exitCode).toBe(0);
+    expect(Buffer.concat(out).toString()).toBe("ok\n");
+    const logs = await backend.logs("rbac-cold", {});
+    logs.resume();
+    await waitFor("status written (sandboxes/status)", async () => {
+      const c = await admin.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "rbac-cold" });
+      return c.status?.phase === "Running";
+    });
+    await backend.touch("rbac-cold", new Date());
+    await waitFor("pool filled", async () => (await backend.poolStatus!())[0].ready === 2, 60_000);
+    const warm = await backend.claim(spec("rbac-warm"));
+    expect(warm).toMatchObject({ ready: true, warm: true });
+    await backend.delete("rbac-cold");
+    await backend.delete("rbac-warm");
+    await waitFor("both gone", async () => (await backend.list()).length === 0);
+  });
+});
