@@ -136,6 +136,8 @@ export class Slot {
   async stop(): Promise<void> {
     this.stopping = true;
     await killCgroup(this.env.layout, this.dirs);
+    // a killed helper stays a zombie until bubblewrap reaps it; "stopped" means gone
+    for (let i = 0; i < 400 && this.rec.helperPid && fs.existsSync(`/proc/${this.rec.helperPid}`); i++) await new Promise((r) => setTimeout(r, 5));
     this.watch?.destroy();
     this.died();
     // the pid namespace's teardown finishes asynchronously; cgroups become removable soon after

@@ -25,7 +25,7 @@ export class WorkspaceStore {
   private readonly root: string;
   private readonly spares = new Map<number, string[]>();
   private readonly templates = new Map<number, Promise<string>>();
-  private refilling = false;
+  private refilling?: Promise<void>;
   private closed = false;
 
   constructor(
@@ -79,6 +79,7 @@ export class WorkspaceStore {
 
   async close(): Promise<void> {
     this.closed = true;
+    await this.refilling;
     const all = [...this.spares.values()].flat();
     this.spares.clear();
     await Promise.all(all.map((d) => unmountAndRemove(d)));
@@ -87,8 +88,7 @@ export class WorkspaceStore {
   private wantSpares(bytes: number): void {
     if (!this.spares.has(bytes)) this.spares.set(bytes, []);
     if (this.refilling || this.closed) return;
-    this.refilling = true;
-    void (async () => {
+    this.refilling = (async () => {
       try {
         for (;;) {
           const entry = [...this.spares.entries()].find(([, list]) => list.length < SPARES_PER_SIZE);
@@ -101,7 +101,7 @@ export class WorkspaceStore {
       } catch (err) {
         this.logger.error({ op: "workspace-spares", err: (err as Error).message }, "preparing spare workspaces failed");
       } finally {
-        this.refilling = false;
+        this.refilling = undefined;
       }
     })();
   }
