@@ -5,7 +5,10 @@ import * as pulumi from "@pulumi/pulumi";
 export interface Captured {
   type: string;
   name: string;
+  /** inputs with secrets unwrapped */
   inputs: Record<string, any>;
+  /** inputs as sent, secrets still marked */
+  raw: Record<string, any>;
   custom: boolean;
 }
 
@@ -13,6 +16,23 @@ export const ACCOUNT = "123456789012";
 export const REGION = "us-east-1";
 
 const captured: Captured[] = [];
+
+// How the SDK marks a secret value on the wire; tests read through it.
+const SECRET_SIG = "4dabf18193072939515e22adb298388d";
+const SECRET_VALUE = "1b47061264138c4ac30d75fd1eb44270";
+
+export function isSecret(v: any): boolean {
+  return !!v && typeof v === "object" && v[SECRET_SIG] === SECRET_VALUE;
+}
+
+export function unsecret(v: any): any {
+  if (Array.isArray(v)) return v.map(unsecret);
+  if (v && typeof v === "object") {
+    if (v[SECRET_SIG] === SECRET_VALUE) return unsecret(v.value);
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, unsecret(x)]));
+  }
+  return v;
+}
 
 function outputsFor(type: string, name: string, inputs: Record<string, any>): Record<string, any> {
   switch (type) {
@@ -35,7 +55,7 @@ export function installMocks(project = "sbx", stack = "test"): void {
   pulumi.runtime.setMocks(
     {
       newResource(args: pulumi.runtime.MockResourceArgs) {
-        captured.push({ type: args.type, name: args.name, inputs: args.inputs, custom: args.custom ?? true });
+        captured.push({ type: args.type, name: args.name, inputs: unsecret(args.inputs), raw: args.inputs, custom: args.custom ?? true });
         return { id: `${args.name}-id`, state: outputsFor(args.type, args.name, args.inputs) };
       },
       call(args: pulumi.runtime.MockCallArgs) {

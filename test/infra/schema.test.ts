@@ -1,21 +1,10 @@
-import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-import yaml from "js-yaml";
 import { describe, expect, it } from "vitest";
 import { parseConfigValue } from "../../infra/config.ts";
 import { validatePlatformConfig } from "../../infra/schema.ts";
 import { planSizingWarnings } from "../../components/platform/sizing.ts";
 import { planQuota } from "../../components/tenancy/plan.ts";
 import { planNodeGroups } from "../../components/cluster/plan.ts";
-
-/** A stack file's `sbx:*` values, as the program receives them (keys without the prefix). */
-export function stackRaw(stack: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  const file = fileURLToPath(new URL(`../../stacks/Pulumi.${stack}.yaml`, import.meta.url));
-  const doc = yaml.load(readFileSync(file, "utf8")) as { config: Record<string, unknown> };
-  const raw: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(doc.config)) if (k.startsWith("sbx:")) raw[k.slice(4)] = v;
-  return { ...raw, ...extra };
-}
+import { stackRaw } from "./stacks.ts";
 
 describe("defaults", () => {
   it("an empty config is a valid eks platform with the documented defaults", () => {
