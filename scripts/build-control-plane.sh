@@ -6,8 +6,9 @@
 #
 # Output: .cache/control-plane/<k8s version>/bin, or $SBX_CONTROL_PLANE_BIN.
 # Binaries found in $KUBEBUILDER_ASSETS (the envtest convention: etcd, kube-apiserver,
-# kubectl) are linked instead of built. Idempotent: a stamp keyed on the wrapper modules,
-# the Go sources, this script and the Go version skips the build when nothing changed.
+# kubectl) are linked instead of built. Idempotent: each group (Kubernetes+etcd, sbx-kubelet,
+# kwok) has a stamp keyed on its module files, its sources, this script and the Go version,
+# and is skipped when nothing changed.
 # Versions are bumped in tools/control-plane/go.mod (and kwok/go.mod), nowhere else.
 set -euo pipefail
 
@@ -40,72 +41,101 @@ etcd_version="$(module_version "$src/go.mod" go.etcd.io/etcd/server/v3)"
 kwok_version="$(module_version "$src/kwok/go.mod" sigs.k8s.io/kwok)"
 bin="${SBX_CONTROL_PLANE_BIN:-$repo/.cache/control-plane/$k8s_version/bin}"
 
+export CGO_ENABLED=0
 k8s_tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
-all=("${k8s_tools[@]}" etcd kwok sbx-kubelet)
-
-stamp_key() {
-  {
-    cat "$src/go.mod" "$src/go.sum" "$src/kwok/go.mod" "$src/kwok/go.sum" "$0"
-    find "$src/cmd" -type f -name '*.go' | LC_ALL=C sort | xargs cat
-    go env GOVERSION
-    echo "assets=${KUBEBUILDER_ASSETS:-}"
-  } | sha256sum | cut -d' ' -f1
-}
-key="$(stamp_key)"
-stamp="$bin/.stamp"
-complete=1
-for b in "${all[@]}"; do [ -x "$bin/$b" ] || complete=0; done
-if [ "$complete" = 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
-  exit 0
-fi
-
-echo "sbx: building the test control plane (Kubernetes $k8s_version, etcd $etcd_version, kwok $kwok_version) into $bin" >&2
-echo "sbx: a cold build takes about 10 minutes on 2 cores; later builds reuse the Go build cache" >&2
-started=$SECONDS
+script_sum="$(sha256sum "$0" | cut -d' ' -f1)"
+go_version="$(go env GOVERSION)"
 mkdir -p "$bin"
+# Several checkouts/test runs may call this at once: one builds, the others wait for it.
+exec 9>"$bin/.lock"
+flock 9
 staging="$(mktemp -d "$bin/.build.XXXXXX")"
 trap 'rm -rf "$staging"' EXIT
+built_any=0
+started=$SECONDS
 
-# Binaries that KUBEBUILDER_ASSETS already provides are linked, not built.
-prebuilt=()
-if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
-  for b in kube-apiserver kubectl etcd kube-controller-manager kube-scheduler; do
-    if [ -x "$KUBEBUILDER_ASSETS/$b" ]; then
-      ln -sf "$(cd "$KUBEBUILDER_ASSETS" && pwd)/$b" "$staging/$b"
-      prebuilt+=("$b")
-    fi
+# fresh GROUP KEY BINARIES...: true when every binary exists and the group's stamp
+# (.stamp-GROUP) matches KEY, so that group is skipped.
+fresh() {
+  local group="$1" key="$2"
+  shift 2
+  for b in "$@"; do [ -x "$bin/$b" ] || return 1; done
+  [ -f "$bin/.stamp-$group" ] && [ "$(cat "$bin/.stamp-$group")" = "$key" ]
+}
+# install GROUP KEY BINARIES...: moves the staged binaries into place, then stamps.
+install() {
+  local group="$1" key="$2"
+  shift 2
+  for b in "$@"; do
+    rm -f "$bin/$b"
+    mv "$staging/$b" "$bin/$b"
   done
-  echo "sbx: reusing from KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS: ${prebuilt[*]:-nothing}" >&2
-fi
-is_prebuilt() { [[ " ${prebuilt[*]:-} " == *" $1 "* ]]; }
+  echo "$key" > "$bin/.stamp-$group"
+  built_any=1
+}
+announce() {
+  [ -n "${announced:-}" ] && return 0
+  announced=1
+  echo "sbx: building the test control plane into $bin (cold: ~12 minutes on 2 cores; the Go build cache makes rebuilds fast)" >&2
+}
+sum() { cat "$@" | sha256sum | cut -d' ' -f1; }
 
-export CGO_ENABLED=0
-build_date="$(cd "$src" && go list -m -f '{{.Time.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)"
-minor="$(echo "$k8s_version" | cut -d. -f2)"
-k8s_ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  k8s_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
-done
-
-pkgs=()
-for b in "${k8s_tools[@]}"; do is_prebuilt "$b" || pkgs+=("k8s.io/kubernetes/cmd/$b"); done
-if [ ${#pkgs[@]} -gt 0 ]; then
-  (cd "$src" && go build -p 2 -trimpath -ldflags "$k8s_ldflags" -o "$staging/" "${pkgs[@]}")
+# Kubernetes and etcd: keyed on the wrapper module. Binaries that KUBEBUILDER_ASSETS
+# provides (the envtest convention: etcd, kube-apiserver, kubectl) are linked, not built.
+k8s_key="$(sum "$src/go.mod" "$src/go.sum" "$src/cmd/etcd/main.go")-$script_sum-$go_version-assets=${KUBEBUILDER_ASSETS:-}"
+if ! fresh k8s "$k8s_key" "${k8s_tools[@]}" etcd; then
+  announce
+  echo "sbx: Kubernetes $k8s_version and etcd $etcd_version" >&2
+  prebuilt=()
+  if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
+    for b in "${k8s_tools[@]}" etcd; do
+      if [ -x "$KUBEBUILDER_ASSETS/$b" ]; then
+        ln -sf "$(cd "$KUBEBUILDER_ASSETS" && pwd)/$b" "$staging/$b"
+        prebuilt+=("$b")
+      fi
+    done
+    echo "sbx: reusing from KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS: ${prebuilt[*]:-nothing}" >&2
+  fi
+  is_prebuilt() { [[ " ${prebuilt[*]:-} " == *" $1 "* ]]; }
+  build_date="$(cd "$src" && go list -m -f '{{.Time.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)"
+  minor="$(echo "$k8s_version" | cut -d. -f2)"
+  k8s_ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    k8s_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
+  done
+  pkgs=()
+  for b in "${k8s_tools[@]}"; do is_prebuilt "$b" || pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  if [ ${#pkgs[@]} -gt 0 ]; then
+    (cd "$src" && go build -p 2 -trimpath -ldflags "$k8s_ldflags" -o "$staging/" "${pkgs[@]}")
+  fi
+  if ! is_prebuilt etcd; then
+    (cd "$src" && go build -p 2 -trimpath -o "$staging/etcd" \
+      -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-$etcd_version" ./cmd/etcd)
+  fi
+  install k8s "$k8s_key" "${k8s_tools[@]}" etcd
 fi
-if ! is_prebuilt etcd; then
-  (cd "$src" && go build -p 2 -trimpath -o "$staging/etcd" \
-    -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-$etcd_version" ./cmd/etcd)
-fi
-(cd "$src" && go build -p 2 -trimpath -o "$staging/sbx-kubelet" \
-  -ldflags "-s -w -X main.version=$k8s_version-${key:0:12}" ./cmd/sbx-kubelet)
-(cd "$src/kwok" && go build -p 2 -trimpath -o "$staging/kwok" \
-  -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${kwok_version#v} -X sigs.k8s.io/kwok/pkg/consts.PreRelease=GA" \
-  sigs.k8s.io/kwok/cmd/kwok)
 
-for b in "${all[@]}"; do
-  rm -f "$bin/$b"
-  mv "$staging/$b" "$bin/$b"
-done
-echo "$key" > "$stamp"
-echo "sbx: control plane ready in $bin ($((SECONDS - started))s)" >&2
+# sbx-kubelet: our exec/logs stand-in, keyed on its sources as well.
+kubelet_key="$(sum "$src/go.mod" "$src/go.sum" $(find "$src/cmd/sbx-kubelet" -name '*.go' | LC_ALL=C sort))-$script_sum-$go_version"
+if ! fresh sbx-kubelet "$kubelet_key" sbx-kubelet; then
+  announce
+  (cd "$src" && go build -p 2 -trimpath -o "$staging/sbx-kubelet" \
+    -ldflags "-s -w -X main.version=$k8s_version-${kubelet_key:0:12}" ./cmd/sbx-kubelet)
+  install sbx-kubelet "$kubelet_key" sbx-kubelet
+fi
+
+# kwok: its own module (it tracks a newer k8s.io library line).
+kwok_key="$(sum "$src/kwok/go.mod" "$src/kwok/go.sum")-$script_sum-$go_version"
+if ! fresh kwok "$kwok_key" kwok; then
+  announce
+  echo "sbx: kwok $kwok_version" >&2
+  (cd "$src/kwok" && go build -p 2 -trimpath -o "$staging/kwok" \
+    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${kwok_version#v} -X sigs.k8s.io/kwok/pkg/consts.PreRelease=GA" \
+    sigs.k8s.io/kwok/cmd/kwok)
+  install kwok "$kwok_key" kwok
+fi
+
+if [ "$built_any" = 1 ]; then
+  echo "sbx: control plane ready in $bin ($((SECONDS - started))s)" >&2
+fi
