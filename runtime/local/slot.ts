@@ -102,11 +102,15 @@ export class Slot {
   private async afterReady(): Promise<void> {
     const pids = cgroupPids(this.env.layout, childDirs(this.dirs, "init"));
     this.rec.helperPid = pids[0];
+    // ready now; the watch connects in parallel (a sandbox that dies before it does still fails)
+    this.state = "ready";
+    this.resolveReady();
     try {
       await this.attach();
-      this.resolveReady();
     } catch (err) {
-      this.failStart(`the helper reported ready but its socket did not answer: ${(err as Error).message}`);
+      this.deathReason ??= "Error";
+      this.deathMessage ??= `the helper reported ready but its socket did not answer: ${(err as Error).message}`;
+      this.died();
     }
   }
 
