@@ -11,6 +11,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
 import { ProcessGroup } from "./processes.ts";
+import { reapStaleRuns, RUN_DIR_PREFIX } from "./reap.ts";
 import { bootCluster } from "./boot.ts";
 
 declare module "vitest" {
@@ -49,9 +50,11 @@ function controlPlaneBin(): string {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const started = Date.now();
   const bin = controlPlaneBin();
-  const dir = mkdtempSync(join(tmpdir(), "sbx-control-plane-"));
+  for (const stale of reapStaleRuns(tmpdir())) console.log(`control plane: cleaned up abandoned run ${stale}`);
+  const dir = mkdtempSync(join(tmpdir(), RUN_DIR_PREFIX));
   for (const sub of ["logs", "pki", "etcd", "pods", "registry"]) mkdirSync(join(dir, sub));
-  const group = new ProcessGroup(join(dir, "logs"));
+  writeFileSync(join(dir, "owner.pid"), String(process.pid));
+  const group = new ProcessGroup(join(dir, "logs"), join(dir, "pids"));
   const keep = process.env.SBX_TEST_KEEP_CONTROL_PLANE === "1";
 
   let stopped = false;
@@ -74,8 +77,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
     process.off("SIGTERM", onSigint);
     process.off("exit", cleanupNow);
     await group.stopAll();
-    if (keep) console.log(`control plane: kept ${dir} (SBX_TEST_KEEP_CONTROL_PLANE=1)`);
-    else rmSync(dir, { recursive: true, force: true });
+    if (keep) {
+      rmSync(join(dir, "owner.pid"), { force: true }); // so a later run's reaper leaves it alone
+      console.log(`control plane: kept ${dir} (SBX_TEST_KEEP_CONTROL_PLANE=1)`);
+    } else rmSync(dir, { recursive: true, force: true });
   };
 
   try {

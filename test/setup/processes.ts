@@ -1,7 +1,7 @@
 // Child processes of the test control plane: started with their output in a log file,
 // tracked by PID, and stopped by PID (TERM, then KILL) in reverse start order.
 import { spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream, readFileSync } from "node:fs";
+import { appendFileSync, createWriteStream, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 
@@ -16,7 +16,11 @@ export interface Started {
 export class ProcessGroup {
   private readonly started: Started[] = [];
 
-  constructor(private readonly logDir: string) {}
+  /** Logs go to `logDir`; every PID is also appended to `pidsFile` (see reap.ts). */
+  constructor(
+    private readonly logDir: string,
+    private readonly pidsFile: string,
+  ) {}
 
   start(name: string, command: string, args: string[], env: NodeJS.ProcessEnv = process.env): Started {
     const logPath = join(this.logDir, `${name}.log`);
@@ -37,6 +41,7 @@ export class ProcessGroup {
     if (child.pid === undefined) {
       throw new Error(`control plane: could not start ${name} (${command}); see ${logPath}`);
     }
+    appendFileSync(this.pidsFile, `${child.pid}\n`);
     const entry = { name, pid: child.pid, logPath, child, exited };
     this.started.push(entry);
     return entry;
