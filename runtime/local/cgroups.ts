@@ -26,7 +26,11 @@ const V1_CONTROLLERS = ["memory", "pids", "cpu"] as const;
 const V2_CONTROLLERS = ["memory", "pids", "cpu"] as const;
 
 /** Reads /proc/self/mountinfo and decides which cgroup version to use. */
-export function detectCgroups(rootName: string, mountinfo = fs.readFileSync("/proc/self/mountinfo", "utf8")): CgroupLayout {
+export function detectCgroups(
+  rootName: string,
+  mountinfo = fs.readFileSync("/proc/self/mountinfo", "utf8"),
+  readControllers = (mount: string) => readOr(path.join(mount, "cgroup.controllers"), ""),
+): CgroupLayout {
   const v1: Record<string, string> = {};
   let unified: string | undefined;
   for (const line of mountinfo.split("\n")) {
@@ -41,7 +45,7 @@ export function detectCgroups(rootName: string, mountinfo = fs.readFileSync("/pr
   }
   if (V1_CONTROLLERS.every((c) => v1[c])) return { version: 1, mounts: v1, rootName };
   if (unified) {
-    const available = readOr(path.join(unified, "cgroup.controllers"), "").split(/\s+/);
+    const available = readControllers(unified).split(/\s+/);
     const missing = V2_CONTROLLERS.filter((c) => !available.includes(c));
     if (missing.length === 0) return { version: 2, mounts: { unified }, rootName };
     throw new Error(

@@ -1,0 +1,120 @@
+// The local backend's pure parts: cgroup detection, the bubblewrap plan, frames, the warm pool.
+import { describe, expect, it } from "vitest";
+import { detectCgroups } from "../../runtime/local/cgroups.ts";
+import { IN_SANDBOX, planBwrapArgs, type LaunchPlan } from "../../runtime/local/launch.ts";
+import { encodeRequest, frame, FrameReader } from "../../runtime/local/protocol.ts";
+import { WarmPool } from "../../runtime/local/warm-pool.ts";
+
+const v1 = `
+25 24 0:22 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755
+26 25 0:23 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu
+27 25 0:24 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+28 25 0:25 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids
+29 25 0:26 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw`;
+const v1Combined = `
+26 25 0:23 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct
+27 25 0:24 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+28 25 0:25 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids`;
+const v2 = `30 24 0:27 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate`;
+
+describe("detectCgroups", () => {
+  it.each([
+    ["v1, one hierarchy per controller", v1, { version: 1, mounts: { cpu: "/sys/fs/cgroup/cpu", memory: "/sys/fs/cgroup/memory", pids: "/sys/fs/cgroup/pids" } }],
+    ["v1, cpu and cpuacct co-mounted", v1Combined, { version: 1, mounts: { cpu: "/sys/fs/cgroup/cpu,cpuacct", memory: "/sys/fs/cgroup/memory", pids: "/sys/fs/cgroup/pids" } }],
+  ])("%s", (_, mountinfo, want) => {
+    expect(detectCgroups("sbx-x", mountinfo)).toEqual({ ...want, rootName: "sbx-x" });
+  });
+
+  it("uses v2 when the unified hierarchy has the controllers, and names the missing ones otherwise", () => {
+    expect(detectCgroups("sbx-x", v2, () => "cpuset cpu io memory hugetlb pids rdma misc\n")).toEqual({ version: 2, mounts: { unified: "/sys/fs/cgroup" }, rootName: "sbx-x" });
+    expect(() => detectCgroups("sbx-x", v2, () => "cpu io")).toThrow(/cgroup2 hierarchy at \/sys\/fs\/cgroup lacks controllers memory, pids and no cgroup v1/);
+    // hybrid hosts (like this one's empty cgroup2 at /sys/fs/cgroup/unified) use v1
+    expect(detectCgroups("sbx-x", v1, () => "hugetlb").version).toBe(1);
+  });
+
+  it("fails naming the fix when nothing is mounted", () => {
+    expect(() => detectCgroups("sbx-x", "")).toThrow(/neither cgroup v2 nor the v1 memory, pids and cpu hierarchies are mounted.*mount them/);
+  });
+});
+
+describe("planBwrapArgs", () => {
+  const base: LaunchPlan = {
+    rootfs: "host",
+    workspaceDir: "/state/s1/workspace",
+    runDir: "/state/s1/run",
+    helperPath: "/repo/.cache/local/sbx-helper",
+    uid: 100_000_001,
+    hostname: "sb-1",
+    tmpBytes: 1024,
+    readyFd: 3,
+    cgroupFds: [4, 5],
+    hostTopLevel: { usr: null, etc: null, bin: "usr/bin", lib64: "usr/lib64" },
+  };
+  const pairs = (args: string[], flag: string) => args.flatMap((a, i) => (a === flag ? [`${args[i + 1]} ${args[i + 2]}`] : []));
+
+  it("isolates every namespace but user and cgroup, and makes the helper PID 1", () => {
+    const args = planBwrapArgs(base);
+    for (const f of ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--as-pid-1", "--clearenv"]) expect(args).toContain(f);
+    expect(args).not.toContain("--unshare-user");
+    expect(args).not.toContain("--share-net");
+    expect(args).not.toContain("--die-with-parent"); // sandboxes outlive a crashed service, for adoption
+  });
+
+  it("mounts the host system read-only, and only the workspace and the socket dir writable", () => {
+    const args = planBwrapArgs(base);
+    expect(pairs(args, "--ro-bind")).toEqual(["/usr /usr", "/etc /etc", `/repo/.cache/local/sbx-helper ${IN_SANDBOX.helper}`]);
+    expect(pairs(args, "--symlink")).toEqual(["usr/bin /bin", "usr/lib64 /lib64"]);
+    expect(pairs(args, "--bind")).toEqual([`/state/s1/workspace ${IN_SANDBOX.workspace}`, `/state/s1/run ${IN_SANDBOX.runDir}`]);
+    expect(args.join(" ")).toContain("--perms 1777 --size 1024 --tmpfs /tmp");
+    expect(args.join(" ")).toContain("--remount-ro /");
+  });
+
+  it("uses an unpacked image as the root instead of the host's directories", () => {
+    const args = planBwrapArgs({ ...base, rootfs: "/state/images/abc/rootfs" });
+    expect(pairs(args, "--ro-bind")[0]).toBe("/state/images/abc/rootfs /");
+    expect(args).not.toContain("/usr");
+  });
+
+  it("passes the helper its uid, socket, readiness fd and cgroup fds", () => {
+    const args = planBwrapArgs(base);
+    expect(args.slice(args.indexOf("--") + 1)).toEqual([IN_SANDBOX.helper, "--uid", "100000001", "--gid", "100000001", "--socket", IN_SANDBOX.socket, "--ready-fd", "3", "--cg-fd", "4", "--cg-fd", "5"]);
+  });
+});
+
+describe("helper frames", () => {
+  it("parses frames split at any byte boundary", () => {
+    const wire = Buffer.concat([frame("P", "42"), frame("1", "out"), frame("2", Buffer.alloc(70_000, 1)), frame("X", "exit:3")]);
+    for (const step of [1, 3, 5, 4096, wire.length]) {
+      const got: string[] = [];
+      const r = new FrameReader();
+      for (let i = 0; i < wire.length; i += step) r.push(wire.subarray(i, i + step), (t, p) => got.push(`${t}:${p.length}`));
+      expect(got).toEqual(["P:2", "1:3", "2:70000", "X:6"]);
+    }
+  });
+
+  it("encodes a request as NUL-terminated fields and refuses NUL bytes", () => {
+    const f = encodeRequest({ cgroup: "xab", cwd: "/w", argv: ["sh", "-c", "echo"], env: { A: "1" } });
+    expect(f[0]).toBe("R".charCodeAt(0));
+    expect(f.subarray(5).toString()).toBe("exec\0xab\0/w\x003\0sh\0-c\0echo\x001\0A=1\0");
+    expect(() => encodeRequest({ cgroup: "x", cwd: "/", argv: ["a\0b"], env: {} })).toThrow(/NUL byte/);
+  });
+});
+
+describe("WarmPool", () => {
+  it("fills to the target, hands out ready slots, and refills what was taken", async () => {
+    let n = 0;
+    const pool = new WarmPool<string>([{ profile: "base", size: "nano", count: 2 }], { startSlot: async () => `slot-${++n}`, onError: () => {} });
+    expect(pool.take("base", "nano", () => true)).toBeUndefined();
+    await new Promise((r) => setTimeout(r, 10));
+    expect(pool.all()).toEqual(["slot-1", "slot-2"]);
+    expect(pool.take("base", "nano", () => true)).toBe("slot-1");
+    expect(pool.take("base", "small", () => true)).toBeUndefined();
+    await new Promise((r) => setTimeout(r, 10));
+    expect(pool.all()).toEqual(["slot-2", "slot-3"]);
+    // an unusable slot (e.g. died meanwhile) is skipped, not handed out
+    expect(pool.take("base", "nano", (s) => s !== "slot-2")).toBe("slot-3");
+    expect(pool.adopt("base", "nano", "adopted")).toBe(true);
+    expect(pool.adopt("other", "nano", "x")).toBe(false);
+    pool.close();
+  });
+});
