@@ -45,6 +45,11 @@ export interface KubernetesBackend extends Backend {
   readonly warmPool: WarmPool;
   /** the write-behind queue, exposed for benchmarks (durability lag) */
   readonly records: RecordWriter;
+  /**
+   * Stops at once without draining anything, as a killed process would: accepts whose
+   * records were not written yet are lost. For crash tests.
+   */
+  crash(): Promise<void>;
 }
 
 export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: Logger; clock: Clock }, overrides: KubernetesBackendOverrides = {}): KubernetesBackend {
@@ -100,6 +105,7 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
     },
   });
   let informers: SupervisedInformer<unknown>[] = [];
+  let closed = false;
 
   const withActivity = (sb: Sandbox): Sandbox => {
     const pending = activity.latest(sb.id);
@@ -217,6 +223,7 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
     },
 
     async claim(spec) {
+      if (closed) throw new UpstreamError(`the Kubernetes backend is closed; sandbox ${spec.id} was not created`);
       const pooled = config.warmPool.some((p) => labelSafe(p.profile) === labelSafe(spec.image.profile) && labelSafe(p.size) === labelSafe(spec.size.name) && p.count > 0);
       if (!pooled) return undefined;
       const pod = await warmPool.claim(spec);
@@ -235,6 +242,7 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
     },
 
     async provision(spec) {
+      if (closed) throw new UpstreamError(`the Kubernetes backend is closed; sandbox ${spec.id} was not created`);
       acceptRecord(spec);
       return derived(spec.id);
     },
@@ -291,12 +299,8 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
     },
 
     async describe(id) {
-      try {
-        await resource(id);
-      } catch (err) {
-        if (err instanceof NotFoundError) return undefined;
-        throw err;
-      }
+      // From the index only: the informers are synced before start() returns and the
+      // index holds this replica's own accepts, so this costs no API call on the create path.
       const sb = index.sandbox(id);
       return sb ? withActivity(sb) : undefined;
     },
@@ -317,7 +321,15 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
       return warmPool.status();
     },
 
+    async crash() {
+      closed = true;
+      recordWriter.abandon();
+      await controller.stop();
+      await Promise.all(informers.map((i) => i.stop()));
+    },
+
     async close() {
+      closed = true;
       await recordWriter.drain();
       await controller.stop();
       await activity.close();

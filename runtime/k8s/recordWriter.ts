@@ -89,6 +89,14 @@ export class RecordWriter {
     return true;
   }
 
+  /** drops every write not yet started (a crash); writes already sent may still land */
+  abandon(): void {
+    for (const id of this.queue.splice(0)) {
+      const p = this.pending.get(id);
+      if (p) this.finish(id, p);
+    }
+  }
+
   async drain(): Promise<void> {
     await Promise.all([...this.pending.values()].map((p) => p.done));
   }

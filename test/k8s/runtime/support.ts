@@ -2,12 +2,13 @@
 // the suite started, the contract (CRD) installed, a fresh namespace pair per test file, and
 // a backend built on top.
 import { randomBytes } from "node:crypto";
-import { ApiextensionsV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api, type V1CustomResourceDefinition, type V1Pod } from "@kubernetes/client-node";
+import { ApiextensionsV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api, type V1CustomResourceDefinition, type V1Node, type V1Pod } from "@kubernetes/client-node";
 import { validateRuntimeConfig, type RuntimeConfigInput, type RuntimeConfig } from "../../../runtime/config/schema.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { createLogger, silentLogger } from "../../../runtime/core/log.ts";
 import { clientsFor, isConflict, isNotFound, PooledKubeConfig, type KubeClients } from "../../../runtime/k8s/client.ts";
-import { SANDBOX_PLURAL, API_GROUP, sandboxCrd } from "../../../runtime/k8s/contract.ts";
+import { SANDBOX_PLURAL, API_GROUP, SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT, sandboxCrd } from "../../../runtime/k8s/contract.ts";
+import { nodeManifest } from "../../setup/control-plane-plan.ts";
 import { createKubernetesBackend, type KubernetesBackend, type KubernetesBackendOverrides } from "../../../runtime/k8s/backend.ts";
 
 /** The suite's kubeconfig: vitest's provided value, else SBX_TEST_KUBECONFIG. Fails loudly when neither is set. */
@@ -79,6 +80,33 @@ export async function freshNamespaces(core: CoreV1Api, prefix: string): Promise<
         }
       }
     },
+  };
+}
+
+/**
+ * More simulated sandbox nodes (kwok manages every node), labelled and tainted like the
+ * suite's own, for tests that need room for hundreds of pods. Returns their removal.
+ */
+export async function addSandboxNodes(core: CoreV1Api, prefix: string, count: number): Promise<() => Promise<void>> {
+  const names = Array.from({ length: count }, (_, i) => `sbx-${prefix}-${i}`);
+  await Promise.all(
+    names.map((name) =>
+      core.createNode({
+        body: nodeManifest({
+          name,
+          labels: { "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", type: "kwok", [SANDBOX_NODE_LABEL.key]: SANDBOX_NODE_LABEL.value },
+          taints: [{ ...SANDBOX_NODE_TAINT }],
+        }) as V1Node,
+      }),
+    ),
+  );
+  for (let i = 0; i < 300; i++) {
+    const nodes = (await core.listNode({ labelSelector: SANDBOX_NODE_LABEL.key })).items.filter((n) => names.includes(n.metadata!.name!));
+    if (nodes.length === count && nodes.every((n) => n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"))) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return async () => {
+    await Promise.all(names.map((name) => core.deleteNode({ name }).catch((err) => (isNotFound(err) ? undefined : Promise.reject(err)))));
   };
 }
 
