@@ -4,7 +4,8 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { PassThrough } from "node:stream";
+import { CoreV1Api, Exec, type KubeConfig, type V1Status } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import {
   createNamespace,
@@ -60,6 +61,17 @@ describe("exec through the API server", () => {
   it("passes stdin through and delivers its end (cat terminates)", async () => {
     const r = await execInPod(kc, ns.name, "a", ["sh", "-c", "cat | wc -c"], "twelve bytes");
     expect(r.stdout.toString().trim()).toBe("12");
+  });
+
+  it("allocates a terminal when asked (tty=true)", async () => {
+    const out = new PassThrough();
+    const chunks: Buffer[] = [];
+    out.on("data", (c: Buffer) => chunks.push(c));
+    const status = await new Promise<V1Status>((resolve, reject) => {
+      new Exec(kc).exec(ns.name, "a", "main", ["sh", "-c", "test -t 1 && echo has-tty"], out, null, null, true, resolve).catch(reject);
+    });
+    expect(status.status).toBe("Success");
+    expect(Buffer.concat(chunks).toString()).toBe("has-tty\r\n"); // the terminal's ONLCR turns \n into \r\n
   });
 
   it("keeps each pod's files to itself and the host read-only", async () => {

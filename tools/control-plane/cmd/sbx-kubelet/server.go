@@ -191,6 +191,8 @@ func (e *sandboxExec) ExecInContainer(ctx context.Context, _ string, _ types.UID
 // runPiped copies stdin through a pipe we own, rather than letting os/exec copy it: Wait
 // would otherwise block until the client closes stdin, even after the command has exited.
 func runPiped(proc *exec.Cmd, in io.Reader, out, errw io.WriteCloser) error {
+	// A background child still holding stdout must not keep the exec open forever.
+	proc.WaitDelay = 2 * time.Second
 	if out != nil {
 		proc.Stdout = out
 	}
@@ -230,10 +232,21 @@ func runTTY(proc *exec.Cmd, in io.Reader, out io.WriteCloser, resize <-chan remo
 	if in != nil {
 		go func() { _, _ = io.Copy(tty, in) }()
 	}
-	if out != nil {
-		go func() { _, _ = io.Copy(out, tty) }()
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		if out != nil {
+			_, _ = io.Copy(out, tty) // ends with EIO once every holder of the terminal has exited
+		}
+	}()
+	err = exitError(proc.Wait())
+	// Deliver the output before the status; a background process still holding the
+	// terminal must not keep the exec open forever.
+	select {
+	case <-copied:
+	case <-time.After(2 * time.Second):
 	}
-	return exitError(proc.Wait())
+	return err
 }
 
 // exitError turns a non-zero exit into the error type the streaming library reports as
