@@ -64,6 +64,7 @@ class LocalBackend implements Backend {
     const bwrapPath = findBwrap();
     const layout = detectCgroups(cgroupRootName(this.stateDir));
     fs.mkdirSync(path.join(this.stateDir, "sandboxes"), { recursive: true, mode: 0o711 });
+    claimStateDir(this.stateDir);
     await this.workspaces.start();
     this.env = { stateDir: this.stateDir, layout, helperPath, bwrapPath, hostTopLevel: hostTopLevel(), workspaces: this.workspaces };
     await this.recover(layout);
@@ -217,6 +218,8 @@ class LocalBackend implements Backend {
     );
     if (this.env) for (const key of listSandboxKeys(this.env.layout)) await this.cleanCgroups(this.env.layout, key);
     await this.workspaces.close();
+    const pidFile = path.join(this.stateDir, "backend.pid");
+    if (fs.existsSync(pidFile) && fs.readFileSync(pidFile, "utf8").trim() === String(process.pid)) fs.rmSync(pidFile);
   }
 
   // ---- internals -------------------------------------------------------------------------------
@@ -383,6 +386,24 @@ class LocalBackend implements Backend {
     await killCgroup(layout, dirs);
     for (let i = 0; i < 200 && !removeCgroup(dirs); i++) await new Promise((r) => setTimeout(r, 5));
   }
+}
+
+/**
+ * One process per state dir: a second one would adopt and then fight over the first one's
+ * sandboxes. The pid file names the owner; a dead owner (a crash) is taken over.
+ */
+function claimStateDir(stateDir: string): void {
+  const file = path.join(stateDir, "backend.pid");
+  let owner = NaN;
+  try {
+    owner = Number(fs.readFileSync(file, "utf8").trim());
+  } catch {
+    // no owner yet
+  }
+  if (Number.isInteger(owner) && owner !== process.pid && fs.existsSync(`/proc/${owner}`)) {
+    throw new ConflictError(`local.stateDir ${stateDir} is in use by another sbx process (pid ${owner}); stop that process or give this one another local.stateDir`, { stateDir, pid: owner });
+  }
+  fs.writeFileSync(file, String(process.pid));
 }
 
 function findBwrap(): string {
