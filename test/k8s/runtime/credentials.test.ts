@@ -1,0 +1,91 @@
+// Claim-time and create-time credential delivery through the real API server: the STS
+// broker (the real AWS SDK client, pointed at a fake STS endpoint on loopback because AWS is
+// unreachable here) mints per-sandbox credentials, they are written into the sandbox through
+// exec, never appear in the pod spec, and a sandbox is ready only once they are inside.
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { STSClient } from "@aws-sdk/client-sts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
+import type { SandboxSpec } from "../../../runtime/core/types.ts";
+import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
+import type { KubeClients } from "../../../runtime/k8s/client.ts";
+import { createStsCredentialBroker } from "../../../runtime/k8s/credentials.ts";
+import { waitFor } from "../../support/cluster.ts";
+import { adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, type TestNamespaces } from "./support.ts";
+
+let sts: Server;
+const policies = new Map<string, string>();
+let clients: KubeClients;
+let ns: TestNamespaces;
+let config: RuntimeConfig;
+let backend: KubernetesBackend;
+
+beforeAll(async () => {
+  sts = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      const p = new URLSearchParams(body);
+      policies.set(p.get("RoleSessionName")!, p.get("Policy")!);
+      res.writeHead(200, { "content-type": "text/xml" });
+      res.end(`<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>ASIA-${p.get("RoleSessionName")}</AccessKeyId><SecretAccessKey>s</SecretAccessKey><SessionToken>tok-${p.get("RoleSessionName")}</SessionToken><Expiration>${new Date(Date.now() + 900_000).toISOString()}</Expiration></Credentials></AssumeRoleResult></AssumeRoleResponse>`);
+    });
+  });
+  await new Promise<void>((r) => sts.listen(0, "127.0.0.1", r));
+  const endpoint = `http://127.0.0.1:${(sts.address() as AddressInfo).port}`;
+  clients = adminClients(await testKubeconfigPath());
+  await installSandboxCrd(clients.kc);
+  ns = await freshNamespaces(clients.core, "rt-creds");
+  const credentials = { baseRoleArn: "arn:aws:iam::123456789012:role/sbx-base", bucket: "sbx-data", region: "us-east-1", durationSeconds: 900 };
+  config = testConfig(ns, { credentials, warmPool: [{ profile: "base", size: "nano", count: 1 }] });
+  const broker = createStsCredentialBroker(credentials, new STSClient({ region: "us-east-1", endpoint, credentials: { accessKeyId: "AKIAMANAGER", secretAccessKey: "x" } }));
+  backend = testBackend(config, clients, { broker });
+  await backend.start();
+  await waitFor("leader", async () => backend.controller.isLeader(), 15_000);
+});
+
+afterAll(async () => {
+  await backend?.close();
+  await ns?.cleanup();
+  await new Promise<void>((r) => sts.close(() => r()));
+});
+
+const spec = (id: string): SandboxSpec => ({ id, owner: "carol", image: { profile: "base", image: config.catalog.base }, size: config.sizeClasses.nano, env: {}, ttlSeconds: 600, idleTimeoutSeconds: 0, metadata: {}, createdAt: new Date() });
+
+async function readInside(id: string): Promise<string> {
+  const s = await backend.exec(id, { command: ["sh", "-c", 'cat "$AWS_SHARED_CREDENTIALS_FILE"; echo "prefix=$SBX_PREFIX"'] });
+  const out: Buffer[] = [];
+  s.stdout.on("data", (c: Buffer) => out.push(c));
+  expect((await s.result).exitCode).toBe(0);
+  return Buffer.concat(out).toString();
+}
+
+describe("credential delivery", () => {
+  it("cold sandbox: delivered by the reconciler before it reports ready", async () => {
+    await backend.provision(spec("cred-cold"));
+    const ready = await backend.awaitReady("cred-cold", { timeoutMs: 60_000 });
+    expect(ready.ready).toBe(true);
+    const inside = await readInside("cred-cold");
+    expect(inside).toContain("aws_session_token = tok-sbx-cred-cold");
+    expect(inside).toContain("prefix=sandboxes/cred-cold/");
+    expect(JSON.parse(policies.get("sbx-cred-cold")!).Statement[0].Resource).toBe("arn:aws:s3:::sbx-data/sandboxes/cred-cold/*");
+    const pod = await clients.core.readNamespacedPod({ name: "cred-cold", namespace: ns.sandboxes });
+    expect(JSON.stringify(pod)).not.toContain("tok-sbx-cred-cold");
+  });
+
+  it("warm sandbox: delivered at claim time, so the claimed pod is ready with its own credentials", async () => {
+    await waitFor("warm pod", async () => (await backend.poolStatus!())[0].ready === 1, 60_000);
+    const sb = await backend.claim(spec("cred-warm"));
+    expect(sb).toMatchObject({ ready: true, warm: true });
+    const inside = await readInside("cred-warm");
+    expect(inside).toContain("aws_session_token = tok-sbx-cred-warm");
+    expect(inside).not.toContain("cred-cold");
+    await waitFor("record written", async () => !!(await clients.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "cred-warm" }).catch(() => undefined)));
+    const cr = await clients.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "cred-warm" });
+    expect(cr.spec.podName).toMatch(/^warm-base-nano-/);
+    expect(cr.metadata.annotations["sbx.dev/credentials-expires-at"]).toBeTruthy();
+    const pod = await clients.core.readNamespacedPod({ name: cr.spec.podName, namespace: ns.sandboxes });
+    expect(JSON.stringify(pod)).not.toContain("tok-sbx-cred-warm");
+  });
+});
