@@ -74,15 +74,27 @@ export class OciClient {
     start.res.resume();
     let location = this.location(start, `start upload to ${repo}`);
     const hash = createHash("sha256");
-    const chunk = Buffer.allocUnsafe(this.chunkBytes);
+    // Two chunk buffers: one fills from the source while the other is being PATCHed, so reading
+    // out of the sandbox and uploading overlap. Memory: 2 x chunkBytes.
+    const buffers = [Buffer.allocUnsafe(this.chunkBytes), Buffer.allocUnsafe(this.chunkBytes)];
+    let chunk = buffers[0];
     let filled = 0;
     let offset = 0;
+    let inflight: Promise<void> | undefined;
     const flush = async () => {
+      if (inflight) await inflight;
       if (filled === 0) return;
-      location = await this.patchChunk(repo, location, chunk.subarray(0, filled), offset);
+      const data = chunk.subarray(0, filled);
+      const at = offset;
       offset += filled;
       filled = 0;
-      opts.onProgress?.(offset);
+      chunk = chunk === buffers[0] ? buffers[1] : buffers[0];
+      inflight = this.patchChunk(repo, location, data, at).then((loc) => {
+        location = loc;
+        opts.onProgress?.(at + data.length);
+      });
+      // surfaced by the next await; never an unhandled rejection in between
+      inflight.catch(() => undefined);
     };
     try {
       for await (const piece of source as AsyncIterable<Buffer>) {
@@ -98,6 +110,7 @@ export class OciClient {
         }
       }
       await flush();
+      if (inflight) await inflight;
       const digest = `sha256:${hash.digest("hex")}`;
       const url = new URL(location, this.base);
       url.searchParams.set("digest", digest);
@@ -107,6 +120,7 @@ export class OciClient {
       if (got && got !== digest) throw new DigestMismatchError(`blob upload to ${repo}`, { digest, size: offset }, { digest: String(got), size: offset });
       return { digest, size: offset };
     } catch (err) {
+      await inflight?.catch(() => undefined);
       await this.call("DELETE", new URL(location, this.base).pathname + new URL(location, this.base).search, {}, undefined, [204, 404]).then(
         (r) => r.res.resume(),
         () => undefined, // best effort: the registry purges abandoned uploads itself

@@ -1,0 +1,198 @@
+// Pause/resume data benchmark (method: docs/benchmarks.md "Pause and resume"). Per trial:
+// create; load a payload from the seeded SHAKE256 stream (seed 20261004) and note its SHA-256;
+// settle; time pause, resume, and a read-back (dd, iflag=direct where the filesystem allows)
+// that must reproduce the SHA-256 and byte count; destroy and confirm. In the same run, the raw
+// push and pull throughput of the same registry for the same payload size, so pause/resume can
+// be compared with what the registry itself does. Asserts nothing.
+//
+//   npx tsx bench/pause-data.ts [--variants empty,mem1g,disk1g,disk2g,disk4g] [--trials 3]
+//       [--settle-seconds 60] [--output out.jsonl] [--server URL --token T --registry URL]
+import { randomBytes } from "node:crypto";
+import { mkdirSync } from "node:fs";
+import os from "node:os";
+import { dirname, join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { Readable, Writable } from "node:stream";
+import { finished, pipeline } from "node:stream/promises";
+import { NotFoundError } from "../runtime/core/errors.ts";
+import { OciClient } from "../runtime/snapshot/oci.ts";
+import { JsonlWriter } from "./lib/jsonl.ts";
+import { BENCH_SEED, shakeBlock, shakeStream } from "./lib/shake.ts";
+import { exitCodeFor, formatTable, summarize, type TrialRecord } from "./lib/summary.ts";
+import { singleFileTar } from "./lib/tar.ts";
+import { flags, intFlag, openTarget, runnerEnvironment, type BenchTarget } from "./lib/target.ts";
+
+const GiB = 1 << 30;
+interface Variant {
+  name: string;
+  dir: string;
+  bytes: number;
+  /** where the bytes live while running */
+  medium: "disk" | "memory";
+}
+const VARIANTS: Record<string, Variant> = {
+  empty: { name: "empty", dir: "/workspace", bytes: 4096, medium: "disk" },
+  // tmpfs: charged to the sandbox's memory. Pause keeps files, not process memory (docs/pause-resume.md).
+  mem1g: { name: "mem1g", dir: "/tmp", bytes: GiB, medium: "memory" },
+  disk1g: { name: "disk1g", dir: "/workspace", bytes: GiB, medium: "disk" },
+  disk2g: { name: "disk2g", dir: "/workspace", bytes: 2 * GiB, medium: "disk" },
+  disk4g: { name: "disk4g", dir: "/workspace", bytes: 4 * GiB, medium: "disk" },
+};
+const METRICS = ["pause_ms", "resume_ms", "read_ms", "resume_plus_read_ms", "pause_MBps", "resume_MBps"];
+
+async function main(): Promise<void> {
+  const f = flags(process.argv.slice(2));
+  const variants = (f.get("variants") ?? "empty,mem1g,disk1g,disk2g,disk4g").split(",").map((v) => {
+    const x = VARIANTS[v];
+    if (!x) throw new Error(`--variants: unknown variant ${JSON.stringify(v)}: use ${Object.keys(VARIANTS).join(", ")}`);
+    return x;
+  });
+  const trialsPer = intFlag(f, "trials", 3, 1);
+  const settleMs = intFlag(f, "settle-seconds", 60) * 1000;
+  const output = f.get("output") ?? join(os.tmpdir(), "sbx-bench", `pause-data-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
+  mkdirSync(dirname(output), { recursive: true });
+  const out = new JsonlWriter(output);
+  const target = await openTarget({
+    server: f.get("server"),
+    token: f.get("token") ?? process.env.SBX_TOKEN,
+    owner: f.get("owner") ?? "bench",
+    registry: f.get("registry"),
+    size: "bench",
+    profile: "base",
+    warm: intFlag(f, "warm", 1),
+    workspace: "10Gi",
+    tmp: "1100Mi",
+    memoryLimit: "3Gi",
+  });
+  out.write({ type: "environment", benchmark: "pause-data", seed: BENCH_SEED, trials_per_variant: trialsPer, settle_ms: settleMs, started_at: new Date().toISOString(), ...runnerEnvironment(), ...target.environment });
+  const summaries: Record<string, unknown> = {};
+  let exit = 0;
+  try {
+    for (const v of variants) {
+      const raw = target.registry ? await rawThroughput(target.registry, v.bytes) : undefined;
+      if (raw) out.write({ type: "raw_registry", variant: v.name, ...raw });
+      const trials: TrialRecord[] = [];
+      for (let i = 0; i < trialsPer; i++) {
+        const t = await trial(target, v, i, settleMs);
+        trials.push(t);
+        out.write({ ...t, variant: v.name } as Record<string, unknown>);
+        process.stderr.write(`${v.name} trial ${i}: ${t.ok ? `pause ${t.timings.pause_ms.toFixed(0)} ms, resume ${t.timings.resume_ms.toFixed(0)} ms, read ${t.timings.read_ms.toFixed(0)} ms` : `FAILED at ${t.failed_stage}: ${t.error}`}\n`);
+        if (t.cleanup_error) throw new Error(`cleanup failed; delete sandbox ${(t as unknown as { sandbox_id: string }).sandbox_id} by hand`);
+      }
+      const s = summarize(trials, trialsPer, METRICS);
+      const ratio = raw && s.metrics.pause_MBps.p50 !== null && s.metrics.resume_MBps.p50 !== null
+        ? { pause_vs_raw_push: s.metrics.pause_MBps.p50 / raw.push_MBps, resume_vs_raw_pull: s.metrics.resume_MBps.p50 / raw.pull_MBps }
+        : undefined;
+      summaries[v.name] = { ...s, variant: v.name, raw, ratio };
+      out.write({ ...s, variant: v.name, raw, ratio });
+      exit ||= exitCodeFor(trials, s);
+      console.log(`\n== ${v.name} (${v.bytes} bytes, ${v.medium}) ==\n${formatTable(s)}`);
+      if (raw) console.log(`raw registry: push ${raw.push_MBps.toFixed(0)} MB/s, pull ${raw.pull_MBps.toFixed(0)} MB/s${ratio ? `; pause/raw push ${(ratio.pause_vs_raw_push * 100).toFixed(0)}%, resume/raw pull ${(ratio.resume_vs_raw_pull * 100).toFixed(0)}%` : ""}`);
+    }
+  } finally {
+    out.close();
+    await target.close();
+    console.log(`results: ${output}`);
+  }
+  process.exitCode = exit;
+}
+
+async function rawThroughput(registry: string, bytes: number): Promise<{ bytes: number; push_ms: number; pull_ms: number; push_MBps: number; pull_MBps: number }> {
+  const oci = new OciClient({ registry });
+  const repo = `sbx-bench-raw/${randomBytes(4).toString("hex")}`;
+  // the source costs nothing (one pre-generated block repeated) so this is the registry's own speed
+  const block = shakeBlock(BENCH_SEED, 0, Math.min(bytes, 8 << 20));
+  let left = bytes;
+  const source = new Readable({
+    read() {
+      if (left === 0) return void this.push(null);
+      const n = Math.min(left, block.length);
+      left -= n;
+      this.push(n === block.length ? block : block.subarray(0, n));
+    },
+  });
+  const t0 = performance.now();
+  const { digest } = await oci.pushBlob(repo, source);
+  const push = performance.now() - t0;
+  const t1 = performance.now();
+  await pipeline(await oci.pullBlob(repo, digest, { size: bytes }), new Writable({ write: (_c, _e, cb) => cb() }));
+  const pull = performance.now() - t1;
+  oci.close();
+  const pushMs = push;
+  return { bytes, push_ms: pushMs, pull_ms: pull, push_MBps: bytes / 1e6 / (pushMs / 1000), pull_MBps: bytes / 1e6 / (pull / 1000) };
+}
+
+async function trial(t: BenchTarget, v: Variant, index: number, settleMs: number): Promise<TrialRecord & Record<string, unknown>> {
+  const m = t.manager;
+  const timings: Record<string, number> = {};
+  const rec: TrialRecord & Record<string, unknown> = { type: "trial", index, warmup: false, ok: false, timings, sandbox_id: null };
+  let stage = "create";
+  try {
+    const sb = await m.create({ owner: t.owner, profile: "base", size: "bench" });
+    rec.sandbox_id = sb.id;
+    await m.wait(t.owner, sb.id, { timeoutMs: 5 * 60_000 });
+    stage = "load";
+    let sha = "";
+    await m.putArchive(t.owner, sb.id, v.dir, singleFileTar("payload.bin", v.bytes, shakeStream(BENCH_SEED, v.bytes, (h) => (sha = h))));
+    rec.payload_sha256 = sha;
+    const file = `${v.dir}/payload.bin`;
+    const sync = await sh(m, t.owner, sb.id, "sync; (echo 3 > /proc/sys/vm/drop_caches) 2>/dev/null && echo dropped || echo not-dropped; cat /proc/sys/kernel/random/boot_id");
+    const [dropped, bootBefore] = sync.stdout.trim().split("\n");
+    rec.page_cache_dropped = dropped === "dropped";
+    rec.boot_id_before = bootBefore;
+    if (settleMs > 0) await new Promise((r) => setTimeout(r, settleMs));
+    stage = "pause";
+    let t0 = performance.now();
+    await m.pause(t.owner, sb.id);
+    timings.pause_ms = performance.now() - t0;
+    stage = "resume";
+    t0 = performance.now();
+    await m.resume(t.owner, sb.id);
+    timings.resume_ms = performance.now() - t0;
+    stage = "read";
+    t0 = performance.now();
+    const read = await sh(
+      m,
+      t.owner,
+      sb.id,
+      `if dd if=${file} iflag=direct bs=4M count=1 of=/dev/null status=none 2>/dev/null; then d=direct; dd if=${file} iflag=direct bs=4M status=none; else d=buffered; dd if=${file} bs=4M status=none; fi | { sha256sum | cut -d' ' -f1; }; echo $d; stat -c %s ${file}; cat /proc/sys/kernel/random/boot_id`,
+    );
+    timings.read_ms = performance.now() - t0;
+    timings.resume_plus_read_ms = timings.resume_ms + timings.read_ms;
+    const [gotSha, mode, size, bootAfter] = read.stdout.trim().split("\n");
+    rec.read_mode = mode;
+    rec.boot_id_after = bootAfter;
+    if (gotSha !== sha || Number(size) !== v.bytes) throw new Error(`read-back mismatch: sha256 ${gotSha} size ${size}, expected ${sha} size ${v.bytes}`);
+    timings.pause_MBps = v.bytes / 1e6 / (timings.pause_ms / 1000);
+    timings.resume_MBps = v.bytes / 1e6 / (timings.resume_ms / 1000);
+    stage = "destroy";
+    await m.kill(t.owner, sb.id);
+    const gone = await m.get(t.owner, sb.id).then(
+      () => false,
+      (e: unknown) => e instanceof NotFoundError || (e as { code?: string }).code === "not_found",
+    );
+    if (!gone) throw new Error("the sandbox is still listed after delete");
+    rec.ok = true;
+  } catch (err) {
+    rec.failed_stage = stage;
+    rec.error = (err as Error).message;
+    if (rec.sandbox_id && stage !== "destroy") await m.kill(t.owner, rec.sandbox_id as string).catch((e: unknown) => (rec.cleanup_error = (e as Error).message));
+  }
+  return rec;
+}
+
+async function sh(m: BenchTarget["manager"], owner: string, id: string, script: string): Promise<{ stdout: string }> {
+  const s = await m.exec(owner, id, { command: ["sh", "-c", script], timeoutMs: 15 * 60_000 });
+  let stdout = "";
+  let stderr = "";
+  s.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  s.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  const [r] = await Promise.all([s.result, finished(s.stdout).catch(() => undefined), finished(s.stderr).catch(() => undefined)]);
+  if (r.exitCode !== 0) throw new Error(`${script.slice(0, 60)}... exited ${r.exitCode}: ${stderr.trim().slice(0, 300)}`);
+  return { stdout };
+}
+
+main().catch((err: unknown) => {
+  console.error(`pause-data benchmark: ${(err as Error).message}`);
+  process.exit(2);
+});
