@@ -78,14 +78,18 @@ async function main(): Promise<void> {
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
 
-  let stopping = false;
+  // Ctrl-C reaches every process of the group, and tsx also relays it to this one: the same
+  // keypress can arrive twice within milliseconds. Only a signal well after the first forces exit.
+  let stoppingAt = 0;
   const stop = (signal: string) => {
-    if (stopping) {
+    if (stoppingAt > 0) {
+      if (Date.now() - stoppingAt < 2000) return;
       logger.warn({ op: "shutdown", signal }, "second signal: exiting now");
       process.exit(130);
     }
-    stopping = true;
+    stoppingAt = Date.now();
     logger.info({ op: "shutdown", signal }, "stopping: draining requests, closing sandboxes");
+    process.stdout.write("sbx: stopping (Ctrl-C again to force)\n");
     service.close().then(
       () => process.stdout.write("sbx: stopped; every sandbox of this service is closed\n", () => process.exit(0)),
       (err) => {

@@ -149,7 +149,7 @@ export class SandboxManager implements Manager {
       this.gone.delete(spec.id);
       let sandbox: Sandbox;
       try {
-        sandbox = (await this.claim(spec)) ?? (await backend.provision(spec));
+        sandbox = (await this.claim(spec)) ?? (await this.provision(spec));
         if (sandbox.warm) path = "warm";
       } catch (err) {
         this.admission.release(spec.id);
@@ -189,6 +189,18 @@ export class SandboxManager implements Manager {
       return s ? { ...s, warm: true } : undefined;
     } catch (err) {
       this.metrics.claim.observe({ outcome: "error" }, secondsSince(t0));
+      throw err;
+    }
+  }
+
+  private async provision(spec: SandboxSpec): Promise<Sandbox> {
+    const t0 = process.hrtime.bigint();
+    try {
+      const s = await this.deps.backend.provision(spec);
+      this.metrics.provision.observe({ outcome: "ok" }, secondsSince(t0));
+      return s;
+    } catch (err) {
+      this.metrics.provision.observe({ outcome: errorCode(err) }, secondsSince(t0));
       throw err;
     }
   }

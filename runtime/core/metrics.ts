@@ -20,6 +20,7 @@ export class Metrics {
   readonly wait: Histogram<"outcome">;
   readonly exec: Histogram<"outcome">;
   readonly claim: Histogram<"outcome">;
+  readonly provision: Histogram<"outcome">;
   readonly admissionRejects: Counter;
   readonly reaped: Counter<"reason">;
   readonly requests: Histogram<"route" | "method" | "status">;
@@ -37,6 +38,7 @@ export class Metrics {
     this.wait = new Histogram({ name: "sbx_wait_seconds", help: "wait until ready, seconds", labelNames: ["outcome"], buckets: LATENCY_BUCKETS, registers });
     this.exec = new Histogram({ name: "sbx_exec_seconds", help: "exec from request to exit, seconds", labelNames: ["outcome"], buckets: LATENCY_BUCKETS, registers });
     this.claim = new Histogram({ name: "sbx_claim_seconds", help: "warm pool claim attempt, seconds (outcome hit|miss|error)", labelNames: ["outcome"], buckets: LATENCY_BUCKETS, registers });
+    this.provision = new Histogram({ name: "sbx_provision_seconds", help: "Backend.provision (cold path) until the substrate accepted, seconds; the backend's share of create-accept", labelNames: ["outcome"], buckets: LATENCY_BUCKETS, registers });
     this.requests = new Histogram({
       name: "sbx_http_request_seconds",
       help: "HTTP requests by route, seconds",
