@@ -1,0 +1,106 @@
+// The service on a real socket (startService, port 0) driven by the HTTP client that the CLI
+// uses: output arrives while the command runs, a client that goes away kills the command,
+// domain errors come back as the same error types, and close() drains and stops everything.
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HttpManager } from "../../runtime/client/http.ts";
+import { systemClock } from "../../runtime/core/clock.ts";
+import { CapacityError, SbxError } from "../../runtime/core/errors.ts";
+import { silentLogger } from "../../runtime/core/log.ts";
+import { createLocalBackend } from "../../runtime/local/backend.ts";
+import { startService, type Service } from "../../runtime/server/service.ts";
+import { localConfig, testTokens, TOKENS } from "../support/local.ts";
+
+let svc: Service;
+let alice: HttpManager;
+let cleanup: () => void;
+let catalogPath: string;
+
+async function collect(session: Awaited<ReturnType<HttpManager["exec"]>>) {
+  let stdout = "";
+  let stderr = "";
+  session.stdout.on("data", (c) => (stdout += c));
+  session.stderr.on("data", (c) => (stderr += c));
+  const result = await session.result;
+  return { stdout, stderr, result };
+}
+
+beforeAll(async () => {
+  const made = localConfig({ budget: { cpu: "300m", memory: "8Gi" } });
+  cleanup = made.cleanup;
+  catalogPath = join(made.stateDir, "catalog.json");
+  writeFileSync(catalogPath, JSON.stringify({ base: "host" }));
+  const config = { ...made.config, catalogPath };
+  const logger = silentLogger();
+  svc = await startService({ config, tokens: testTokens(), logger, clock: systemClock, backend: createLocalBackend(config, { logger, clock: systemClock }), port: 0, drainMs: 2000 });
+  alice = new HttpManager({ server: svc.url, token: TOKENS.alice });
+});
+afterAll(async () => {
+  await svc?.close();
+  cleanup?.();
+});
+
+describe("service over a socket with the HTTP client", () => {
+  it("streams output while the command runs and returns its exit code", async () => {
+    const s = await alice.create({ owner: "ignored", profile: "base", size: "nano" });
+    await alice.wait("", s.id, { timeoutMs: 30_000 });
+    const session = await alice.exec("", s.id, { command: ["sh", "-c", "echo first; sleep 1; echo second >&2; exit 3"] });
+    const t0 = Date.now();
+    const firstAt = new Promise<number>((r) => session.stdout.once("data", () => r(Date.now() - t0)));
+    const { stdout, stderr, result } = await collect(session);
+    const total = Date.now() - t0;
+    expect(stdout).toBe("first\n");
+    expect(stderr).toBe("second\n");
+    expect(result.exitCode).toBe(3);
+    // the first line arrived about a second before the command ended
+    expect(total - (await firstAt)).toBeGreaterThan(700);
+    await alice.kill("", s.id);
+  });
+
+  it("a client that goes away kills the command and everything it started", async () => {
+    const s = await alice.create({ owner: "", profile: "base", size: "nano" });
+    await alice.wait("", s.id, { timeoutMs: 30_000 });
+    const session = await alice.exec("", s.id, { command: ["sh", "-c", "sleep 300 & echo started; wait"] });
+    await new Promise((r) => session.stdout.once("data", r));
+    session.kill();
+    await expect(session.result).rejects.toThrow();
+    // the server noticed the disconnect and killed the command's processes
+    let left = "";
+    for (let i = 0; i < 50; i++) {
+      const ps = await collect(await alice.exec("", s.id, { command: ["sh", "-c", "ps -eo args | grep -c '^sleep 300' || true"] }));
+      left = ps.stdout.trim();
+      if (left === "0") break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(left).toBe("0");
+    await alice.kill("", s.id);
+  });
+
+  it("rebuilds domain errors: 404, 400 naming the field, 429 with its retry-after", async () => {
+    await expect(alice.get("", "sbx-aaaaaaaaaaaaaaaa")).rejects.toMatchObject({ code: "not_found" });
+    await expect(alice.create({ owner: "", profile: "base", size: "huge" })).rejects.toMatchObject({ code: "validation", details: { field: "size" } });
+    const made = [];
+    for (let i = 0; i < 3; i++) made.push(await alice.create({ owner: "", profile: "base", size: "nano" }));
+    const err = await alice.create({ owner: "", profile: "base", size: "nano" }).catch((e) => e);
+    expect(err).toBeInstanceOf(CapacityError);
+    expect((err as CapacityError).retryAfterSeconds).toBeGreaterThan(0);
+    for (const s of made) await alice.kill("", s.id);
+    const wrong = new HttpManager({ server: svc.url, token: "nope" });
+    const unauth = await wrong.list({ owner: "" }).catch((e) => e);
+    expect(unauth).toBeInstanceOf(SbxError);
+    expect(unauth.code).toBe("unauthenticated");
+  });
+
+  it("a new profile in the catalog file is usable without a restart", async () => {
+    await expect(alice.create({ owner: "", profile: "data", size: "nano" })).rejects.toThrow("use one of: base");
+    writeFileSync(catalogPath, JSON.stringify({ base: "host", data: "host" }));
+    let created;
+    for (let i = 0; i < 40 && !created; i++) {
+      created = await alice.create({ owner: "", profile: "data", size: "nano" }).catch(() => undefined);
+      if (!created) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(created?.profile).toBe("data");
+    await alice.kill("", created!.id);
+  });
+});
