@@ -21,6 +21,9 @@ import { archiveIn, archiveOut } from "./archive.ts";
 import { WarmPool } from "./warm-pool.ts";
 import { WorkspaceStore } from "./workspaces.ts";
 
+/** how long a touch may wait before it reaches the record on disk (only a crash loses it) */
+const TOUCH_PERSIST_MS = 1000;
+
 export interface LocalBackendDeps {
   logger: Logger;
   clock: Clock;
@@ -44,6 +47,7 @@ class LocalBackend implements Backend {
   private readonly pool: WarmPool<Slot>;
   private readonly uidBase: number;
   private closed = false;
+  private readonly touchPending = new Set<string>();
 
   constructor(
     private readonly config: RuntimeConfig,
@@ -107,6 +111,7 @@ class LocalBackend implements Backend {
       throw err;
     }
     this.armTtl(slot);
+    this.emit(slot);
     slot.ready.then(
       () => {
         if (!rec.sandbox || slot.state !== "ready") return;
@@ -191,7 +196,13 @@ class LocalBackend implements Backend {
     const slot = this.byId.get(id);
     if (!slot?.rec.sandbox) return;
     slot.rec.sandbox.lastActivityAt = at.toISOString();
-    await writeRecord(slot.paths, slot.rec);
+    // touches come with every API call: persist at most one pending write per sandbox
+    if (this.touchPending.has(id)) return;
+    this.touchPending.add(id);
+    setTimeout(() => {
+      this.touchPending.delete(id);
+      if (this.byId.get(id) === slot) void writeRecord(slot.paths, slot.rec).catch((err) => this.deps.logger.error({ sandbox: id, err: err.message }, "record write failed"));
+    }, TOUCH_PERSIST_MS).unref();
   }
 
   subscribe(listener: (event: SandboxEvent) => void): () => void {
