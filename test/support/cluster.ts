@@ -14,7 +14,7 @@ import {
   type V1Status,
 } from "@kubernetes/client-node";
 import { inject } from "vitest";
-import { SANDBOX_NODE_TAINT } from "../../runtime/k8s/contract.ts";
+import { SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT } from "../../runtime/k8s/contract.ts";
 
 /** Admin (system:masters) client config of the test cluster. */
 export function loadKubeConfig(): KubeConfig {
@@ -55,7 +55,7 @@ export async function createNamespace(kc: KubeConfig, prefix = "t"): Promise<Tes
 }
 
 export interface PodOptions {
-  /** Schedule onto the tainted sandbox nodes (default) or the untainted system node. */
+  /** Select (and tolerate) the sandbox nodes (default), or select the untainted system node. */
   onSandboxNode?: boolean;
   command?: string[];
   annotations?: Record<string, string>;
@@ -77,7 +77,7 @@ export function podManifest(name: string, o: PodOptions = {}): V1Pod {
       automountServiceAccountToken: false,
       terminationGracePeriodSeconds: 0,
       tolerations: sandbox ? [{ ...SANDBOX_NODE_TAINT, operator: "Equal" }] : undefined,
-      nodeSelector: sandbox ? undefined : { "sbx.dev/node-role": "system" },
+      nodeSelector: { [SANDBOX_NODE_LABEL.key]: sandbox ? SANDBOX_NODE_LABEL.value : "system" },
       volumes,
       containers: [
         {

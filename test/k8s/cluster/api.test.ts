@@ -17,7 +17,13 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { API_GROUP, API_VERSION, SANDBOX_NODE_LABEL, SANDBOX_PLURAL, sandboxCrd } from "../../../runtime/k8s/contract.ts";
+import {
+  API_GROUP,
+  API_VERSION,
+  SANDBOX_NODE_LABEL,
+  SANDBOX_PLURAL,
+  sandboxCrd,
+} from "../../../runtime/k8s/contract.ts";
 import {
   createNamespace,
   execInPod,
@@ -28,6 +34,7 @@ import {
   runPod,
   serviceAccountKubeConfig,
   waitFor,
+  waitForPod,
   type TestNamespace,
 } from "../../support/cluster.ts";
 
@@ -269,6 +276,16 @@ describe("controllers", () => {
       (await core.readNode({ name })).metadata!.labels![SANDBOX_NODE_LABEL.key];
     expect(await nodeRole(sandbox.spec!.nodeName!)).toBe(SANDBOX_NODE_LABEL.value);
     expect(await nodeRole(system.spec!.nodeName!)).toBe("system");
+    // Selecting the sandbox nodes without tolerating their taint leaves a pod unschedulable.
+    const untolerated = podManifest("untolerated");
+    untolerated.spec!.tolerations = undefined;
+    await core.createNamespacedPod({ namespace: ns.name, body: untolerated });
+    const pending = await waitForPod(kc, ns.name, "untolerated", (p) =>
+      !!p.status?.conditions?.some((c) => c.type === "PodScheduled" && c.reason === "Unschedulable"),
+    );
+    expect(pending.status?.conditions?.find((c) => c.type === "PodScheduled")?.message).toContain(
+      "3 node(s) had untolerated taint(s)",
+    );
     const nodes = await core.listNode({ labelSelector: `${SANDBOX_NODE_LABEL.key}=${SANDBOX_NODE_LABEL.value}` });
     expect(nodes.items.length).toBeGreaterThanOrEqual(3);
     for (const n of nodes.items) {
