@@ -12,7 +12,7 @@ import type { EgressRule, NetworkConfig, NodeGroupConfig, PlatformConfig, SizeCl
 /** Every top-level key under the `sbx` config namespace. Secrets are read as secrets. */
 export const CONFIG_KEYS = [
   "name", "mode", "cluster", "network", "vpcCni", "nodeGroups", "prePullImages", "images", "snapshots", "outputs",
-  "namespaces", "sizeClasses", "budget", "defaults", "warmPool", "egress", "runtime",
+  "namespaces", "sizeClasses", "budget", "defaults", "warmPool", "egress", "blockedCidrs", "runtime",
 ] as const;
 export const SECRET_CONFIG_KEYS = ["kubeconfig", "apiTokens"] as const;
 
@@ -50,6 +50,7 @@ export function validatePlatformConfig(raw: Raw): PlatformConfig {
     defaults: readDefaults(raw.defaults, sizeClasses, images.profiles),
     warmPool: readWarmPool(raw.warmPool, sizeClasses, images.profiles),
     egress: readEgress(raw.egress, namespaces.sandbox),
+    blockedCidrs: readBlockedCidrs(raw.blockedCidrs),
     runtime: readRuntime(raw.runtime),
   };
   if (mode === "existing-cluster" && !raw.kubeconfig) {
@@ -302,6 +303,12 @@ function readEgress(v: unknown, sandboxNamespace: string): EgressRule[] {
     }
     return { kind: "pods", namespace, podLabels, ports };
   });
+}
+
+function readBlockedCidrs(v: unknown): string[] {
+  const cidrs = strList(K("blockedCidrs"), v, []);
+  cidrs.forEach((c, i) => parseCidr(K(`blockedCidrs[${i}]`), c));
+  return cidrs;
 }
 
 function readRuntime(v: unknown): PlatformConfig["runtime"] {

@@ -30,7 +30,7 @@ export class SandboxPlatform extends pulumi.ComponentResource {
     const common = runtimeCommon(cfg, args);
     let provider: pulumi.ProviderResource;
     let runtimeExtra: Partial<RuntimeArgs> = {};
-    let blockedCidrs: string[] = [];
+    let blockedCidrs: string[] = [...cfg.blockedCidrs];
 
     if (cfg.mode === "existing-cluster") {
       if (!args.kubeconfig) throw new ValidationError("sbx:kubeconfig", undefined, "existing-cluster mode needs a kubeconfig");
@@ -53,7 +53,7 @@ export class SandboxPlatform extends pulumi.ComponentResource {
         prePullImages: cfg.prePullImages ? images.catalog.apply((c) => Object.values(c)) : undefined,
       }, parent);
       provider = cluster.provider;
-      blockedCidrs = [network.vpcCidr];
+      blockedCidrs = [network.vpcCidr, ...cfg.blockedCidrs];
       this.catalog = images.catalog;
       this.clusterName = cluster.clusterName;
       this.kubeconfig = pulumi.secret(cluster.kubeconfig);

@@ -65,6 +65,8 @@ export interface PlatformConfig {
   };
   warmPool: { profile: string; size: string; count: number }[];
   egress: EgressRule[];
+  /** ranges cut out of every egress CIDR besides the metadata endpoints (and, in eks mode, the VPC) */
+  blockedCidrs: string[];
   runtime: {
     /** prebuilt runtime image; when unset the bundled runtime runs on `nodeImage` */
     image?: string;

@@ -31,6 +31,8 @@ export function bundleRuntime(entry: string): RuntimeBundle {
     format: "esm",
     target: "node20",
     minify: true,
+    // minified identifiers, but Function.name/class names survive (error names, plugin names)
+    keepNames: true,
     legalComments: "none",
     banner: { js: BANNER },
     write: false,

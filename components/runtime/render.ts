@@ -147,6 +147,8 @@ export function renderDeployment<S>(input: RuntimeRenderInput<S>, role: Role): K
     name: role,
     image,
     ...(command ? { command } : { args: [role] }),
+    // the root filesystem is read-only; anything the runtime writes relative to cwd lands in /tmp
+    workingDir: "/tmp",
     env,
     ports: [{ name: "http", containerPort: HTTP_PORT, protocol: "TCP" }],
     volumeMounts: mounts,

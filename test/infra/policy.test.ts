@@ -3,6 +3,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { resourcePolicies, stackPolicies } from "../../policy/rules.ts";
 import { deploy } from "./deploy.ts";
+import { planSandboxPod, planWarmPod } from "../../runtime/k8s/podTemplate.ts";
 import type { Captured } from "./mocks.ts";
 
 interface Violation { policy: string; resource: string; message: string }
@@ -40,6 +41,17 @@ describe("the platform passes its own policy pack", () => {
 
   it("existing-cluster mode: no violations", async () => {
     expect(await runPolicies(existing)).toEqual([]);
+  });
+});
+
+describe("the runtime's sandbox pods pass the hardened-workload rule", () => {
+  const size = { name: "nano", cpuRequestMillis: 100, cpuLimitMillis: 1000, memoryRequestBytes: 128 * 2 ** 20, memoryLimitBytes: 512 * 2 ** 20, workspaceBytes: 2 ** 30, tmpBytes: 2 ** 28, pids: 128 };
+  const config = { kubernetes: { namespace: "sbx-sandboxes", runtimeNamespace: "sbx-system", leaseName: "sbx-controller" } };
+
+  it("cold and warm sandbox pods from runtime/k8s/podTemplate.ts", async () => {
+    const cold = planSandboxPod({ id: "sbx-1", owner: "alice", image: { profile: "base", image: "python:3.12-slim" }, size, env: {}, ttlSeconds: 600, idleTimeoutSeconds: 60, metadata: {}, createdAt: new Date(0) }, config);
+    const warm = planWarmPod({ profile: "base", image: "python:3.12-slim", size, suffix: "abc12", activeDeadlineSeconds: 7200 }, config);
+    expect(await runPolicies([{ type: "kubernetes:core/v1:Pod", name: "cold", inputs: cold as any }, { type: "kubernetes:core/v1:Pod", name: "warm", inputs: warm as any }])).toEqual([]);
   });
 });
 

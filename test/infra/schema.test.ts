@@ -78,6 +78,7 @@ describe("validation errors name the key, the value and the fix", () => {
     ["existing without catalog", { mode: "existing-cluster", kubeconfig: "(secret)" }, "sbx:images.catalog: invalid value undefined: existing-cluster mode creates no registries; give an image for every profile (missing: base, data, web, ml, rl)"],
     ["catalog for unknown profile", { images: { profiles: ["base"], catalog: { gpu: "x" } } }, 'sbx:images.catalog.gpu: invalid value "x": not a profile'],
     ["bad node image", { runtime: { nodeImage: "node 20" } }, 'sbx:runtime.nodeImage: invalid value "node 20": use an image reference'],
+    ["blocked cidr", { blockedCidrs: ["10.1.0.0/33"] }, 'sbx:blockedCidrs[0]: invalid value "10.1.0.0/33": use an IPv4 CIDR'],
     ["credential duration", { runtime: { credentialDurationSeconds: 60 } }, "sbx:runtime.credentialDurationSeconds: invalid value 60: use a whole number from 900 to 43200"],
   ])("%s", (_label, raw, message) => {
     expect(() => validatePlatformConfig(raw)).toThrow(message);

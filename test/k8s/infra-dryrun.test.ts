@@ -3,9 +3,10 @@
 // schema validation, CRD structural checks, RBAC escalation checks, NetworkPolicy
 // validation and Pod Security `restricted` admission all run for real; nothing persists
 // except two throwaway namespaces (and their ServiceAccounts), deleted afterwards.
+import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { renderPrePullDaemonSet } from "../../components/cluster/prePull.ts";
 import { bundleRuntime } from "../../components/runtime/bundle.ts";
@@ -14,6 +15,7 @@ import { renderRuntime } from "../../components/runtime/render.ts";
 import { renderTenancy } from "../../components/tenancy/plan.ts";
 import type { K8sObject } from "../../components/shared/k8s.ts";
 import { validatePlatformConfig } from "../../infra/schema.ts";
+import { planSandboxPod, planWarmPod } from "../../runtime/k8s/podTemplate.ts";
 
 const suffix = randomBytes(3).toString("hex");
 const NS = { sandbox: `dryrun-${suffix}-sandboxes`, runtime: `dryrun-${suffix}-system` };
@@ -56,36 +58,45 @@ const prePull = renderPrePullDaemonSet(NS.runtime, Object.values(catalog));
 const namespaces = [...tenancy, ...runtime].filter((o) => o.kind === "Namespace");
 const objects = [...tenancy, ...runtime, prePull].filter((o) => o.kind !== "Namespace");
 
-let api: KubernetesObjectApi;
+// kubectl sends our JSON byte for byte. (@kubernetes/client-node's typed serializer would
+// silently drop fields whose model names differ, e.g. LimitRange `default` -> `_default`.)
+let kubeconfigPath: string;
+let kubectlPath: string;
+
+interface KubectlResult { ok: boolean; object?: any; error: string }
+
+function kubectl(args: string[], obj?: unknown): KubectlResult {
+  const r = spawnSync(kubectlPath, ["--kubeconfig", kubeconfigPath, ...args], { input: obj ? JSON.stringify(obj) : undefined, encoding: "utf8", timeout: 60_000 });
+  if (r.status !== 0) return { ok: false, error: `${r.stderr}${r.error ?? ""}` };
+  return { ok: true, object: args.includes("json") ? JSON.parse(r.stdout) : undefined, error: "" };
+}
+
+function must(r: KubectlResult): any {
+  if (!r.ok) throw new Error(r.error);
+  return r.object;
+}
 
 /** Server-side apply with dryRun=All: validates and admits exactly like `pulumi up` would, stores nothing. */
-function dryRunApply(obj: K8sObject): Promise<KubernetesObject> {
-  return api.patch(obj as KubernetesObject, undefined, "All", FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
-}
+const dryRunApply = (obj: unknown) => kubectl(["apply", "--server-side", "--dry-run=server", `--field-manager=${FIELD_MANAGER}`, "--force-conflicts", "-o", "json", "-f", "-"], obj);
+const dryRunCreate = (obj: unknown) => kubectl(["create", "--dry-run=server", "-o", "json", "-f", "-"], obj);
+const create = (obj: unknown) => kubectl(["create", "-o", "json", "-f", "-"], obj);
 
 /** A pod built from a workload's template, dry-run created: Pod Security admission enforces on pods. */
-function podFrom(obj: K8sObject, namespace: string): KubernetesObject {
+function podFrom(obj: K8sObject, namespace: string): unknown {
   const template = (obj as any).spec.template;
-  return { apiVersion: "v1", kind: "Pod", metadata: { name: `${obj.metadata.name}-psa`, namespace, labels: template.metadata.labels }, spec: template.spec } as KubernetesObject;
+  return { apiVersion: "v1", kind: "Pod", metadata: { name: `${obj.metadata.name}-psa`, namespace, labels: template.metadata.labels }, spec: template.spec };
 }
 
-function errorText(e: unknown): string {
-  const err = e as { body?: unknown; message?: string };
-  return `${typeof err.body === "string" ? err.body : JSON.stringify(err.body ?? "")} ${err.message ?? ""}`;
-}
-
-beforeAll(async () => {
-  const kc = new KubeConfig();
-  kc.loadFromFile(inject("kubeconfigPath"));
-  api = KubernetesObjectApi.makeApiClient(kc);
+beforeAll(() => {
+  kubeconfigPath = inject("kubeconfigPath");
+  kubectlPath = join(inject("controlPlaneBin"), "kubectl");
   // namespaced dry-runs need their namespace, and pods their ServiceAccount: these are real
   // and go away with the namespaces afterwards
-  for (const ns of namespaces) await api.create(ns as KubernetesObject, undefined, undefined, FIELD_MANAGER);
-  for (const sa of objects.filter((o) => o.kind === "ServiceAccount")) await api.create(sa as KubernetesObject, undefined, undefined, FIELD_MANAGER);
+  for (const o of [...namespaces, ...objects.filter((x) => x.kind === "ServiceAccount")]) must(create(o));
 });
 
-afterAll(async () => {
-  for (const ns of namespaces) await api?.delete(ns as KubernetesObject).catch(() => undefined);
+afterAll(() => {
+  if (kubectlPath) for (const ns of namespaces) kubectl(["delete", "namespace", ns.metadata.name, "--wait=false"]);
 });
 
 describe("the API server accepts what the platform ships", () => {
@@ -98,20 +109,20 @@ describe("the API server accepts what the platform ships", () => {
     ]);
   });
 
-  it.each(objects.map((o) => [`${o.kind} ${o.metadata.namespace ?? ""}/${o.metadata.name}`, o] as const))("%s", async (_label, obj) => {
-    const accepted = await dryRunApply(obj);
+  it.each(objects.map((o) => [`${o.kind} ${o.metadata.namespace ?? ""}/${o.metadata.name}`, o] as const))("%s", (_label, obj) => {
+    const accepted = must(dryRunApply(obj));
     expect(accepted.kind).toBe(obj.kind);
-    expect(accepted.metadata?.name).toBe(obj.metadata.name);
+    expect(accepted.metadata.name).toBe(obj.metadata.name);
   });
 
   it("the real runtime bundle fits its ConfigMap", async () => {
     const cm = objects.find((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("sbx-runtime-"))!;
-    const accepted = (await dryRunApply(cm)) as any;
+    const accepted = must(dryRunApply(cm));
     expect(Buffer.from(accepted.binaryData["runtime.mjs.gz"], "base64").length).toBe(bundle.gzBytes);
   });
 
   it("the quota the server stores has the hard values we derived", async () => {
-    const q = (await dryRunApply(objects.find((o) => o.kind === "ResourceQuota")!)) as any;
+    const q = must(dryRunApply(objects.find((o) => o.kind === "ResourceQuota")!));
     expect(q.spec.hard).toEqual({ "requests.cpu": "110", "limits.cpu": "1100", "requests.memory": "400Gi", "limits.memory": "1600Gi", pods: "1100" });
   });
 });
@@ -119,20 +130,54 @@ describe("the API server accepts what the platform ships", () => {
 describe("Pod Security admission (restricted) admits our workloads", () => {
   it("the namespaces enforce restricted: a privileged pod is refused (control)", async () => {
     const bad = { apiVersion: "v1", kind: "Pod", metadata: { name: "privileged", namespace: NS.runtime }, spec: { containers: [{ name: "c", image: "busybox", securityContext: { privileged: true } }] } };
-    const refused = await api.create(bad as KubernetesObject, undefined, "All").then(() => "accepted", errorText);
-    expect(refused).toContain("violates PodSecurity");
+    const refused = dryRunCreate(bad);
+    expect(refused.ok).toBe(false);
+    expect(refused.error).toContain("violates PodSecurity");
   });
 
   it.each(objects.filter((o) => o.kind === "Deployment" || o.kind === "DaemonSet").map((o) => [o.metadata.name, o] as const))("%s pods pass restricted", async (_name, obj) => {
-    const accepted = await api.create(podFrom(obj, NS.runtime), undefined, "All");
-    expect(accepted.metadata?.name).toBe(`${obj.metadata.name}-psa`);
+    const accepted = must(dryRunCreate(podFrom(obj, NS.runtime)));
+    expect(accepted.metadata.name).toBe(`${obj.metadata.name}-psa`);
+  });
+});
+
+describe("the runtime's sandbox pods fit the namespace Tenancy builds", () => {
+  const size = { name: "nano", cpuRequestMillis: 100, cpuLimitMillis: 1000, memoryRequestBytes: 128 * 2 ** 20, memoryLimitBytes: 512 * 2 ** 20, workspaceBytes: 2 ** 30, tmpBytes: 2 ** 28, pids: 128 };
+  const podConfig = { kubernetes: { namespace: NS.sandbox, runtimeNamespace: NS.runtime, leaseName: "sbx-controller" } };
+
+  beforeAll(() => {
+    // quota and LimitRange only act when stored: store them (the namespace goes away afterwards)
+    for (const o of tenancy.filter((t) => t.kind === "ResourceQuota" || t.kind === "LimitRange")) must(create(o));
+  });
+
+  it("a cold sandbox pod and a warm pool pod are admitted (PSA restricted, LimitRange, quota)", async () => {
+    const cold = planSandboxPod({ id: `sbx-${suffix}`, owner: "alice", image: { profile: "base", image: catalog.base }, size, env: {}, ttlSeconds: 600, idleTimeoutSeconds: 60, metadata: {}, createdAt: new Date() }, podConfig);
+    const warm = planWarmPod({ profile: "base", image: catalog.base, size, suffix, activeDeadlineSeconds: 7200 }, podConfig);
+    for (const pod of [cold, warm]) {
+      const accepted = must(dryRunCreate(pod));
+      expect(accepted.metadata.namespace).toBe(NS.sandbox);
+    }
+  });
+
+  it("a container without resources gets the default size class from the LimitRange", async () => {
+    const bare = { apiVersion: "v1", kind: "Pod", metadata: { name: "bare", namespace: NS.sandbox }, spec: { securityContext: { runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: "RuntimeDefault" } }, containers: [{ name: "c", image: "busybox", securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } } }] } };
+    const accepted = must(dryRunCreate(bare));
+    expect(accepted.spec.containers[0].resources).toEqual({ requests: { cpu: "100m", memory: "128Mi" }, limits: { cpu: "1", memory: "512Mi" } });
+  });
+
+  it("a pod above the largest size class is refused by the LimitRange (control)", async () => {
+    const huge = planSandboxPod({ id: `huge-${suffix}`, owner: "alice", image: { profile: "base", image: catalog.base }, size: { ...size, cpuLimitMillis: 64_000 }, env: {}, ttlSeconds: 600, idleTimeoutSeconds: 60, metadata: {}, createdAt: new Date() }, podConfig);
+    const refused = dryRunCreate(huge);
+    expect(refused.ok).toBe(false);
+    expect(refused.error).toContain("maximum cpu usage per Container is 4");
   });
 });
 
 describe("the API server rejects what our validation also rejects (control)", () => {
   it("a NetworkPolicy `except` outside its cidr is invalid", async () => {
     const np = { apiVersion: "networking.k8s.io/v1", kind: "NetworkPolicy", metadata: { name: "bad", namespace: NS.sandbox }, spec: { podSelector: {}, egress: [{ to: [{ ipBlock: { cidr: "10.0.0.0/16", except: ["192.168.0.0/24"] } }] }] } };
-    const refused = await dryRunApply(np).then(() => "accepted", errorText);
-    expect(refused).toContain("must be a strict subset of `cidr`");
+    const refused = dryRunApply(np);
+    expect(refused.ok).toBe(false);
+    expect(refused.error).toContain("must be a strict subset of `cidr`");
   });
 });
