@@ -380,6 +380,11 @@ class LocalBackend implements Backend {
       }
       this.byId.set(record.sandbox.id, slot);
       if (alive) {
+        if (!record.sandbox.ready) {
+          // the previous process crashed between start and ready; the helper made it since
+          record.sandbox = { ...record.sandbox, phase: "Running", ready: true, readyAt: this.deps.clock.now().toISOString() };
+          await writeRecord(slot.paths, record);
+        }
         this.armTtl(slot);
         continue;
       }
