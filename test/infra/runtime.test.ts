@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -49,6 +49,34 @@ describe("bundleRuntime", () => {
     writeFileSync(join(dir, "runtime.mjs"), code);
     expect(execFileSync(process.execPath, [join(dir, "runtime.mjs"), "controller"], { cwd: dir, encoding: "utf8" })).toBe("sbx runtime fixture: controller\n");
   });
+
+  it("the pod's unpack step and command run the bundle (paths relocated to a temp dir)", () => {
+    const bundle = bundleRuntime(FIXTURE_ENTRY);
+    const d = renderRuntime(renderInput({ delivery: { kind: "bundle", bundle, nodeImage: "node:20-bookworm-slim" } })).find((o) => o.kind === "Deployment" && o.metadata.name === "sbx-manager") as any;
+    const dir = mkdtempSync(join(tmpdir(), "sbx-pod-"));
+    mkdirSync(join(dir, "bundle"));
+    mkdirSync(join(dir, "opt"));
+    writeFileSync(join(dir, "bundle", "runtime.mjs.gz"), Buffer.from(bundle.gzBase64, "base64"));
+    const relocate = (arg: string) => arg.replaceAll("/bundle/", `${dir}/bundle/`).replaceAll("/opt/sbx", `${dir}/opt`);
+    const [unpackBin, ...unpackArgs] = d.spec.template.spec.initContainers[0].command.map(relocate);
+    expect(unpackBin).toBe("node");
+    execFileSync(process.execPath, unpackArgs, { cwd: dir });
+    const [bin, ...args] = d.spec.template.spec.containers[0].command.map(relocate);
+    expect(bin).toBe("node");
+    expect(execFileSync(process.execPath, args, { cwd: dir, encoding: "utf8" })).toBe("sbx runtime fixture: manager\n");
+  });
+
+  it("the real runtime/main.ts bundles under the ConfigMap budget and starts (reaches config loading)", () => {
+    const bundle = bundleRuntime(fileURLToPath(new URL("../../runtime/main.ts", import.meta.url)));
+    expect(bundle.gzBytes).toBeLessThan(BUNDLE_LIMIT_BYTES);
+    const dir = mkdtempSync(join(tmpdir(), "sbx-real-"));
+    writeFileSync(join(dir, "runtime.mjs"), gunzipSync(Buffer.from(bundle.gzBase64, "base64")));
+    const r = spawnSync(process.execPath, [join(dir, "runtime.mjs"), "manager"], { cwd: dir, encoding: "utf8", env: { ...process.env, SBX_CONFIG: join(dir, "missing.json") }, timeout: 30_000 });
+    // every module evaluated (no "Dynamic require" / missing module); it stops at our bad SBX_CONFIG
+    expect(r.stderr).not.toMatch(/Dynamic require|Cannot find module|ERR_MODULE_NOT_FOUND/);
+    expect(`${r.stdout}${r.stderr}`).toContain("SBX_CONFIG");
+    expect(r.status).not.toBe(0);
+  }, 60_000);
 
   it("fails naming esbuild's error for a missing entry", () => {
     expect(() => bundleRuntime("/nonexistent/main.ts")).toThrow(/Could not resolve/);
