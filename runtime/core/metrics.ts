@@ -5,7 +5,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { AdmissionUsage } from "./admission.ts";
 import type { Sandbox, SandboxPhase } from "./types.ts";
 
-const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+export const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const PHASES: SandboxPhase[] = ["Pending", "Running", "Pausing", "Paused", "Resuming", "Failed", "Succeeded", "Terminating"];
 
 export interface MetricsSources {
@@ -23,7 +23,6 @@ export class Metrics {
   readonly provision: Histogram<"outcome">;
   readonly admissionRejects: Counter;
   readonly reaped: Counter<"reason">;
-  readonly requests: Histogram<"route" | "method" | "status">;
 
   constructor(sources: MetricsSources, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -39,13 +38,6 @@ export class Metrics {
     this.exec = new Histogram({ name: "sbx_exec_seconds", help: "exec from request to exit, seconds", labelNames: ["outcome"], buckets: LATENCY_BUCKETS, registers });
     this.claim = new Histogram({ name: "sbx_claim_seconds", help: "warm pool claim attempt, seconds (outcome hit|miss|error)", labelNames: ["outcome"], buckets: LATENCY_BUCKETS, registers });
     this.provision = new Histogram({ name: "sbx_provision_seconds", help: "Backend.provision (cold path) until the substrate accepted, seconds; the backend's share of create-accept", labelNames: ["outcome"], buckets: LATENCY_BUCKETS, registers });
-    this.requests = new Histogram({
-      name: "sbx_http_request_seconds",
-      help: "HTTP requests by route, seconds",
-      labelNames: ["route", "method", "status"],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
     this.admissionRejects = new Counter({ name: "sbx_admission_rejects_total", help: "creates rejected by admission (429)", registers });
     this.reaped = new Counter({ name: "sbx_reaped_total", help: "sandboxes deleted by the reaper", labelNames: ["reason"], registers });
     new Gauge({

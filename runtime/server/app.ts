@@ -3,7 +3,8 @@
 // tests boot it and inject requests without a socket.
 import type { Readable } from "node:stream";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import type { Registry } from "prom-client";
+import { Histogram, type Registry } from "prom-client";
+import { LATENCY_BUCKETS } from "../core/metrics.ts";
 import { CapacityError, HTTP_STATUS, SbxError, UnauthenticatedError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Manager } from "../core/types.ts";
@@ -90,6 +91,14 @@ export function systemRoutes(opts: AppOptions, openapi: () => unknown): RouteDef
   ];
 }
 
+/** Request latency by route; one per registry even when several apps share it. */
+function requestHistogram(registry: Registry): Histogram<"route" | "method" | "status"> {
+  const name = "sbx_http_request_seconds";
+  const existing = registry.getSingleMetric(name);
+  if (existing) return existing as Histogram<"route" | "method" | "status">;
+  return new Histogram({ name, help: "HTTP requests by route (streams: until the response ends), seconds", labelNames: ["route", "method", "status"], buckets: LATENCY_BUCKETS, registers: [registry] });
+}
+
 export function buildApp(opts: AppOptions): FastifyInstance {
   const limits: ServerLimits = { ...DEFAULT_LIMITS, ...opts.limits };
   const app = Fastify({
@@ -130,8 +139,10 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     });
   }
 
+  const httpSeconds = opts.metrics ? requestHistogram(opts.metrics) : undefined;
   app.addHook("onResponse", async (req, reply) => {
     const route = req.routeOptions.url ?? "unmatched";
+    httpSeconds?.observe({ route, method: req.method, status: String(reply.statusCode) }, reply.elapsedTime / 1000);
     opts.logger.debug({ op: "http", method: req.method, route, status: reply.statusCode, owner: req.owner || undefined, ms: reply.elapsedTime }, "request");
   });
 

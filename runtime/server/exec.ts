@@ -51,14 +51,17 @@ export async function streamExec(
 
 async function pump(session: ExecSession, out: PassThrough, log: Logger): Promise<void> {
   const frame = (obj: unknown) => out.write(`${JSON.stringify(obj)}\n`);
+  let paused = false;
   const forward = (stream: Readable, name: "stdout" | "stderr") => {
     stream.on("data", (chunk: Buffer | string) => {
       const ok = frame({ stream: name, data: Buffer.from(chunk).toString("base64") });
       // Backpressure: a slow client slows the command's output instead of growing memory.
-      if (!ok) {
+      if (!ok && !paused) {
+        paused = true;
         session.stdout.pause();
         session.stderr.pause();
         out.once("drain", () => {
+          paused = false;
           session.stdout.resume();
           session.stderr.resume();
         });

@@ -110,6 +110,8 @@ describe("lifecycle through the service", () => {
     expect(metrics).toMatch(/sbx_sandboxes\{phase="Running"\} [1-9]/);
     expect(metrics).toMatch(/sbx_budget_used\{resource="cpu_millis"\} [1-9]/);
     expect(metrics).toMatch(/sbx_budget_free\{resource="memory_bytes"\} \d+/);
+    expect(metrics).toMatch(/sbx_provision_seconds_count\{outcome="ok"\} [1-9]/);
+    expect(metrics).toMatch(/sbx_http_request_seconds_count\{route="\/v1\/sandboxes\/:id\/exec",method="POST",status="200"\} [1-9]/);
 
     const kill = await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${created.id}`, headers: auth("alice") });
     expect(kill.statusCode).toBe(204);
