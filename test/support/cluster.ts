@@ -120,6 +120,8 @@ export interface ExecResult {
   stderr: string;
   exitCode: number;
   status: V1Status;
+  /** The websocket subprotocol the API server agreed to, e.g. v5.channel.k8s.io. */
+  protocol: string;
 }
 
 /** The exit code the API server reports in an exec's final status (0 on Success). */
@@ -146,13 +148,18 @@ export async function execInPod(
   out.on("data", (c: Buffer) => outChunks.push(c));
   err.on("data", (c: Buffer) => errChunks.push(c));
   const input = stdin === undefined ? null : Readable.from([Buffer.from(stdin)]);
+  let protocol = "";
   const status = await new Promise<V1Status>((resolve, reject) => {
     new Exec(kc)
       .exec(namespace, pod, container, command, out, err, input, false, resolve)
-      .then((ws) => ws.on("close", () => setTimeout(() => reject(new Error(`exec ${command.join(" ")}: closed without a status`)), 1_000)))
+      .then((ws) => {
+        protocol = ws.protocol;
+        ws.on("close", () => setTimeout(() => reject(new Error(`exec ${command.join(" ")}: closed without a status`)), 1_000));
+      })
       .catch(reject);
   });
-  return { stdout: Buffer.concat(outChunks), stderr: Buffer.concat(errChunks).toString(), exitCode: exitCodeOf(status), status };
+  const stdout = Buffer.concat(outChunks);
+  return { stdout, stderr: Buffer.concat(errChunks).toString(), exitCode: exitCodeOf(status), status, protocol };
 }
 
 export interface CommandResult {

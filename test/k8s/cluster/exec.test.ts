@@ -44,6 +44,7 @@ describe("exec through the API server", () => {
     const r = await execInPod(kc, ns.name, "a", ["sh", "-c", script]);
     expect({ out: r.stdout.toString(), err: r.stderr, code: r.exitCode }).toEqual({ out: "out\n", err: "err\n", code: 3 });
     expect(r.status.reason).toBe("NonZeroExitCode");
+    expect(r.protocol).toBe("v5.channel.k8s.io");
   });
 
   it("reports success with exit code 0", async () => {
