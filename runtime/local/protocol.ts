@@ -127,7 +127,7 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
 }
 
 function pumpStdin(stdin: Readable, sock: net.Socket): void {
-  stdin.on("data", (chunk: Buffer | string) => {
+  const onData = (chunk: Buffer | string) => {
     const bytes = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
     for (let off = 0; off < bytes.length; off += MAX_STDIN_FRAME) {
       if (!sock.write(frame("I", bytes.subarray(off, off + MAX_STDIN_FRAME)))) {
@@ -135,9 +135,17 @@ function pumpStdin(stdin: Readable, sock: net.Socket): void {
         sock.once("drain", () => stdin.resume());
       }
     }
+  };
+  const onEnd = () => sock.writable && sock.write(frame("E"));
+  stdin.on("data", onData);
+  stdin.on("end", onEnd);
+  stdin.on("error", onEnd);
+  // the command ended before its input did: discard the rest so the producer is not stuck
+  sock.once("close", () => {
+    stdin.off("data", onData);
+    stdin.off("end", onEnd);
+    stdin.resume();
   });
-  stdin.on("end", () => sock.writable && sock.write(frame("E")));
-  stdin.on("error", () => sock.writable && sock.write(frame("E")));
 }
 
 /**

@@ -93,3 +93,15 @@ describe("local exec", () => {
     expect(Date.now() - t0).toBeLessThan(3000);
   });
 });
+
+describe("local exec input that outlives the command", () => {
+  it("finishes when the command exits without reading its stdin stream, and drains the stream", async () => {
+    const big = Readable.from((function* () {
+      for (let i = 0; i < 200; i++) yield Buffer.alloc(64 * 1024, "z");
+    })());
+    const r = await run(h.backend, id, ["sh", "-c", "echo done"], { stdin: big });
+    expect(r).toMatchObject({ stdout: "done\n", exitCode: 0 });
+    await new Promise((res) => setTimeout(res, 100));
+    expect(big.readableEnded || big.destroyed || big.readableFlowing).toBeTruthy();
+  });
+});
