@@ -85,6 +85,24 @@ describe("local lifecycle", () => {
     expect(await collect(await h.backend.logs(id, { tailLines: 1 }))).toMatch(/^sbx-helper: ready/);
   });
 
+  it("follows the log until the sandbox is gone", async () => {
+    const id = await createReady(h);
+    const follow = await h.backend.logs(id, { follow: true });
+    const text = collect(follow);
+    await new Promise((r) => setTimeout(r, 300));
+    await h.backend.delete(id);
+    expect(await text).toMatch(/sbx-helper: ready/);
+  });
+
+  it("refuses exec before ready and for unknown ids, with the domain errors", async () => {
+    const s = spec(h.config);
+    await h.backend.provision(s);
+    await expect(h.backend.exec(s.id, { command: ["true"] })).rejects.toMatchObject({ code: "conflict" });
+    await expect(h.backend.exec("nope", { command: ["true"] })).rejects.toMatchObject({ code: "not_found" });
+    await expect(h.backend.provision(s)).rejects.toMatchObject({ code: "conflict" });
+    await h.backend.awaitReady(s.id, { timeoutMs: 10_000 });
+  });
+
   it("delete removes processes, cgroups and files, and is idempotent", async () => {
     const id = await createReady(h);
     const rec = recordOf(h.stateDir, id);
