@@ -305,6 +305,15 @@ function readEgress(v: unknown, sandboxNamespace: string): EgressRule[] {
   });
 }
 
+/** Pod Identity credentials -> base role is role chaining, which STS caps at one hour. */
+function readCredentialDuration(v: unknown): number {
+  const seconds = int(K("runtime.credentialDurationSeconds"), v, 900, 900, 43200);
+  if (seconds > 3600) {
+    throw new ValidationError(K("runtime.credentialDurationSeconds"), seconds, "the manager assumes the base role with Pod Identity credentials (role chaining), which STS caps at 3600 seconds; use 900-3600");
+  }
+  return seconds;
+}
+
 function readBlockedCidrs(v: unknown): string[] {
   const cidrs = strList(K("blockedCidrs"), v, []);
   cidrs.forEach((c, i) => parseCidr(K(`blockedCidrs[${i}]`), c));
@@ -327,6 +336,6 @@ function readRuntime(v: unknown): PlatformConfig["runtime"] {
     cpu,
     memory,
     ...(runtimeClassName ? { runtimeClassName } : {}),
-    credentialDurationSeconds: int(K("runtime.credentialDurationSeconds"), o.credentialDurationSeconds, 900, 900, 43200),
+    credentialDurationSeconds: readCredentialDuration(o.credentialDurationSeconds),
   };
 }

@@ -32,7 +32,8 @@ export class Identity extends pulumi.ComponentResource {
     const base = new aws.iam.Role(`${name}-sandbox-base`, {
       namePrefix: `${args.prefix}-sandbox-`,
       assumeRolePolicy: manager.arn.apply((arn) => JSON.stringify(baseRoleTrustPolicy(arn))),
-      maxSessionDuration: 43200,
+      // role chaining (Pod Identity session -> this role) caps sessions at 1 hour regardless
+      maxSessionDuration: 3600,
     }, parent);
     new aws.iam.RolePolicy(`${name}-sandbox-base`, { role: base.id, policy: bucket.arn.apply((arn) => JSON.stringify(baseRolePolicy(arn))) }, parent);
     new aws.iam.RolePolicy(`${name}-manager`, {

@@ -44,7 +44,7 @@ export interface RuntimeArgs {
   credentials?: { baseRoleArn: pulumi.Input<string>; bucket: pulumi.Input<string>; region: pulumi.Input<string>; durationSeconds: number };
   /** Snapshot registry; unset when snapshots are disabled. */
   snapshots?: { repositoryUrl: pulumi.Input<string>; retentionDays: number };
-  /** EKS Pod Identity for the manager's service account; unset outside EKS. */
+  /** EKS Pod Identity for the manager's and controller's service accounts; unset outside EKS. */
   podIdentity?: { clusterName: pulumi.Input<string>; roleArn: pulumi.Input<string> };
   /** nodeSelector for runtime pods (the system node group in eks mode). Default: none. */
   nodeSelector?: Record<string, string>;

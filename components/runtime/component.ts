@@ -49,14 +49,16 @@ export class Runtime extends pulumi.ComponentResource {
     const config = renderConfigObjects(input as RuntimeRenderInput<any>).map((o) => make(o, [ns]));
     const ready: pulumi.Resource[] = [crd, ...rbac, ...config];
     if (args.podIdentity) {
-      ready.push(
-        new aws.eks.PodIdentityAssociation(`${name}-manager`, {
+      // the controller runs the same code; whichever pod leads the Lease pauses (pushes
+      // snapshots) and mints credentials on resume, so both service accounts get the role
+      for (const role of ["manager", "controller"] as const) {
+        ready.push(new aws.eks.PodIdentityAssociation(`${name}-${role}`, {
           clusterName: args.podIdentity.clusterName,
           namespace: args.namespace,
-          serviceAccount: NAMES.manager,
+          serviceAccount: NAMES[role],
           roleArn: args.podIdentity.roleArn,
-        }, { parent: this }),
-      );
+        }, { parent: this }));
+      }
     }
     make(renderDeployment(input as RuntimeRenderInput<any>, "manager"), ready);
     make(renderDeployment(input as RuntimeRenderInput<any>, "controller"), ready);

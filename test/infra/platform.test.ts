@@ -26,7 +26,7 @@ describe("resource counts per mode", () => {
     expect(counts["aws:eks/addon:Addon"]).toBe(3); // vpc-cni, pod identity agent, coredns
     expect(counts["aws:ecr/repository:Repository"]).toBe(6); // 5 profiles + snapshots
     expect(counts["aws:ec2/subnet:Subnet"]).toBe(4); // 2 AZs × private/public
-    expect(counts["aws:eks/podIdentityAssociation:PodIdentityAssociation"]).toBe(1);
+    expect(counts["aws:eks/podIdentityAssociation:PodIdentityAssociation"]).toBe(2); // manager + controller
     expect(counts["kubernetes:apps/v1:DaemonSet"]).toBe(1); // image pre-pull
     expect(counts["kubernetes:apps/v1:Deployment"]).toBe(2);
   });
@@ -140,9 +140,9 @@ describe("identity", () => {
     expect(ofType(eks.resources, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")[0].inputs.rules[0].applyServerSideEncryptionByDefault.sseAlgorithm).toBe("AES256");
   });
 
-  it("associates the manager service account with its role", () => {
-    const a = ofType(eks.resources, "aws:eks/podIdentityAssociation:PodIdentityAssociation")[0];
-    expect(a.inputs).toMatchObject({ clusterName: "sbx-test", namespace: "sbx-system", serviceAccount: "sbx-manager", roleArn: "arn:aws:iam::123456789012:role/sbx-identity-manager" });
+  it.each(["sbx-manager", "sbx-controller"])("associates the %s service account with the manager role", (sa) => {
+    const a = ofType(eks.resources, "aws:eks/podIdentityAssociation:PodIdentityAssociation").find((r) => r.inputs.serviceAccount === sa);
+    expect(a?.inputs).toMatchObject({ clusterName: "sbx-test", namespace: "sbx-system", serviceAccount: sa, roleArn: "arn:aws:iam::123456789012:role/sbx-identity-manager" });
   });
 });
 
