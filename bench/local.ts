@@ -36,6 +36,10 @@ function bareSpawn(): Promise<void> {
   });
 }
 
+function memAvailableKiB(): number {
+  return Number(/MemAvailable:\s+(\d+)/.exec(fs.readFileSync("/proc/meminfo", "utf8"))![1]);
+}
+
 let seq = 0;
 function mkSpec(config: ReturnType<typeof validateRuntimeConfig>): SandboxSpec {
   return {
@@ -102,6 +106,7 @@ async function main(): Promise<void> {
     for (const x of ids) await backend.delete(x);
 
     // N sandboxes alive at once: started together, then every one runs a command
+    const memBeforeKiB = memAvailableKiB();
     const t0 = performance.now();
     const specs = Array.from({ length: CONCURRENT }, () => mkSpec(config));
     const ready = await Promise.allSettled(
@@ -115,7 +120,7 @@ async function main(): Promise<void> {
     const t1 = performance.now();
     const execs = await Promise.allSettled(okIds.map((x) => execTrue(backend, x)));
     const allExecMs = performance.now() - t1;
-    const memAvailableKiB = Number(/MemAvailable:\s+(\d+)/.exec(fs.readFileSync("/proc/meminfo", "utf8"))![1]);
+    const memWithAllKiB = memAvailableKiB();
     out.concurrent = {
       requested: CONCURRENT,
       ready: okIds.length,
@@ -123,7 +128,7 @@ async function main(): Promise<void> {
       allReadyMs: Math.round(allReadyMs),
       execInAllMs: Math.round(allExecMs),
       execOk: execs.filter((r) => r.status === "fulfilled").length,
-      hostMemAvailableGiB: Math.round((memAvailableKiB / 2 ** 20) * 10) / 10,
+      hostMemUsedByAllMiB: Math.round((memBeforeKiB - memWithAllKiB) / 1024),
     };
     const t2 = performance.now();
     await Promise.all(okIds.map((x) => backend.delete(x)));
@@ -145,7 +150,7 @@ async function main(): Promise<void> {
 | exec round trip (\`true\`)        | ${e.p50} ms | ${e.p95} ms |
 | bare host spawn (\`true\`)        | ${b.p50} ms | ${b.p95} ms |
 | exec / bare (p50)               | ${out.execOverBareP50}x | |
-| ${k.requested} concurrent: ready ${k.ready}, all ready in ${k.allReadyMs} ms, exec in all in ${k.execInAllMs} ms (${k.execOk} ok), delete all ${k.deleteAllMs} ms |`);
+| ${k.requested} concurrent: ready ${k.ready}, all ready in ${k.allReadyMs} ms, exec in all in ${k.execInAllMs} ms (${k.execOk} ok), ${k.hostMemUsedByAllMiB} MiB host memory, delete all ${k.deleteAllMs} ms |`);
 }
 
 await main();
