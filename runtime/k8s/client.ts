@@ -15,21 +15,37 @@ type RequestContext = Parameters<KubeConfig["applySecurityAuthentication"]>[0];
 type Dispatcher = NonNullable<ReturnType<RequestContext["getDispatcher"]>>;
 
 /**
- * client-node builds a fresh connection pool (and so a fresh TLS handshake) for every API
- * call. On the create path that handshake is most of the latency, so every request from
- * this config shares the first pool it built: keep-alive connections, reused.
+ * client-node builds a fresh connection pool (a new TLS context, and so a fresh handshake)
+ * and re-reads the credential files for every API call. On the create path that is most of
+ * the cost, so this config authenticates once, keeps the headers it produced for a short
+ * while (token files still rotate: they are re-read every AUTH_REFRESH_MS), and sends every
+ * request over one shared keep-alive pool.
  */
 export class PooledKubeConfig extends KubeConfig {
   private shared?: Dispatcher;
+  private cached?: { headers: Record<string, string>; at: number };
   override async applySecurityAuthentication(ctx: RequestContext): Promise<void> {
+    const now = Date.now();
+    if (this.cached && now - this.cached.at < AUTH_REFRESH_MS && this.shared) {
+      for (const [k, v] of Object.entries(this.cached.headers)) ctx.setHeaderParam(k, v);
+      ctx.setDispatcher(this.shared);
+      return;
+    }
+    const before = { ...ctx.getHeaders() };
     await super.applySecurityAuthentication(ctx);
+    const added: Record<string, string> = {};
+    for (const [k, v] of Object.entries(ctx.getHeaders())) if (before[k] !== v) added[k] = v;
     const built = ctx.getDispatcher();
-    if (!built) return;
-    if (!this.shared) this.shared = built;
-    else if (built !== this.shared) void built.close();
-    ctx.setDispatcher(this.shared);
+    if (built) {
+      if (!this.shared) this.shared = built;
+      else if (built !== this.shared) void built.close();
+      ctx.setDispatcher(this.shared);
+    }
+    this.cached = { headers: added, at: now };
   }
 }
+
+const AUTH_REFRESH_MS = 30_000;
 
 export interface KubeClients {
   kc: KubeConfig;
