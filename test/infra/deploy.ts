@@ -12,7 +12,7 @@ export interface Deployed {
   opts: Map<string, pulumi.ResourceOptions>;
 }
 
-export async function deploy(mode: "eks" | "existing-cluster"): Promise<Deployed> {
+export async function deploy(mode: "eks" | "existing-cluster", raw: Record<string, unknown> = {}): Promise<Deployed> {
   resetCaptured();
   const opts = new Map<string, pulumi.ResourceOptions>();
   const record: pulumi.ResourceTransformation = (a) => {
@@ -20,7 +20,7 @@ export async function deploy(mode: "eks" | "existing-cluster"): Promise<Deployed
     return undefined;
   };
   new SandboxPlatform("sbx", {
-    config: mode === "eks" ? eksConfig() : existingClusterConfig(),
+    config: mode === "eks" ? eksConfig(raw) : existingClusterConfig(raw),
     delivery: { kind: "bundle", bundle: FIXTURE_BUNDLE, nodeImage: "node:20-bookworm-slim" },
     apiTokens: { alice: "a".repeat(32) },
     region: mode === "eks" ? "us-east-1" : undefined,
