@@ -1,7 +1,7 @@
 // exec, logs and tar streams go through the real API server to sbx-kubelet, which runs
 // each command in the pod's own bubblewrap sandbox.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
@@ -18,6 +18,19 @@ import {
   waitFor,
   type TestNamespace,
 } from "../../support/cluster.ts";
+
+/** How many processes name `dir` on their command line (a pod's sandboxed main process does). */
+function processesUsing(dir: string): number {
+  return readdirSync("/proc")
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, "utf8").includes(dir);
+      } catch {
+        return false;
+      }
+    }).length;
+}
 
 let kc: KubeConfig;
 let ns: TestNamespace;
@@ -142,8 +155,11 @@ describe("logs and lifecycle", () => {
   });
 
   it("terminates a container as OOMKilled/137 while the pod phase stays Running, and refuses exec into it", async () => {
-    await runPod(kc, ns.name, podManifest("oom"));
+    const running = await runPod(kc, ns.name, podManifest("oom"));
+    const podDir = join(inject("podsDir"), running.metadata!.uid!);
+    await waitFor("the main process to start", async () => processesUsing(podDir) > 0);
     const pod = await terminateContainer(kc, ns.name, "oom");
+    await waitFor("the main process to be killed", async () => processesUsing(podDir) === 0);
     const state = pod.status!.containerStatuses![0].state!;
     expect(pod.status!.phase).toBe("Running");
     expect(state.terminated).toMatchObject({ reason: "OOMKilled", exitCode: 137 });

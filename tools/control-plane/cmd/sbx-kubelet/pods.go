@@ -75,6 +75,10 @@ func (d *podDirs) sync(obj any) {
 		return
 	}
 	for _, st := range pod.Status.ContainerStatuses {
+		if st.State.Terminated != nil {
+			d.stopMain(pod.UID, st.Name) // e.g. a test marked it OOMKilled: its process is gone too
+			continue
+		}
 		if st.State.Running == nil {
 			continue
 		}
@@ -130,6 +134,15 @@ func (d *podDirs) startMain(pod *corev1.Pod, c *corev1.Container) error {
 	d.main[pod.UID][c.Name] = proc
 	go func() { _ = proc.Wait(); log.Close() }()
 	return nil
+}
+
+func (d *podDirs) stopMain(uid types.UID, container string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p := d.main[uid][container]; p != nil {
+		kill(p)
+		d.main[uid][container] = nil // stays "started": a terminated container is not restarted
+	}
 }
 
 func (d *podDirs) appendLog(uid types.UID, container, line string) {
