@@ -66,9 +66,11 @@ export class Cluster extends pulumi.ComponentResource {
     const attachments = NODE_MANAGED_POLICIES.map((arn, i) => new aws.iam.RolePolicyAttachment(`${name}-node-${i}`, { role: nodeRole.name, policyArn: arn }, parent));
     this.nodeGroups = plans;
     const groups = plans.map((p) => this.nodeGroup(name, p, args, nodeRole, [vpcCni, podIdentity, ...attachments]));
-    addon("coredns", {}, groups.filter((_, i) => plans[i].kind === "system"));
+    const coredns = addon("coredns", {}, groups.filter((_, i) => plans[i].kind === "system"));
 
-    this.provider = new k8s.Provider(`${name}-k8s`, { kubeconfig: this.kubeconfig, enableServerSideApply: true }, parent);
+    // Kubernetes objects wait for working nodes (CoreDNS ACTIVE implies system nodes run pods),
+    // so the runtime's Deployments don't spend their rollout timeout waiting for EC2.
+    this.provider = new k8s.Provider(`${name}-k8s`, { kubeconfig: this.kubeconfig, enableServerSideApply: true }, { parent: this, dependsOn: [coredns] });
     if (args.prePullImages) {
       // the image list is an Output (ECR URIs), so only the spec waits for it
       const shape = renderPrePullDaemonSet(PREPULL_NAMESPACE, []);

@@ -68,6 +68,12 @@ describe("cluster", () => {
     }
   });
 
+  it("CoreDNS waits for the system nodes and Kubernetes objects wait for CoreDNS", () => {
+    const names = (n: string) => ((eks.opts.get(n)?.dependsOn ?? []) as pulumi.Resource[]).map((d) => (d as any).__name);
+    expect(names("sbx-cluster-coredns")).toEqual(["sbx-cluster-system"]);
+    expect(names("sbx-cluster-k8s")).toEqual(["sbx-cluster-coredns"]);
+  });
+
   it.each([
     ["system", { "sbx.dev/node-role": "system" }, [], "AL2023_x86_64_STANDARD", 110],
     ["sandbox", { "sbx.dev/node-role": "sandbox" }, [{ key: "sbx.dev/sandbox", value: "true", effect: "NO_SCHEDULE" }], "AL2023_x86_64_STANDARD", 110],
