@@ -107,16 +107,16 @@ describe("exec through the API server", () => {
     const dst = mkdtempSync(join(tmpdir(), "sbx-tar-dst-"));
     try {
       mkdirSync(join(src, "proj/sub"), { recursive: true });
-      const binary = Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 31) % 256));
+      const binary = Buffer.from(Array.from({ length: 3_000_000 }, (_, i) => (i * 31 + (i >> 12)) % 256));
       writeFileSync(join(src, "proj/data.bin"), binary);
       writeFileSync(join(src, "proj/sub/readme.txt"), "hello tar\n");
-      const archive = spawnSync("tar", ["-cf", "-", "-C", src, "proj"]).stdout;
+      const archive = spawnSync("tar", ["-cf", "-", "-C", src, "proj"], { maxBuffer: 64 << 20 }).stdout;
 
       const put = await execInPod(kc, ns.name, "a", ["tar", "-xf", "-", "-C", "/workspace"], archive);
       expect(put.exitCode, put.stderr).toBe(0);
       const got = await execInPod(kc, ns.name, "a", ["tar", "-cf", "-", "-C", "/workspace", "proj"]);
       expect(got.exitCode, got.stderr).toBe(0);
-      spawnSync("tar", ["-xf", "-", "-C", dst], { input: got.stdout });
+      spawnSync("tar", ["-xf", "-", "-C", dst], { input: got.stdout, maxBuffer: 64 << 20 });
       expect(readFileSync(join(dst, "proj/data.bin")).equals(binary)).toBe(true);
       expect(readFileSync(join(dst, "proj/sub/readme.txt"), "utf8")).toBe("hello tar\n");
 
