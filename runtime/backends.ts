@@ -8,7 +8,7 @@ import { ImageCatalog } from "./core/catalog.ts";
 import type { Clock } from "./core/clock.ts";
 import { ValidationError } from "./core/errors.ts";
 import type { Logger } from "./core/log.ts";
-import { SandboxManager } from "./core/manager.ts";
+import { SandboxManager, type MaintenanceTask } from "./core/manager.ts";
 import type { Backend } from "./core/types.ts";
 
 export interface BackendDeps {
@@ -43,10 +43,26 @@ export interface RuntimeParts {
   catalog: ImageCatalog;
 }
 
+/**
+ * With config.snapshots, wrap the backend so the Manager gets pause/resume (runtime/snapshot),
+ * and expire old snapshots hourly. Loaded only when configured.
+ */
+async function withPauseResume(backend: Backend, config: RuntimeConfig, deps: BackendDeps, catalog: ImageCatalog): Promise<{ backend: Backend; maintenance: MaintenanceTask[] }> {
+  // a backend that already pauses (a caller wrapped it, or it does so natively) is used as is
+  if (!config.snapshots || backend.pause) return { backend, maintenance: [] };
+  const { withSnapshots } = await import("./snapshot/wire.ts");
+  const wrapped = withSnapshots(backend, { config, clock: deps.clock, logger: deps.logger, imageFor: (p) => catalog.resolve(p).image });
+  return { backend: wrapped, maintenance: [{ name: "snapshots.expire", everyMs: 60 * 60_000, run: () => wrapped.snapshotter.expire() }] };
+}
+
 /** Backend + catalog + audit + admission + manager, not yet started. */
-export async function buildManager(config: RuntimeConfig, deps: BackendDeps & { backend?: Backend; processMetrics?: boolean; reaperIntervalMs?: number }): Promise<RuntimeParts> {
-  const backend = deps.backend ?? (await createBackend(config, deps));
+export async function buildManager(
+  config: RuntimeConfig,
+  deps: BackendDeps & { backend?: Backend; processMetrics?: boolean; reaperIntervalMs?: number },
+): Promise<RuntimeParts> {
   const catalog = new ImageCatalog({ inline: config.catalog, path: config.catalogPath, logger: deps.logger });
+  const raw = deps.backend ?? (await createBackend(config, deps));
+  const { backend, maintenance } = await withPauseResume(raw, config, deps, catalog);
   const manager = new SandboxManager({
     backend,
     config,
@@ -57,6 +73,7 @@ export async function buildManager(config: RuntimeConfig, deps: BackendDeps & { 
     admission: new Admission(config.budget),
     processMetrics: deps.processMetrics,
     reaperIntervalMs: deps.reaperIntervalMs,
+    maintenance,
   });
   return { backend, manager, catalog };
 }

@@ -41,10 +41,20 @@ export interface ManagerDeps {
   reaperIntervalMs?: number;
   /** collect Node process metrics in the registry (off in tests that build many managers) */
   processMetrics?: boolean;
+  /** periodic jobs run while the manager is started (e.g. expiring old snapshots) */
+  maintenance?: MaintenanceTask[];
+}
+
+export interface MaintenanceTask {
+  name: string;
+  everyMs: number;
+  run(): Promise<unknown>;
 }
 
 /** How long an id we released stays barred from being re-adopted by a late event. */
 const GONE_MEMORY_MS = 10 * 60_000;
+/** sandbox metadata that turns automatic resume off ("false"); shared with runtime/snapshot */
+const AUTO_RESUME_KEY = "sbx.auto-resume";
 
 export class SandboxManager implements Manager {
   readonly admission: Admission;
@@ -58,6 +68,8 @@ export class SandboxManager implements Manager {
   private lastList: readonly Sandbox[] = [];
   private unsubscribe?: () => void;
   private readonly log: Logger;
+  private maintenanceStop?: AbortController;
+  private maintenanceLoops: Promise<void>[] = [];
 
   constructor(private readonly deps: ManagerDeps) {
     const { config } = deps;
@@ -87,7 +99,7 @@ export class SandboxManager implements Manager {
   }
 
   /** Start the backend, rebuild the budget from what is live, follow events, start the reaper. */
-  async start(opts: { reaper?: boolean } = {}): Promise<void> {
+  async start(opts: { reaper?: boolean; maintenance?: boolean } = {}): Promise<void> {
     const { backend } = this.deps;
     this.deps.catalog.start();
     await backend.start();
@@ -97,9 +109,26 @@ export class SandboxManager implements Manager {
     const { adopted } = this.admission.rebuild(live, new Set(this.creating.keys()));
     this.log.info({ op: "start", backend: backend.name, live: live.length, adopted: adopted.length, budget: this.admission.usage() }, "manager started; admission budget rebuilt from live sandboxes");
     if (opts.reaper ?? true) this.reaper.start();
+    if (opts.maintenance ?? opts.reaper ?? true) this.startMaintenance();
+  }
+
+  private startMaintenance(): void {
+    const stop = (this.maintenanceStop = new AbortController());
+    this.maintenanceLoops = (this.deps.maintenance ?? []).map(async (task) => {
+      while (!stop.signal.aborted) {
+        try {
+          await this.deps.clock.sleep(task.everyMs, stop.signal);
+        } catch {
+          return; // stopped
+        }
+        await task.run().catch((err) => this.log.error({ op: task.name, err }, "maintenance task failed; retrying next interval"));
+      }
+    });
   }
 
   async close(): Promise<void> {
+    this.maintenanceStop?.abort(new Error("manager closing"));
+    await Promise.all(this.maintenanceLoops);
     await this.reaper.stop();
     this.unsubscribe?.();
     this.deps.catalog.close();
@@ -206,7 +235,7 @@ export class SandboxManager implements Manager {
   }
 
   async wait(owner: string, id: string, opts: WaitOptions): Promise<Sandbox> {
-    await this.owned(owner, id);
+    await this.usable(owner, id);
     const t0 = process.hrtime.bigint();
     try {
       const s = await this.deps.backend.awaitReady(id, opts);
@@ -221,7 +250,7 @@ export class SandboxManager implements Manager {
   async exec(owner: string, id: string, req: ExecRequest): Promise<ExecSession> {
     const details = { command: req.command };
     try {
-      await this.owned(owner, id);
+      await this.usable(owner, id);
       const t0 = process.hrtime.bigint();
       const session = await this.deps.backend.exec(id, req);
       this.audit("exec", owner, id, undefined, details);
@@ -241,7 +270,7 @@ export class SandboxManager implements Manager {
 
   async putArchive(owner: string, id: string, dir: string, tar: Readable): Promise<void> {
     try {
-      await this.owned(owner, id);
+      await this.usable(owner, id);
       await this.deps.backend.putArchive(id, dir, tar);
       this.audit("put", owner, id, undefined, { dir });
     } catch (err) {
@@ -255,12 +284,12 @@ export class SandboxManager implements Manager {
   }
 
   async getArchive(owner: string, id: string, path: string): Promise<Readable> {
-    await this.owned(owner, id);
+    await this.usable(owner, id);
     return this.deps.backend.getArchive(id, path);
   }
 
   async logs(owner: string, id: string, opts: LogOptions): Promise<Readable> {
-    await this.owned(owner, id);
+    await this.usable(owner, id);
     return this.deps.backend.logs(id, opts);
   }
 
@@ -307,7 +336,9 @@ export class SandboxManager implements Manager {
     try {
       const s = await this.owned(owner, id);
       if (!backend.resume) throw new ConflictError(`resume: the ${backend.name} backend does not support resume`);
-      this.admission.admit({ id, size: { name: s.size, cpuRequestMillis: s.cpuRequestMillis, memoryRequestBytes: s.memoryRequestBytes } });
+      // a paused sandbox reports zero requests (it holds nothing); reserve what it will hold
+      const sc = Object.hasOwn(this.deps.config.sizeClasses, s.size) ? this.deps.config.sizeClasses[s.size] : undefined;
+      this.admission.admit({ id, size: { name: s.size, cpuRequestMillis: sc?.cpuRequestMillis ?? s.cpuRequestMillis, memoryRequestBytes: sc?.memoryRequestBytes ?? s.memoryRequestBytes } });
       this.gone.delete(id);
       try {
         const r = await backend.resume(id);
@@ -337,6 +368,16 @@ export class SandboxManager implements Manager {
     return s;
   }
 
+  /**
+   * owned(), and a paused sandbox that allows auto-resume is resumed through resume() first, so
+   * the wake passes admission (the snapshot layer would otherwise wake it behind the budget's back).
+   */
+  private async usable(owner: string, id: string): Promise<Sandbox> {
+    const s = await this.owned(owner, id);
+    if (s.phase === "Paused" && this.deps.backend.resume && s.metadata[AUTO_RESUME_KEY] !== "false") return this.resume(owner, id);
+    return s;
+  }
+
   private sameOwner(s: Sandbox, owner: string): Sandbox {
     if (s.owner !== owner) throw new NotFoundError("sandbox", s.id);
     return s;
@@ -347,7 +388,10 @@ export class SandboxManager implements Manager {
     if (TERMINAL_PHASES.has(s.phase)) return;
     const now = this.deps.clock.now();
     const last = this.lastTouch.get(s.id);
-    if (last !== undefined && now.getTime() - last < (this.deps.touchIntervalMs ?? 2000)) return;
+    // at most every touchIntervalMs, and at least 4 times per idle timeout so throttling never reaps
+    const idle = s.idleTimeoutSeconds ?? this.idleTimeouts.get(s.id);
+    const every = Math.min(this.deps.touchIntervalMs ?? 2000, idle ? (idle * 1000) / 4 : Infinity);
+    if (last !== undefined && now.getTime() - last < every) return;
     this.lastTouch.set(s.id, now.getTime());
     this.deps.backend.touch(s.id, now).catch((err) => {
       this.lastTouch.delete(s.id);
