@@ -15,7 +15,7 @@ import { ensureHelperBinary } from "./helper-binary.ts";
 import { ImageStore } from "./images.ts";
 import { HOST_SYSTEM_DIRS } from "./launch.ts";
 import { followFile, readTail } from "./logs.ts";
-import { cgroupRootName, newSlotKey, readRecords, uidBlockBase, writeRecord, type SandboxRecord } from "./records.ts";
+import { cgroupRootName, newSlotKey, readRecords, uidBlockBase, writeRecord, writeRecordSync, type SandboxRecord } from "./records.ts";
 import { Slot, type SlotEnv } from "./slot.ts";
 import { archiveIn, archiveOut } from "./archive.ts";
 import { WarmPool } from "./warm-pool.ts";
@@ -116,7 +116,12 @@ class LocalBackend implements Backend {
       () => {
         if (!rec.sandbox || slot.state !== "ready") return;
         rec.sandbox = { ...rec.sandbox, phase: "Running", ready: true, readyAt: this.deps.clock.now().toISOString() };
-        void writeRecord(slot.paths, rec).catch((err) => this.deps.logger.error({ sandbox: spec.id, err: err.message }, "record write failed"));
+        // on disk before awaitReady resolves: a crash right after must still find the helper's pid
+        try {
+          writeRecordSync(slot.paths, rec);
+        } catch (err) {
+          this.deps.logger.error({ sandbox: spec.id, err: (err as Error).message }, "record write failed");
+        }
         this.emit(slot);
       },
       () => {},

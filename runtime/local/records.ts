@@ -54,6 +54,13 @@ export async function writeRecord(p: SlotPaths, rec: SandboxRecord): Promise<voi
   await fs.promises.rename(tmp, p.record);
 }
 
+/** The same, synchronously: for state changes that must be on disk before anyone hears of them. */
+export function writeRecordSync(p: SlotPaths, rec: SandboxRecord): void {
+  const tmp = `${p.record}.${crypto.randomBytes(4).toString("hex")}.tmp`;
+  fs.writeFileSync(tmp, JSON.stringify(rec));
+  fs.renameSync(tmp, p.record);
+}
+
 export function readRecords(stateDir: string): { key: string; record?: SandboxRecord; error?: string }[] {
   const root = path.join(stateDir, "sandboxes");
   let names: string[] = [];
