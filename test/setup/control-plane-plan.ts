@@ -86,6 +86,16 @@ export function apiserverCommand(l: Layout, p: Ports): Command {
       "--kubelet-preferred-address-types=InternalIP",
       "--allow-privileged=true",
       "--profiling=false",
+      // A loopback address cannot be an Endpoints IP, so the `kubernetes` Service gets none
+      // (nothing in-cluster dials it) instead of an error every 10 s.
+      "--endpoint-reconciler-type=none",
+      // Publishes a front-proxy CA, which the controller-manager and scheduler otherwise log
+      // as missing every few seconds. No cert with the allowed name is ever issued.
+      `--requestheader-client-ca-file=${pki(l, "ca.crt")}`,
+      "--requestheader-allowed-names=front-proxy-client",
+      "--requestheader-username-headers=X-Remote-User",
+      "--requestheader-group-headers=X-Remote-Group",
+      "--requestheader-extra-headers-prefix=X-Remote-Extra-",
     ],
   };
 }
