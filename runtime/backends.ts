@@ -55,6 +55,29 @@ async function withPauseResume(backend: Backend, config: RuntimeConfig, deps: Ba
   return { backend: wrapped, maintenance: [{ name: "snapshots.expire", everyMs: 60 * 60_000, run: () => wrapped.snapshotter.expire() }] };
 }
 
+/**
+ * Automatic pause/wake (runtime/autopause) for sandboxes created with an autoPause policy. Probes
+ * run on the raw backend (a probe never wakes a paused sandbox nor counts as activity); actions
+ * go through the Manager as the sandbox's owner, so admission and audit apply to them too.
+ */
+async function autoPauseTask(raw: Backend, backend: Backend, deps: BackendDeps, manager: () => SandboxManager): Promise<MaintenanceTask> {
+  const [{ AutoPauseController }, { validateAutoPause }] = await Promise.all([import("./autopause/controller.ts"), import("./autopause/spec.ts")]);
+  const ownerOf = async (id: string) => (await backend.describe(id))?.owner ?? "";
+  const controller = new AutoPauseController({
+    clock: deps.clock,
+    logger: deps.logger,
+    probeBackend: raw,
+    targets: async () =>
+      (await backend.list())
+        .filter((s) => s.autoPause !== undefined)
+        .map((s) => ({ sandbox: s, policy: validateAutoPause(s.autoPause as never, `sandbox ${s.id} autoPause`) })),
+    pause: async (id) => manager().pause(await ownerOf(id), id),
+    resume: async (id) => manager().resume(await ownerOf(id), id),
+    kill: async (id) => manager().kill(await ownerOf(id), id),
+  });
+  return { name: "autopause", everyMs: 1000, run: () => controller.tick() };
+}
+
 /** Backend + catalog + audit + admission + manager, not yet started. */
 export async function buildManager(
   config: RuntimeConfig,
@@ -63,7 +86,9 @@ export async function buildManager(
   const catalog = new ImageCatalog({ inline: config.catalog, path: config.catalogPath, logger: deps.logger });
   const raw = deps.backend ?? (await createBackend(config, deps));
   const { backend, maintenance } = await withPauseResume(raw, config, deps, catalog);
-  const manager = new SandboxManager({
+  let manager: SandboxManager | undefined;
+  if (backend.pause) maintenance.push(await autoPauseTask(raw, backend, deps, () => manager!));
+  manager = new SandboxManager({
     backend,
     config,
     catalog,

@@ -54,12 +54,20 @@ function describeHuman(s: Sandbox): string {
 }
 
 const create: Command = async (ctx, argv) => {
-  const usage = "sbx create [--profile P] [--size S] [--ttl 1h] [--idle 15m] [--env K=V]... [--meta K=V]... [--key KEY] [--wait [--timeout 60s]] [--json]";
+  const usage = "sbx create [--profile P] [--size S] [--ttl 1h] [--idle 15m] [--env K=V]... [--meta K=V]... [--key KEY] [--auto-pause JSON] [--wait [--timeout 60s]] [--json]";
   const a = parse(argv, {
     profile: { type: "string" }, size: { type: "string" }, ttl: { type: "string" }, idle: { type: "string" },
     env: { type: "string", multiple: true }, meta: { type: "string", multiple: true }, key: { type: "string" },
-    wait: { type: "boolean" }, timeout: { type: "string" },
+    wait: { type: "boolean" }, timeout: { type: "string" }, "auto-pause": { type: "string" },
   }, usage);
+  let autoPause: Record<string, unknown> | undefined;
+  if (a.values["auto-pause"] !== undefined) {
+    try {
+      autoPause = JSON.parse(a.values["auto-pause"] as string);
+    } catch (e) {
+      throw new ValidationError("--auto-pause", a.values["auto-pause"], `must be a JSON policy object: ${(e as Error).message}`);
+    }
+  }
   let s = await ctx.manager.create({
     owner: ctx.owner,
     profile: a.values.profile as string,
@@ -69,6 +77,7 @@ const create: Command = async (ctx, argv) => {
     env: keyValues("--env", a.values.env),
     metadata: keyValues("--meta", a.values.meta),
     clientKey: a.values.key as string | undefined,
+    autoPause,
   });
   if (a.values.wait) s = await ctx.manager.wait(ctx.owner, s.id, { timeoutMs: (durationFlag("--timeout", a.values.timeout) ?? 60) * 1000 });
   print(ctx, !!a.values.json, s, s.id);

@@ -7,7 +7,7 @@ import { Admission, holdsCapacity } from "./admission.ts";
 import type { AuditEntry, AuditOp, AuditStore } from "./audit.ts";
 import type { ImageCatalog } from "./catalog.ts";
 import type { Clock } from "./clock.ts";
-import { CapacityError, ConflictError, NotFoundError, SbxError } from "./errors.ts";
+import { CapacityError, ConflictError, NotFoundError, SbxError, ValidationError } from "./errors.ts";
 import type { Logger } from "./log.ts";
 import { Metrics, secondsSince } from "./metrics.ts";
 import { Reaper } from "./reaper.ts";
@@ -143,6 +143,11 @@ export class SandboxManager implements Manager {
       spec = resolveSpec(req, this.deps.config, (p) => this.deps.catalog.resolve(p), this.deps.clock.now());
     } catch (err) {
       this.audit("create", String(req.owner), undefined, err);
+      throw err;
+    }
+    if (spec.autoPause && !this.deps.backend.pause) {
+      const err = new ValidationError("autoPause", "(policy)", "this service cannot pause sandboxes: configure snapshots.registry, or create without autoPause");
+      this.audit("create", spec.owner, undefined, err);
       throw err;
     }
     // Same (owner, clientKey) => same id: concurrent retries in this process share one create.

@@ -1,6 +1,7 @@
 // Turning a caller's CreateRequest into a SandboxSpec: every bound checked, every error naming
 // the field, the bad value and the fix. Pure apart from the random id for key-less creates.
 import { createHash, randomBytes } from "node:crypto";
+import { validateAutoPause, type AutoPauseInput } from "../autopause/spec.ts";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { ValidationError } from "./errors.ts";
 import type { CreateRequest, ImageRef, SandboxSpec } from "./types.ts";
@@ -98,6 +99,10 @@ export function resolveSpec(
   if (clientKey !== undefined && (typeof clientKey !== "string" || !CLIENT_KEY.test(clientKey) || clientKey.length > LIMITS.clientKeyChars)) {
     throw new ValidationError("clientKey", clientKey, `use 1-${LIMITS.clientKeyChars} characters from letters, digits, '.', '_', ':' and '-'`);
   }
+  if (req.autoPause !== undefined) {
+    if (!req.autoPause || typeof req.autoPause !== "object" || Array.isArray(req.autoPause)) throw new ValidationError("autoPause", req.autoPause, "use an object with probes, pause, resume and timeout (docs/pause-resume.md)");
+    validateAutoPause(req.autoPause as AutoPauseInput, "autoPause");
+  }
   return {
     id: sandboxId(owner, clientKey),
     owner,
@@ -109,5 +114,6 @@ export function resolveSpec(
     clientKey,
     metadata,
     createdAt: now,
+    ...(req.autoPause !== undefined ? { autoPause: structuredClone(req.autoPause) } : {}),
   };
 }

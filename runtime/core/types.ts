@@ -53,7 +53,12 @@ export interface SandboxSpec {
   /** free-form metadata the caller attached (validated keys/values) */
   metadata: Record<string, string>;
   createdAt: Date;
+  /** automatic pause/wake policy as the caller wrote it (validated; runtime/autopause compiles it) */
+  autoPause?: AutoPauseDocument;
 }
+
+/** An autoPause policy document (runtime/autopause/spec.ts AutoPauseInput), kept as JSON. */
+export type AutoPauseDocument = Record<string, unknown>;
 
 export interface Sandbox {
   id: string;
@@ -84,6 +89,8 @@ export interface Sandbox {
   idleTimeoutSeconds?: number;
   /** when it became terminal (Failed/Succeeded); the reaper deletes it finishedGraceSeconds later */
   finishedAt?: string;
+  /** the spec's autoPause policy; backends persist and return it so the controller finds it */
+  autoPause?: AutoPauseDocument;
 }
 
 export interface ExecRequest {
@@ -195,6 +202,8 @@ export interface CreateRequest {
   idleTimeoutSeconds?: number;
   clientKey?: string;
   metadata?: Record<string, string>;
+  /** automatic pause/wake policy (needs snapshots configured) */
+  autoPause?: AutoPauseDocument;
 }
 
 export interface ListFilter {

@@ -20,6 +20,7 @@ export const createBody = {
     idleTimeoutSeconds: { type: "integer", minimum: 0, description: "reaped after this long without API calls; 0 = never" },
     clientKey: { type: "string", minLength: 1, maxLength: 128, description: "idempotency key: a retry with the same key returns the same sandbox" },
     metadata: { ...stringMap, description: "free-form labels" },
+    autoPause: { type: "object", description: "automatic pause/wake policy: probes, pause, resume, timeout (docs/pause-resume.md); needs snapshots configured" },
   },
 } as const;
 

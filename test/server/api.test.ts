@@ -88,6 +88,8 @@ describe("validation", () => {
     { name: "unknown profile", url: "/v1/sandboxes", body: { profile: "gpu" }, field: "profile", msg: 'profile: invalid value "gpu": unknown profile; use one of: base' },
     { name: "unknown size", url: "/v1/sandboxes", body: { size: "huge" }, field: "size", msg: "use one of: nano, small, medium, large" },
     { name: "bad env name", url: "/v1/sandboxes", body: { env: { "A-B": "x" } }, field: "env.A-B", msg: 'env.A-B: invalid value "A-B"' },
+    { name: "bad autoPause policy", url: "/v1/sandboxes", body: { autoPause: { probes: [{ name: "1bad", command: ["true"] }] } }, field: "autoPause.probes[0].name", msg: "autoPause.probes[0].name: invalid value" },
+    { name: "autoPause without pause support", url: "/v1/sandboxes", body: { autoPause: { pause: { afterInactivity: "10m" } } }, field: "autoPause", msg: "this service cannot pause sandboxes: configure snapshots.registry" },
     { name: "exec without command", url: "/v1/sandboxes/sbx-x/exec", body: {}, field: "body.command", msg: "body.command: required field is missing" },
     { name: "exec with empty command", url: "/v1/sandboxes/sbx-x/exec", body: { command: [] }, field: "body.command", msg: "body.command: must NOT have fewer than 1 items" },
     { name: "exec timeout 0", url: "/v1/sandboxes/sbx-x/exec", body: { command: ["true"], timeoutMs: 0 }, field: "body.timeoutMs", msg: "body.timeoutMs: must be >= 1" },
