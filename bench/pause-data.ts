@@ -145,6 +145,7 @@ async function trial(t: BenchTarget, v: Variant, index: number, settleMs: number
     let t0 = performance.now();
     await m.pause(t.owner, sb.id);
     timings.pause_ms = performance.now() - t0;
+    if (t.snapshotOf) rec.snapshot = await t.snapshotOf(sb.id);
     stage = "resume";
     t0 = performance.now();
     await m.resume(t.owner, sb.id);

@@ -119,6 +119,7 @@ async function runTrial(t: BenchTarget, o: TrialOptions): Promise<TrialRecord> {
       if (Date.now() > gone) throw new Error("the paused sandbox still holds compute after 300 s");
       await new Promise((r) => setTimeout(r, o.pollMs));
     }
+    if (t.snapshotOf) rec.snapshot = await t.snapshotOf(sb.id);
     if (o.prepareScript) {
       stage = "prepare";
       rec.preparation_evidence = await prepare(o.prepareScript, sb.id, o.scenario);

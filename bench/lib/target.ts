@@ -37,6 +37,8 @@ export interface BenchTarget {
   registry?: string;
   /** true once the sandbox holds no compute */
   computeGone(id: string): Promise<boolean>;
+  /** the recorded snapshot of a paused sandbox, when the target can see it */
+  snapshotOf?(id: string): Promise<unknown>;
   environment: Record<string, unknown>;
   close(): Promise<void>;
 }
@@ -88,6 +90,10 @@ async function openLocal(a: TargetArgs): Promise<BenchTarget> {
     owner: a.owner,
     registry: registryUrl,
     computeGone: async (id) => (await local.describe(id)) === undefined,
+    snapshotOf: async (id) => {
+      const s = (await backend.snapshotter.status(id))?.snapshot;
+      return s && { ref: s.ref, digest: s.digest, sizeBytes: s.sizeBytes, layers: s.layers.length };
+    },
     environment: {
       target: "local",
       registry: a.registry ? `given: ${a.registry}` : `docker-registry ${registryVersion()} on loopback, filesystem storage under ${os.tmpdir()}`,

@@ -1,6 +1,6 @@
 // A small OCI distribution client over node:http(s): streaming blob push and pull with
 // digests computed on the fly, manifest put/get/head/delete. No dependencies, constant
-// memory: a push holds at most one upload chunk (default 32 MiB), a pull holds nothing.
+// memory: a push holds at most two upload chunks (default 16 MiB each), a pull holds nothing.
 import { createHash } from "node:crypto";
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
@@ -59,7 +59,7 @@ export class OciClient {
   constructor(opts: OciClientOptions) {
     this.base = new URL(/^https?:\/\//.test(opts.registry) ? opts.registry : `https://${opts.registry}`);
     this.auth = opts.auth;
-    this.chunkBytes = opts.chunkBytes ?? 32 * 1024 * 1024;
+    this.chunkBytes = opts.chunkBytes ?? 16 * 1024 * 1024;
     this.chunkRetries = opts.chunkRetries ?? 2;
     this.agent = this.base.protocol === "https:" ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
   }

@@ -14,6 +14,8 @@ export interface SnapshotLayer {
   path: string;
   digest: string;
   size: number;
+  /** tar entries in the layer; 0 = nothing to restore (absent in records from before it existed) */
+  entries?: number;
 }
 
 export interface SnapshotInfo {

@@ -173,15 +173,18 @@ export class Snapshotter {
 
   private async pushSnapshot(rec: SnapshotRecord, tag: string, opts: OpOptions): Promise<SnapshotInfo> {
     const { oci, repository } = this.o;
-    const layers: SnapshotLayer[] = [];
-    for (const path of this.paths) {
-      const raw = await this.o.backend.getArchive(rec.id, path);
-      const tar = raw.pipe(new DropRootEntry(basename(path)));
-      raw.once("error", (e) => tar.destroy(e));
-      const blob = await oci.pushBlob(repository, tar, { onProgress: (bytes) => opts.onProgress?.({ op: "pause", path, bytes }) });
-      layers.push({ path, ...blob });
-      await this.step(rec.id, "layer-pushed");
-    }
+    // paths stream concurrently: each is its own archive exec and its own upload
+    const layers: SnapshotLayer[] = await Promise.all(
+      this.paths.map(async (path) => {
+        const raw = await this.o.backend.getArchive(rec.id, path);
+        const filter = new DropRootEntry(basename(path));
+        const tar = raw.pipe(filter);
+        raw.once("error", (e) => tar.destroy(e));
+        const blob = await oci.pushBlob(repository, tar, { onProgress: (bytes) => opts.onProgress?.({ op: "pause", path, bytes }) });
+        await this.step(rec.id, "layer-pushed");
+        return { path, ...blob, entries: filter.entries };
+      }),
+    );
     const createdAt = this.o.clock.now().toISOString();
     const config: SnapshotConfig = { sandbox: rec.id, owner: rec.owner, generation: rec.generation, createdAt, paths: this.paths, spec: rec.spec };
     const cfg = await oci.pushSmallBlob(repository, Buffer.from(JSON.stringify(config)));
@@ -210,9 +213,11 @@ export class Snapshotter {
     const { manifest } = await this.o.oci.getManifest(info.repository, info.digest);
     const layers = readSnapshotLayers(manifest);
     if (typeof layers === "string") return layers;
-    if (JSON.stringify(layers) !== JSON.stringify(info.layers)) return "manifest layers differ from the pushed layers";
-    for (const l of layers) if (!(await this.o.oci.blobExists(info.repository, l.digest))) return `layer ${l.digest} (${l.path}) is missing`;
-    return undefined;
+    const key = (ls: SnapshotLayer[]) => JSON.stringify(ls.map((l) => [l.path, l.digest, l.size]));
+    if (key(layers) !== key(info.layers)) return "manifest layers differ from the pushed layers";
+    const present = await Promise.all(layers.map((l) => this.o.oci.blobExists(info.repository, l.digest)));
+    const missing = layers.find((_, i) => !present[i]);
+    return missing ? `layer ${missing.digest} (${missing.path}) is missing` : undefined;
   }
 
   private async release(rec: SnapshotRecord): Promise<SnapshotRecord> {
@@ -237,10 +242,12 @@ export class Snapshotter {
       else if (!(await backend.claim(spec))) await backend.provision(spec);
       await backend.awaitReady(id, { timeoutMs: this.o.readyTimeoutMs ?? 120_000 });
       await this.step(id, "slot-acquired");
-      for (const layer of rec.snapshot!.layers) {
-        await this.restoreLayer(id, rec.snapshot!, layer, opts);
-        await this.step(id, "layer-restored");
-      }
+      await Promise.all(
+        rec.snapshot!.layers.map(async (layer) => {
+          if (layer.entries !== 0) await this.restoreLayer(id, rec!.snapshot!, layer, opts);
+          await this.step(id, "layer-restored");
+        }),
+      );
       const hook = spec.metadata[META.postResume];
       if (hook) await runHook(backend, id, "post-resume", hook, this.o.hookTimeoutMs ?? 60_000);
       await this.step(id, "post-resume-hook");
@@ -253,7 +260,8 @@ export class Snapshotter {
     const snapshot = rec.snapshot!;
     await this.put({ ...rec, state: "running", snapshot: undefined, computeReleased: false });
     await this.step(id, "running-recorded");
-    await this.dropSnapshot(snapshot);
+    // off the critical path: the sandbox is running; a failure only leaves garbage for retention
+    void this.dropSnapshot(snapshot);
     const s = await this.o.backend.describe(id);
     if (!s) throw new NotFoundError("sandbox", id);
     return s;

@@ -35,6 +35,8 @@ export class DropRootEntry extends Transform {
   private pending: Buffer[] = [];
   private pendingBytes = 0;
   private done = false;
+  /** entries passed through (the dropped root and extended headers not counted) */
+  entries = 0;
 
   constructor(private readonly root: string) {
     super();
@@ -113,6 +115,7 @@ export class DropRootEntry extends Transform {
     }
     this.flushPending();
     this.push(h);
+    this.entries++;
     this.dataLeft = padded;
     this.mode = "pass";
   }
