@@ -75,14 +75,19 @@ export function resetCaptured(): void {
   captured.length = 0;
 }
 
-/** Resolves once no resource has registered for `quietMs`: all async registrations landed. */
-export async function settle(quietMs = 150): Promise<Captured[]> {
+/**
+ * Resolves once no resource has registered for `windows` consecutive `quietMs` windows: all
+ * async registrations landed. Several windows, so a busy machine's pause can't end it early.
+ */
+export async function settle(quietMs = 100, windows = 3): Promise<Captured[]> {
   let last = -1;
-  for (;;) {
+  let quiet = 0;
+  while (quiet < windows) {
     await new Promise((r) => setTimeout(r, quietMs));
-    if (captured.length === last) return [...captured];
+    quiet = captured.length === last ? quiet + 1 : 0;
     last = captured.length;
   }
+  return [...captured];
 }
 
 export function ofType(resources: Captured[], type: string): Captured[] {
