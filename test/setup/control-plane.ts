@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
 import { ProcessGroup } from "./processes.ts";
 import { reapStaleRuns, RUN_DIR_PREFIX } from "./reap.ts";
-import { bootCluster } from "./boot.ts";
+import { bootCluster, type Cluster } from "./boot.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -47,34 +47,37 @@ function controlPlaneBin(): string {
   return join(repo, ".cache/control-plane", version, "bin");
 }
 
-export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const started = Date.now();
-  const bin = controlPlaneBin();
-  for (const stale of reapStaleRuns(tmpdir())) console.log(`control plane: cleaned up abandoned run ${stale}`);
+interface Run {
+  dir: string;
+  cluster: Cluster;
+  teardown: () => Promise<void>;
+}
+
+/** One attempt: a fresh run dir, every process, and a teardown that undoes both. */
+async function startRun(bin: string, keep: boolean): Promise<Run> {
   const dir = mkdtempSync(join(tmpdir(), RUN_DIR_PREFIX));
   for (const sub of ["logs", "pki", "etcd", "pods", "registry"]) mkdirSync(join(dir, sub));
   writeFileSync(join(dir, "owner.pid"), String(process.pid));
   const group = new ProcessGroup(join(dir, "logs"), join(dir, "pids"));
-  const keep = process.env.SBX_TEST_KEEP_CONTROL_PLANE === "1";
 
   let stopped = false;
   const cleanupNow = () => {
     group.killAllNow();
     if (!keep) rmSync(dir, { recursive: true, force: true });
   };
-  const onSigint = () => {
+  const onSignal = () => {
     cleanupNow();
     process.exit(130);
   };
-  process.once("SIGINT", onSigint);
-  process.once("SIGTERM", onSigint);
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
   process.once("exit", cleanupNow);
 
   const teardown = async () => {
     if (stopped) return;
     stopped = true;
-    process.off("SIGINT", onSigint);
-    process.off("SIGTERM", onSigint);
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
     process.off("exit", cleanupNow);
     await group.stopAll();
     if (keep) {
@@ -84,22 +87,42 @@ export default async function setup(project: TestProject): Promise<() => Promise
   };
 
   try {
-    const cluster = await bootCluster({ bin, dir }, group);
-    project.provide("kubeconfigPath", cluster.kubeconfigPath);
-    project.provide("registryUrl", cluster.registryUrl);
-    project.provide("registryHost", cluster.registryHost);
-    project.provide("podsDir", join(dir, "pods"));
-    project.provide("controlPlaneBin", bin);
-    process.env.SBX_TEST_KUBECONFIG = cluster.kubeconfigPath;
-    process.env.SBX_TEST_REGISTRY = cluster.registryUrl;
-    console.log(
-      `control plane: ready in ${((Date.now() - started) / 1000).toFixed(1)}s ` +
-        `(apiserver ${cluster.server}, registry ${cluster.registryUrl}, logs ${join(dir, "logs")})`,
-    );
+    return { dir, cluster: await bootCluster({ bin, dir }, group), teardown };
   } catch (err) {
     if (existsSync(dir)) writeFileSync(join(dir, "logs", "setup-error.txt"), String(err));
     await teardown();
     throw err;
   }
-  return teardown;
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const started = Date.now();
+  const bin = controlPlaneBin();
+  for (const stale of reapStaleRuns(tmpdir())) console.log(`control plane: cleaned up abandoned run ${stale}`);
+  const keep = process.env.SBX_TEST_KEEP_CONTROL_PLANE === "1";
+
+  // Free ports are picked before the components bind them, so a concurrent run on this
+  // machine can take one in between; that (and only that) is retried on new ports.
+  let run: Run | undefined;
+  for (let attempt = 1; !run; attempt++) {
+    try {
+      run = await startRun(bin, keep);
+    } catch (err) {
+      if (attempt >= 3 || !/address already in use/.test(String(err))) throw err;
+      console.log(`control plane: a port was taken meanwhile; retrying on new ports (attempt ${attempt + 1})`);
+    }
+  }
+  const { dir, cluster } = run;
+  project.provide("kubeconfigPath", cluster.kubeconfigPath);
+  project.provide("registryUrl", cluster.registryUrl);
+  project.provide("registryHost", cluster.registryHost);
+  project.provide("podsDir", join(dir, "pods"));
+  project.provide("controlPlaneBin", bin);
+  process.env.SBX_TEST_KUBECONFIG = cluster.kubeconfigPath;
+  process.env.SBX_TEST_REGISTRY = cluster.registryUrl;
+  console.log(
+    `control plane: ready in ${((Date.now() - started) / 1000).toFixed(1)}s ` +
+      `(apiserver ${cluster.server}, registry ${cluster.registryUrl}, logs ${join(dir, "logs")})`,
+  );
+  return run.teardown;
 }
