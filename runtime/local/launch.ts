@@ -10,15 +10,15 @@ export interface LaunchPlan {
   /** "host" or the path of an unpacked rootfs */
   rootfs: string;
   /** host paths */
-  workspaceDir: string;
   runDir: string;
   helperPath: string;
   uid: number;
   hostname: string;
   tmpBytes: number;
-  /** fds the helper inherits: the readiness pipe and one directory fd per cgroup hierarchy */
+  /** fds the helper inherits: the readiness pipe, one directory fd per cgroup hierarchy, the workspace image */
   readyFd: number;
   cgroupFds: number[];
+  workspaceFd: number;
   /** host top-level entries: name -> symlink target, or null for a directory (host rootfs only) */
   hostTopLevel: Record<string, string | null>;
 }
@@ -29,6 +29,8 @@ export const IN_SANDBOX = {
   helper: "/.sbx/helper",
   runDir: "/.sbx/run",
   socket: "/.sbx/run/helper.sock",
+  /** the host's /dev, only while the helper sets up the workspace's loop device */
+  hostDev: "/.sbx/run/dev",
 } as const;
 
 /** Host directories that make up the read-only system of the "host" profile. */
@@ -52,12 +54,14 @@ export function planBwrapArgs(p: LaunchPlan): string[] {
   args.push("--proc", "/proc", "--dev", "/dev");
   args.push("--perms", "1777", "--size", String(p.tmpBytes), "--tmpfs", "/tmp");
   args.push("--perms", "1777", "--size", String(Math.min(SHM_BYTES, p.tmpBytes)), "--tmpfs", "/dev/shm");
-  args.push("--bind", p.workspaceDir, IN_SANDBOX.workspace);
+  if (p.rootfs === "host") args.push("--dir", IN_SANDBOX.workspace);
   args.push("--ro-bind", p.helperPath, IN_SANDBOX.helper);
   args.push("--bind", p.runDir, IN_SANDBOX.runDir);
+  args.push("--dev-bind", "/dev", IN_SANDBOX.hostDev);
   if (p.rootfs === "host") args.push("--remount-ro", "/");
   args.push("--chdir", "/", "--", IN_SANDBOX.helper);
   args.push("--uid", String(p.uid), "--gid", String(p.uid), "--socket", IN_SANDBOX.socket, "--ready-fd", String(p.readyFd));
   for (const fd of p.cgroupFds) args.push("--cg-fd", String(fd));
+  args.push("--workspace-fd", String(p.workspaceFd), "--workspace", IN_SANDBOX.workspace, "--host-dev", IN_SANDBOX.hostDev);
   return args;
 }

@@ -23,7 +23,8 @@ export interface SandboxRecord {
 
 export interface SlotPaths {
   dir: string;
-  workspace: string;
+  /** ext4 image mounted on /workspace inside the sandbox */
+  workspaceImage: string;
   run: string;
   socket: string;
   log: string;
@@ -34,7 +35,7 @@ export function slotPaths(stateDir: string, key: string): SlotPaths {
   const dir = path.join(stateDir, "sandboxes", key);
   return {
     dir,
-    workspace: path.join(dir, "workspace"),
+    workspaceImage: path.join(dir, "workspace.img"),
     run: path.join(dir, "run"),
     socket: path.join(dir, "run", "helper.sock"),
     log: path.join(dir, "init.log"),

@@ -55,7 +55,7 @@ export class Slot {
 
   /** Makes the slot's directory with its mounted workspace; must run before launch(). */
   async prepare(): Promise<void> {
-    await this.env.workspaces.acquire(this.rec.size.workspaceBytes, this.paths.dir, this.rec.uid);
+    await this.env.workspaces.acquire(this.rec.size.workspaceBytes, this.paths.dir);
   }
 
   /** Creates the socket directory and cgroups, then starts bubblewrap. Readiness arrives on `ready`. */
@@ -64,11 +64,11 @@ export class Slot {
     fs.mkdirSync(paths.run, { recursive: true, mode: 0o700 });
     createSandboxCgroups(this.env.layout, rec.key, rec.size, rec.uid);
     const cgFds = openDirFds(this.dirs);
+    const wsFd = fs.openSync(paths.workspaceImage, "r+");
     const logFd = fs.openSync(paths.log, "a");
     const readyFd = 3;
     const args = planBwrapArgs({
       rootfs: rec.rootfs,
-      workspaceDir: paths.workspace,
       runDir: paths.run,
       helperPath: this.env.helperPath,
       uid: rec.uid,
@@ -76,13 +76,14 @@ export class Slot {
       tmpBytes: rec.size.tmpBytes,
       readyFd,
       cgroupFds: cgFds.map((_, i) => readyFd + 1 + i),
+      workspaceFd: readyFd + 1 + cgFds.length,
       hostTopLevel: this.env.hostTopLevel,
     });
     let child;
     try {
-      child = spawn(this.env.bwrapPath, args, { stdio: ["ignore", logFd, logFd, "pipe", ...cgFds], detached: true });
+      child = spawn(this.env.bwrapPath, args, { stdio: ["ignore", logFd, logFd, "pipe", ...cgFds, wsFd], detached: true });
     } finally {
-      for (const fd of [logFd, ...cgFds]) fs.closeSync(fd);
+      for (const fd of [logFd, wsFd, ...cgFds]) fs.closeSync(fd);
     }
     child.unref();
     const readyPipe = child.stdio[3] as net.Socket;
@@ -146,7 +147,6 @@ export class Slot {
     this.died();
     // the pid namespace's teardown finishes asynchronously; cgroups become removable soon after
     for (let i = 0; i < 200 && !removeCgroup(this.dirs); i++) await new Promise((r) => setTimeout(r, 5));
-    await this.env.workspaces.release(this.paths.dir);
   }
 
   /** stop() and forget everything on disk. */

@@ -87,13 +87,17 @@ describe("local sandbox isolation", () => {
 
   it("cannot read another sandbox's workspace", async () => {
     expect((await run(h.backend, a, "echo secret-of-a > /workspace/secret && id -u")).exitCode).toBe(0);
+    // on the host a workspace is an image file, mounted only inside its own sandbox's namespace
     const keys = fs.readdirSync(path.join(h.stateDir, "sandboxes"));
-    const hostPaths = keys.map((k) => path.join(h.stateDir, "sandboxes", k, "workspace", "secret"));
-    expect(hostPaths.some((p) => fs.existsSync(p))).toBe(true);
-    const r = await run(h.backend, b, `ls -A /workspace; for p in ${hostPaths.join(" ")}; do cat "$p" 2>/dev/null; done; id -u`);
+    const images = keys.map((k) => path.join(h.stateDir, "sandboxes", k, "workspace.img"));
+    expect(images.every((p) => fs.existsSync(p))).toBe(true);
+    expect(fs.readFileSync("/proc/self/mountinfo", "utf8")).not.toContain(h.stateDir);
+    const r = await run(h.backend, b, `ls -A /workspace; for p in ${images.join(" ")}; do cat "$p" 2>/dev/null; done; grep -c workspace /proc/self/mountinfo; id -u`);
     expect(r.stdout).not.toContain("secret-of-a");
+    const lines = r.stdout.trim().split("\n");
+    expect(lines.at(-2)).toBe("1"); // its own /workspace, nothing else
     const ua = (await run(h.backend, a, "id -u")).stdout;
-    expect(r.stdout.trim().split("\n").at(-1)).not.toBe(ua.trim());
+    expect(lines.at(-1)).not.toBe(ua.trim());
   });
 
   it("contains a fork bomb within the pids limit and stays usable", async () => {

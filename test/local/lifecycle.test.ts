@@ -190,6 +190,8 @@ describe("local restart and shutdown", () => {
       const img = path.join(stateDir, "sandboxes", deadRec.key, "workspace.img");
       expect(execFileSync("debugfs", ["-R", "cat /marker", img], { stdio: ["ignore", "pipe", "ignore"] }).toString()).toBe("kept-1\n");
       expect(processesWithUidIn(base, base + 65536).length).toBeGreaterThan(0);
+      // workspaces are mounted inside the sandboxes' own namespaces, never on the host
+      expect(fs.readFileSync("/proc/self/mountinfo", "utf8")).not.toContain(stateDir);
     } finally {
       await h.backend.close();
     }

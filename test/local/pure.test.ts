@@ -40,7 +40,6 @@ describe("detectCgroups", () => {
 describe("planBwrapArgs", () => {
   const base: LaunchPlan = {
     rootfs: "host",
-    workspaceDir: "/state/s1/workspace",
     runDir: "/state/s1/run",
     helperPath: "/repo/.cache/local/sbx-helper",
     uid: 100_000_001,
@@ -48,6 +47,7 @@ describe("planBwrapArgs", () => {
     tmpBytes: 1024,
     readyFd: 3,
     cgroupFds: [4, 5],
+    workspaceFd: 6,
     hostTopLevel: { usr: null, etc: null, bin: "usr/bin", lib64: "usr/lib64" },
   };
   const pairs = (args: string[], flag: string) => args.flatMap((a, i) => (a === flag ? [`${args[i + 1]} ${args[i + 2]}`] : []));
@@ -60,11 +60,14 @@ describe("planBwrapArgs", () => {
     expect(args).not.toContain("--die-with-parent"); // sandboxes outlive a crashed service, for adoption
   });
 
-  it("mounts the host system read-only, and only the workspace and the socket dir writable", () => {
+  it("mounts the host system read-only; the helper's dir (root-only) is the only host dir bound writable", () => {
     const args = planBwrapArgs(base);
     expect(pairs(args, "--ro-bind")).toEqual(["/usr /usr", "/etc /etc", `/repo/.cache/local/sbx-helper ${IN_SANDBOX.helper}`]);
     expect(pairs(args, "--symlink")).toEqual(["usr/bin /bin", "usr/lib64 /lib64"]);
-    expect(pairs(args, "--bind")).toEqual([`/state/s1/workspace ${IN_SANDBOX.workspace}`, `/state/s1/run ${IN_SANDBOX.runDir}`]);
+    expect(pairs(args, "--bind")).toEqual([`/state/s1/run ${IN_SANDBOX.runDir}`]);
+    // the host's /dev only under the root-only dir, for the helper to set up the workspace's loop device
+    expect(pairs(args, "--dev-bind")).toEqual([`/dev ${IN_SANDBOX.hostDev}`]);
+    expect(IN_SANDBOX.hostDev.startsWith(IN_SANDBOX.runDir + "/")).toBe(true);
     expect(args.join(" ")).toContain("--perms 1777 --size 1024 --tmpfs /tmp");
     expect(args.join(" ")).toContain("--remount-ro /");
   });
@@ -75,9 +78,12 @@ describe("planBwrapArgs", () => {
     expect(args).not.toContain("/usr");
   });
 
-  it("passes the helper its uid, socket, readiness fd and cgroup fds", () => {
+  it("passes the helper its uid, socket, readiness fd, cgroup fds and workspace image fd", () => {
     const args = planBwrapArgs(base);
-    expect(args.slice(args.indexOf("--") + 1)).toEqual([IN_SANDBOX.helper, "--uid", "100000001", "--gid", "100000001", "--socket", IN_SANDBOX.socket, "--ready-fd", "3", "--cg-fd", "4", "--cg-fd", "5"]);
+    expect(args.slice(args.indexOf("--") + 1)).toEqual([
+      IN_SANDBOX.helper, "--uid", "100000001", "--gid", "100000001", "--socket", IN_SANDBOX.socket, "--ready-fd", "3", "--cg-fd", "4", "--cg-fd", "5",
+      "--workspace-fd", "6", "--workspace", IN_SANDBOX.workspace, "--host-dev", IN_SANDBOX.hostDev,
+    ]);
   });
 });
 

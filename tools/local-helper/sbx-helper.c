@@ -21,12 +21,15 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/loop.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -122,6 +125,48 @@ static void drop_privileges(uid_t uid, gid_t gid) {
     errno = EPERM;
     die("could regain uid 0");
   }
+}
+
+// Mounts the workspace image (an ext4 file the host passed as an fd) on /workspace inside the
+// sandbox's own mount namespace, through a loop device with autoclear: the mount and the device go
+// away with the namespace, so nothing of the sandbox stays mounted on the host, even when the
+// service crashes. The host's /dev is reachable only here, under a root-only directory, and is
+// detached before anything else runs.
+static void mount_workspace(int img_fd, const char *host_dev, const char *target, uid_t uid, gid_t gid) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/loop-control", host_dev);
+  int ctl = open(path, O_RDWR | O_CLOEXEC);
+  if (ctl < 0) die(path);
+  int lfd = -1;
+  for (int attempt = 0; attempt < 64 && lfd < 0; attempt++) {
+    int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+    if (n < 0) die("LOOP_CTL_GET_FREE");
+    snprintf(path, sizeof path, "%s/loop%d", host_dev, n);
+    int fd = -1;
+    for (int i = 0; i < 100 && (fd = open(path, O_RDWR | O_CLOEXEC)) < 0 && errno == ENOENT; i++) usleep(1000);
+    if (fd < 0) die(path);
+    struct loop_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.fd = (uint32_t)img_fd;
+    cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+    if (ioctl(fd, LOOP_CONFIGURE, &cfg) == 0) {
+      lfd = fd;
+    } else {
+      if (errno != EBUSY) die("LOOP_CONFIGURE");
+      close(fd); /* another process took it between GET_FREE and CONFIGURE: try the next */
+    }
+  }
+  if (lfd < 0) die("no free loop device");
+  if (mount(path, target, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, NULL) < 0) die("mount workspace");
+  close(lfd);
+  close(ctl);
+  close(img_fd);
+  if (umount2(host_dev, MNT_DETACH) < 0) die("detach host /dev");
+  rmdir(host_dev);
+  char lf[300];
+  snprintf(lf, sizeof lf, "%s/lost+found", target);
+  rmdir(lf);
+  if (chown(target, uid, gid) < 0 || chmod(target, 0700) < 0) die("chown workspace");
 }
 
 static void on_sigchld(int sig) {
@@ -375,26 +420,36 @@ static void relay(int sock) {
 int main(int argc, char **argv) {
   uid_t uid = 0;
   gid_t gid = 0;
-  const char *sock_path = NULL;
-  int ready_fd = -1;
+  const char *sock_path = NULL, *host_dev = NULL, *ws_target = NULL;
+  int ready_fd = -1, ws_fd = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--uid")) uid = (uid_t)strtoul(argv[i + 1], NULL, 10);
     else if (!strcmp(argv[i], "--gid")) gid = (gid_t)strtoul(argv[i + 1], NULL, 10);
     else if (!strcmp(argv[i], "--socket")) sock_path = argv[i + 1];
     else if (!strcmp(argv[i], "--ready-fd")) ready_fd = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--cg-fd") && n_cg < MAX_CG) cg_fds[n_cg++] = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--workspace-fd")) ws_fd = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--workspace")) ws_target = argv[i + 1];
+    else if (!strcmp(argv[i], "--host-dev")) host_dev = argv[i + 1];
     else {
       fprintf(stderr, "sbx-helper: unknown argument %s\n", argv[i]);
       return 64;
     }
   }
   if (!uid || !gid || !sock_path) {
-    fprintf(stderr, "usage: sbx-helper --uid UID --gid GID --socket PATH [--ready-fd FD] [--cg-fd FD]...\n");
+    fprintf(stderr, "usage: sbx-helper --uid UID --gid GID --socket PATH [--ready-fd FD] [--cg-fd FD]... [--workspace-fd FD --workspace DIR --host-dev DIR]\n");
     return 64;
   }
   for (int i = 0; i < n_cg; i++) {
     fcntl(cg_fds[i], F_SETFD, FD_CLOEXEC);
     write_str_file(cg_fds[i], "init/cgroup.procs", "0");
+  }
+  if (ws_fd >= 0) {
+    if (!host_dev || !ws_target) {
+      fprintf(stderr, "sbx-helper: --workspace-fd needs --workspace and --host-dev\n");
+      return 64;
+    }
+    mount_workspace(ws_fd, host_dev, ws_target, uid, gid);
   }
   // the OOM killer should pick a command, not the init (which would end the whole sandbox);
   // best effort: a host that already raised our floor (containers) refuses, which is harmless
