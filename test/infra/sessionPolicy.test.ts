@@ -37,3 +37,26 @@ describe("buildSessionPolicy", () => {
     expect(sessionPolicyDocument("ok", "bucket", "aws-cn").Statement[1].Resource).toBe("arn:aws-cn:s3:::bucket");
   });
 });
+
+describe("the runtime's session policy (runtime/k8s/sessionPolicy.ts) fits the base role", () => {
+  it("asks only for actions and resources the base role grants, scoped to the sandbox, under the size limit", async () => {
+    const { buildSessionPolicy: runtimeSessionPolicy } = await import("../../runtime/k8s/sessionPolicy.ts");
+    const { baseRolePolicy } = await import("../../components/identity/policies.ts");
+    const bucket = "sbx-prod-outputs-abc";
+    const base = baseRolePolicy(`arn:aws:s3:::${bucket}`);
+    const granted = new Map(base.Statement.flatMap((s) => s.Action.map((a) => [a, [s.Resource].flat() as string[]] as const)));
+    const session = runtimeSessionPolicy("sbx-7f3a", bucket);
+    expect(packedLength(JSON.stringify(session))).toBeLessThan(SESSION_POLICY_MAX_CHARS);
+    for (const s of session.Statement) {
+      for (const action of s.Action) {
+        const resources = granted.get(action);
+        expect(resources, action).toBeDefined();
+        for (const r of [s.Resource].flat()) {
+          // inside the base role's resource (the base object ARN ends in sandboxes/*)
+          expect(resources!.some((g) => r === g || (g.endsWith("*") && r.startsWith(g.slice(0, -1)))), `${action} on ${r}`).toBe(true);
+          if (action !== "s3:ListBucket") expect(r).toContain("/sandboxes/sbx-7f3a/");
+        }
+      }
+    }
+  });
+});
