@@ -220,9 +220,23 @@ export class Snapshotter {
     return missing ? `layer ${missing.digest} (${missing.path}) is missing` : undefined;
   }
 
+  /** The snapshot is already recorded, so a failure here loses nothing: retry, then report. */
   private async release(rec: SnapshotRecord): Promise<SnapshotRecord> {
-    await this.o.backend.releaseCompute!(rec.id);
-    return this.put({ ...rec, computeReleased: true });
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.o.backend.releaseCompute!(rec.id);
+        return await this.put({ ...rec, computeReleased: true });
+      } catch (err) {
+        if (attempt >= 3) {
+          throw new UpstreamError(
+            `pause ${rec.id}: the snapshot ${rec.snapshot?.ref} is recorded, but releasing the compute failed ${attempt} times: ${(err as Error).message}; ` +
+              "the next pause call or a restart retries it",
+          );
+        }
+        this.o.logger.warn({ sandbox: rec.id, owner: rec.owner, op: "pause", attempt, err }, "releasing compute failed; retrying");
+        await this.o.clock.sleep(200 * attempt);
+      }
+    }
   }
 
   private async doResume(id: string, opts: OpOptions): Promise<Sandbox> {

@@ -145,6 +145,27 @@ describe("Snapshotter", () => {
     f.oci.close();
   });
 
+  it("a failing compute release after the snapshot is recorded is retried, and reported without losing the snapshot", async () => {
+    const f = makeFixture(root, registry.url);
+    const before = await seeded(f, "sb-release", 1);
+    const release = f.backend.releaseCompute.bind(f.backend);
+    let failures = 4;
+    f.backend.releaseCompute = async (id) => {
+      if (failures-- > 0) throw new Error("ENOTEMPTY: directory not empty");
+      return release(id);
+    };
+    const err = await f.snapshotter.pause("sb-release").catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/^pause sb-release: the snapshot .* is recorded, but releasing the compute failed 3 times: ENOTEMPTY: directory not empty; the next pause call or a restart retries it$/);
+    expect(await f.store.get("sb-release")).toMatchObject({ state: "paused", computeReleased: false });
+    // one more failure is absorbed by the retry, then the release goes through
+    const rec = await f.snapshotter.pause("sb-release");
+    expect(rec).toMatchObject({ state: "paused", computeReleased: true, generation: 1 });
+    expect(await f.backend.hasCompute("sb-release")).toBe(false);
+    await f.snapshotter.resume("sb-release");
+    expect(await treeDigest(f.backend.fsRoot("sb-release"))).toEqual(before);
+    f.oci.close();
+  });
+
   it("removes the snapshot with the sandbox and expires paused sandboxes past the retention", async () => {
     const clock = new ManualClock(new Date("2026-03-01T00:00:00Z"));
     const f = makeFixture(root, registry.url, { clock, retentionDays: 2 });
