@@ -281,7 +281,8 @@ usage: sbx <command> [options]
   token create --owner NAME        add a token to the service's tokens file (direct mode)
 
 Every command takes --json. With SBX_SERVER (and SBX_TOKEN) set it talks to the service;
-otherwise it builds the runtime in-process from SBX_CONFIG (or the defaults).
+otherwise, for platform kubernetes in SBX_CONFIG, it drives the cluster in-process through the
+kubeconfig (the local platform always needs the service: npm start).
 Exit codes: 0 ok, 1 command failed, 2 invalid arguments, 3 unauthenticated, 4 not found,
 5 conflict, 6 over capacity, 7 timeout, 8 upstream, 9 sandbox failed, 10 too large;
 run/exec exit with the command's own exit code.

@@ -37,6 +37,11 @@ async function openManager(env: NodeJS.ProcessEnv): Promise<{ manager: Manager; 
     return { manager: new HttpManager({ server: env.SBX_SERVER, token: env.SBX_TOKEN }), owner: "(token)", close: async () => {} };
   }
   const { config } = loadRuntimeConfig(env);
+  // Local sandboxes live inside the process that started them: a CLI process would kill its
+  // sandboxes when it exits, and its backend would fight the running service over the state dir.
+  if (config.platform === "local") {
+    throw new SbxError("unauthenticated", "no SBX_SERVER: the local platform runs sandboxes inside the service; start it with `npm start` and export the SBX_SERVER and SBX_TOKEN it prints");
+  }
   const logger = createLogger({ level: env.SBX_LOG_LEVEL ?? "warn" });
   const { manager } = await buildManager(config, { logger, clock: systemClock });
   await (manager as SandboxManager).start({ reaper: false });

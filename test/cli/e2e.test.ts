@@ -44,7 +44,13 @@ function sbx(args: string[], env: Record<string, string> = {}): Promise<CliResul
     });
     p.stderr.on("data", (c) => (r.stderr += c));
     p.on("error", reject);
+    // a hung step names itself instead of eating the whole test's timeout
+    const guard = setTimeout(() => {
+      p.kill("SIGKILL");
+      reject(new Error(`sbx ${args.join(" ")} did not finish in 90 s; stdout ${JSON.stringify(r.stdout)} stderr ${JSON.stringify(r.stderr)}\nservice:\n${serviceOut.slice(-2000)}`));
+    }, 90_000);
     p.on("close", (code) => {
+      clearTimeout(guard);
       r.code = code;
       r.ms = Date.now() - t0;
       resolvePromise(r);
@@ -146,7 +152,7 @@ describe("npm start + sbx CLI over a real socket", () => {
     const gone = await sbx(["get", id]);
     expect(gone.code).toBe(4);
     expect(gone.stderr).toContain(`sandbox "${id}" not found`);
-  }, 120_000);
+  }, 400_000);
 
   it.each([
     { args: ["create", "--size", "huge"], env: {}, code: 2, err: 'size: invalid value "huge"' },
@@ -154,6 +160,7 @@ describe("npm start + sbx CLI over a real socket", () => {
     { args: ["ls"], env: { SBX_TOKEN: "sbx_wrong" }, code: 3, err: "missing or invalid bearer token" },
     { args: ["get", "sbx-aaaaaaaaaaaaaaaa"], env: {}, code: 4, err: "not found" },
     { args: ["frobnicate"], env: {}, code: 2, err: "unknown command" },
+    { args: ["ls"], env: { SBX_SERVER: "" }, code: 3, err: "the local platform runs sandboxes inside the service; start it with `npm start`" },
   ])("exit code $code for sbx $args", async ({ args, env, code, err }) => {
     const r = await sbx(args, env as Record<string, string>);
     expect(r.code).toBe(code);
