@@ -55,3 +55,37 @@ describe("restart", () => {
     cleanups.push(() => first.manager.close());
   });
 });
+
+describe("budget reconcile", () => {
+  it("the reaper's pass drops reservations nothing backs and adopts live sandboxes that lost theirs", async () => {
+    const rt = await startLocalRuntime({}, {});
+    cleanups.push(() => rt.close());
+    const res = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: {} });
+    const id = res.json().id as string;
+    // drift in both directions: a reservation for nothing, and a live sandbox without one
+    rt.manager.admission.adopt({ id: "sbx-ghostghostghost0", phase: "Running", cpuRequestMillis: 700, memoryRequestBytes: 1 });
+    rt.manager.admission.release(id);
+    expect(rt.manager.admission.ids()).toEqual(["sbx-ghostghostghost0"]);
+    await rt.manager.reaper.runOnce();
+    expect(rt.manager.admission.ids()).toEqual([id]);
+    expect(rt.manager.admission.usage().used.cpuMillis).toBe(100);
+  });
+
+  it("a create the substrate refuses or fails gives its reservation back", async () => {
+    const rt = await startLocalRuntime({ catalog: { base: "host", broken: "/nonexistent/rootfs" } }, {});
+    cleanups.push(() => rt.close());
+    const res = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: { profile: "broken" } });
+    if (res.statusCode === 201) {
+      // accepted, then failed while starting: the Failed event releases it
+      const id = res.json().id as string;
+      const waited = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${id}/wait`, headers: auth("alice"), payload: { timeoutSeconds: 20 } });
+      expect(waited.statusCode).toBeGreaterThanOrEqual(400);
+    } else {
+      expect(res.statusCode).toBeGreaterThanOrEqual(400);
+      expect(res.json().error.message).toContain("nonexistent");
+    }
+    const t0 = Date.now();
+    while (rt.manager.admission.usage().reservations > 0 && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 50));
+    expect(rt.manager.admission.usage().used).toEqual({ cpuMillis: 0, memoryBytes: 0 });
+  });
+});
