@@ -73,6 +73,34 @@ install() {
   echo "$key" > "$bin/.stamp-$group"
   built_any=1
 }
+# A machine-wide store of built binaries, keyed like the stamps, so another checkout of the
+# same sources (CI's fresh clone) copies them instead of relinking for minutes.
+# SBX_CONTROL_PLANE_SHARED_CACHE="" turns it off.
+shared="${SBX_CONTROL_PLANE_SHARED_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/sbx/control-plane}"
+shared_dir() { echo "$shared/$1-$(echo "$2" | sha256sum | cut -c1-24)"; }
+# from_shared GROUP KEY BINARIES...: stages the binaries a build elsewhere stored under KEY.
+from_shared() {
+  [ -n "$shared" ] || return 1
+  local d
+  d="$(shared_dir "$1" "$2")"
+  shift 2
+  for b in "$@"; do [ -x "$d/$b" ] && [ ! -L "$d/$b" ] || return 1; done
+  for b in "$@"; do cp -l "$d/$b" "$staging/$b" 2>/dev/null || cp "$d/$b" "$staging/$b"; done
+  echo "sbx: reusing $* from $d" >&2
+}
+# publish GROUP KEY BINARIES...: stores freshly built (not symlinked) binaries under KEY.
+publish() {
+  [ -n "$shared" ] || return 0
+  local d tmp
+  d="$(shared_dir "$1" "$2")"
+  shift 2
+  for b in "$@"; do [ -L "$staging/$b" ] && return 0; done
+  mkdir -p "$shared"
+  tmp="$(mktemp -d "$shared/.tmp.XXXXXX")"
+  for b in "$@"; do cp "$staging/$b" "$tmp/$b"; done
+  rm -rf "$d"
+  mv "$tmp" "$d" || rm -rf "$tmp"
+}
 announce() {
   [ -n "${announced:-}" ] && return 0
   announced=1
@@ -83,7 +111,7 @@ sum() { cat "$@" | sha256sum | cut -d' ' -f1; }
 # Kubernetes and etcd: keyed on the wrapper module. Binaries that KUBEBUILDER_ASSETS
 # provides (the envtest convention: etcd, kube-apiserver, kubectl) are linked, not built.
 k8s_key="$(sum "$src/go.mod" "$src/go.sum" "$src/cmd/etcd/main.go")-$script_sum-$go_version-assets=${KUBEBUILDER_ASSETS:-}"
-if ! fresh k8s "$k8s_key" "${k8s_tools[@]}" etcd; then
+if ! fresh k8s "$k8s_key" "${k8s_tools[@]}" etcd && ! from_shared k8s "$k8s_key" "${k8s_tools[@]}" etcd; then
   announce
   echo "sbx: Kubernetes $k8s_version and etcd $etcd_version" >&2
   prebuilt=()
@@ -113,28 +141,31 @@ if ! fresh k8s "$k8s_key" "${k8s_tools[@]}" etcd; then
     (cd "$src" && go build -p 2 -trimpath -o "$staging/etcd" \
       -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-$etcd_version" ./cmd/etcd)
   fi
-  install k8s "$k8s_key" "${k8s_tools[@]}" etcd
+  publish k8s "$k8s_key" "${k8s_tools[@]}" etcd
 fi
+[ -e "$staging/etcd" ] && install k8s "$k8s_key" "${k8s_tools[@]}" etcd
 
 # sbx-kubelet: our exec/logs stand-in, keyed on its sources as well.
 kubelet_key="$(sum "$src/go.mod" "$src/go.sum" $(find "$src/cmd/sbx-kubelet" -name '*.go' | LC_ALL=C sort))-$script_sum-$go_version"
-if ! fresh sbx-kubelet "$kubelet_key" sbx-kubelet; then
+if ! fresh sbx-kubelet "$kubelet_key" sbx-kubelet && ! from_shared sbx-kubelet "$kubelet_key" sbx-kubelet; then
   announce
   (cd "$src" && go build -p 2 -trimpath -o "$staging/sbx-kubelet" \
     -ldflags "-s -w -X main.version=$k8s_version-${kubelet_key:0:12}" ./cmd/sbx-kubelet)
-  install sbx-kubelet "$kubelet_key" sbx-kubelet
+  publish sbx-kubelet "$kubelet_key" sbx-kubelet
 fi
+[ -e "$staging/sbx-kubelet" ] && install sbx-kubelet "$kubelet_key" sbx-kubelet
 
 # kwok: its own module (it tracks a newer k8s.io library line).
 kwok_key="$(sum "$src/kwok/go.mod" "$src/kwok/go.sum")-$script_sum-$go_version"
-if ! fresh kwok "$kwok_key" kwok; then
+if ! fresh kwok "$kwok_key" kwok && ! from_shared kwok "$kwok_key" kwok; then
   announce
   echo "sbx: kwok $kwok_version" >&2
   (cd "$src/kwok" && go build -p 2 -trimpath -o "$staging/kwok" \
     -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${kwok_version#v} -X sigs.k8s.io/kwok/pkg/consts.PreRelease=GA" \
     sigs.k8s.io/kwok/cmd/kwok)
-  install kwok "$kwok_key" kwok
+  publish kwok "$kwok_key" kwok
 fi
+[ -e "$staging/kwok" ] && install kwok "$kwok_key" kwok
 
 if [ "$built_any" = 1 ]; then
   echo "sbx: control plane ready in $bin ($((SECONDS - started))s)" >&2
