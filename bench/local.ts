@@ -128,6 +128,7 @@ async function main(): Promise<void> {
       allReadyMs: Math.round(allReadyMs),
       execInAllMs: Math.round(allExecMs),
       execOk: execs.filter((r) => r.status === "fulfilled").length,
+      execFirstError: (execs.find((r) => r.status === "rejected") as PromiseRejectedResult | undefined)?.reason?.message,
       hostMemUsedByAllMiB: Math.round((memBeforeKiB - memWithAllKiB) / 1024),
     };
     const t2 = performance.now();
