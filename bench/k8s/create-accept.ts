@@ -3,12 +3,15 @@
 // the churn shape agents produce, through the Manager the HTTP service calls. Reports accept
 // (what the caller waits for), the record's durability lag (accept -> written to the API
 // server), wait (accept -> ready) and exec round trip.
-//   npx tsx bench/k8s/create-accept.ts [--levels 1,10,50,200] [--seconds 20]
+// --mode accept-only drops wait and exec (create -> kill), isolating the accept path from the
+// API server's and the nodes' load.
+//   npx tsx bench/k8s/create-accept.ts [--levels 1,10,50,200] [--seconds 20] [--mode lifecycle|accept-only]
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { arg, benchRuntime, stats, table } from "./env.ts";
 
 const levels = arg("levels", "1,10,50,200").split(",").map(Number);
 const seconds = Number(arg("seconds", "20"));
+const mode = arg("mode", "lifecycle");
 const rt = await benchRuntime("bench-accept", { budget: { cpu: "64", memory: "256Gi" }, defaults: { size: "nano", idleTimeoutSeconds: 0 } }, 12);
 const results = [];
 try {
@@ -29,6 +32,11 @@ try {
             const sb = await rt.manager.create({ owner: `bench-${c}`, profile: "base", size: "nano" });
             const t1 = performance.now();
             accept.push(t1 - t0);
+            if (mode === "accept-only") {
+              await new Promise((r) => setTimeout(r, 10));
+              await rt.manager.kill(sb.owner, sb.id);
+              continue;
+            }
             await rt.manager.wait(sb.owner, sb.id, { timeoutMs: 120_000 });
             const t2 = performance.now();
             wait.push(t2 - t1);
@@ -58,7 +66,7 @@ try {
 } finally {
   await rt.close();
 }
-console.log(JSON.stringify({ bench: "k8s-create-accept", seconds, results }, null, 2));
+console.log(JSON.stringify({ bench: "k8s-create-accept", mode, seconds, results }, null, 2));
 console.log(
   table(
     results.map((r) => ({
