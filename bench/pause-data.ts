@@ -156,7 +156,9 @@ async function trial(t: BenchTarget, v: Variant, index: number, settleMs: number
       m,
       t.owner,
       sb.id,
-      `if dd if=${file} iflag=direct bs=4M count=1 of=/dev/null status=none 2>/dev/null; then d=direct; dd if=${file} iflag=direct bs=4M status=none; else d=buffered; dd if=${file} bs=4M status=none; fi | { sha256sum | cut -d' ' -f1; }; echo $d; stat -c %s ${file}; cat /proc/sys/kernel/random/boot_id`,
+      // decide the mode outside the pipeline: a variable set inside a pipeline stage is lost
+      `if dd if=${file} iflag=direct bs=4M count=1 of=/dev/null status=none 2>/dev/null; then d=direct; f=iflag=direct; else d=buffered; f=iflag=fullblock; fi; ` +
+        `dd if=${file} $f bs=4M status=none | sha256sum | cut -d' ' -f1; echo $d; stat -c %s ${file}; cat /proc/sys/kernel/random/boot_id`,
     );
     timings.read_ms = performance.now() - t0;
     timings.resume_plus_read_ms = timings.resume_ms + timings.read_ms;
