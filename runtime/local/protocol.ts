@@ -59,8 +59,31 @@ export class FrameReader {
   }
 }
 
+/**
+ * Connects to a helper's socket. A full accept queue (EAGAIN: a burst of connections to one
+ * sandbox, or a helper starved of CPU) is retried briefly; anything else (ECONNREFUSED: the
+ * helper is gone) fails at once.
+ */
+export function connectUnix(socketPath: string, attempts = 100): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const attempt = (left: number) => {
+      const s = net.createConnection(socketPath);
+      s.once("connect", () => {
+        s.removeAllListeners("error");
+        resolve(s);
+      });
+      s.once("error", (err: NodeJS.ErrnoException) => {
+        if (err.code === "EAGAIN" && left > 1) setTimeout(() => attempt(left - 1), 5);
+        else reject(err);
+      });
+    };
+    attempt(attempts);
+  });
+}
+
 export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: Uint8Array | Readable): HelperExec {
-  const sock = net.createConnection(socketPath);
+  let sock: net.Socket | undefined;
+  let destroyed = false;
   const stdout = new PassThrough({ highWaterMark: OUTPUT_HIGH_WATER });
   const stderr = new PassThrough({ highWaterMark: OUTPUT_HIGH_WATER });
   let resolveStart!: (s: HelperStart) => void;
@@ -76,54 +99,75 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
     for (let off = 0; off < bytes.length; off += MAX_STDIN_FRAME) head.push(frame("I", bytes.subarray(off, off + MAX_STDIN_FRAME)));
     head.push(frame("E"));
   }
-  sock.write(Buffer.concat(head));
-  if (stdin && !(stdin instanceof Uint8Array)) pumpStdin(stdin, sock);
-
-  const deliver = (out: PassThrough, payload: Buffer) => {
-    // copy: payload is a view into the reader's buffer, which is reused
-    if (!out.write(Buffer.from(payload))) {
-      sock.pause();
-      out.once("drain", () => sock.resume());
-    }
-  };
-  sock.on("data", (chunk: Buffer) =>
-    reader.push(chunk, (type, payload) => {
-      switch (type) {
-        case "P":
-          resolveStart({ kind: "started", pid: Number(payload.toString()) });
-          break;
-        case "F": {
-          const [stage, errno, ...rest] = payload.toString().split(":");
-          resolveStart({ kind: "failed", stage, errno: Number(errno), message: rest.join(":") });
-          sock.destroy();
-          break;
-        }
-        case "1":
-          deliver(stdout, payload);
-          break;
-        case "2":
-          deliver(stderr, payload);
-          break;
-        case "X": {
-          const [kind, n] = payload.toString().split(":");
-          done = true;
-          resolveExit(kind === "signal" ? { kind: "signal", signal: Number(n) } : { kind: "exit", code: Number(n) });
-          // the relay waits for this close before it exits (see finish_connection in the helper)
-          sock.destroy();
-          break;
-        }
-      }
-    }),
-  );
   const finish = (err?: Error) => {
     resolveStart({ kind: "failed", stage: "connect", errno: 0, message: err?.message ?? "the sandbox's helper closed the connection" });
     if (!done) resolveExit({ kind: "lost" });
     stdout.end();
     stderr.end();
   };
-  sock.on("error", finish);
-  sock.on("close", () => finish());
-  return { started, stdout, stderr, exited, destroy: () => sock.destroy() };
+  const wire = (sock: net.Socket) => {
+    const deliver = (out: PassThrough, payload: Buffer) => {
+      // copy: payload is a view into the reader's buffer, which is reused
+      if (!out.write(Buffer.from(payload))) {
+        sock.pause();
+        out.once("drain", () => sock.resume());
+      }
+    };
+    sock.on("data", (chunk: Buffer) =>
+      reader.push(chunk, (type, payload) => {
+        switch (type) {
+          case "P":
+            resolveStart({ kind: "started", pid: Number(payload.toString()) });
+            break;
+          case "F": {
+            const [stage, errno, ...rest] = payload.toString().split(":");
+            resolveStart({ kind: "failed", stage, errno: Number(errno), message: rest.join(":") });
+            sock.destroy();
+            break;
+          }
+          case "1":
+            deliver(stdout, payload);
+            break;
+          case "2":
+            deliver(stderr, payload);
+            break;
+          case "X": {
+            const [kind, n] = payload.toString().split(":");
+            done = true;
+            resolveExit(kind === "signal" ? { kind: "signal", signal: Number(n) } : { kind: "exit", code: Number(n) });
+            // the relay waits for this close before it exits (see finish_connection in the helper)
+            sock.destroy();
+            break;
+          }
+        }
+      }),
+    );
+    sock.on("error", finish);
+    sock.on("close", () => finish());
+    sock.write(Buffer.concat(head));
+    if (stdin && !(stdin instanceof Uint8Array)) pumpStdin(stdin, sock);
+  };
+  connectUnix(socketPath).then(
+    (s) => {
+      if (destroyed) {
+        s.destroy();
+        return finish();
+      }
+      sock = s;
+      wire(s);
+    },
+    (err: Error) => finish(err),
+  );
+  return {
+    started,
+    stdout,
+    stderr,
+    exited,
+    destroy: () => {
+      destroyed = true;
+      sock?.destroy();
+    },
+  };
 }
 
 function pumpStdin(stdin: Readable, sock: net.Socket): void {
@@ -152,24 +196,22 @@ function pumpStdin(stdin: Readable, sock: net.Socket): void {
  * Opens the watch connection: it stays open for as long as the sandbox's helper lives.
  * Resolves once connected (the sandbox is alive); onClose fires when it dies.
  */
-export function helperWatch(socketPath: string, onClose: () => void, connectTimeoutMs = 2000): Promise<net.Socket> {
-  return new Promise((resolve, reject) => {
-    const sock = net.createConnection(socketPath);
-    const timer = setTimeout(() => {
-      sock.destroy();
-      reject(new Error(`helper socket ${socketPath} did not answer within ${connectTimeoutMs} ms`));
-    }, connectTimeoutMs);
-    sock.once("connect", () => {
-      clearTimeout(timer);
-      sock.write(frame("W"));
-      sock.removeAllListeners("error");
-      sock.on("error", () => sock.destroy());
-      sock.on("close", onClose);
-      resolve(sock);
-    });
-    sock.once("error", (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
+export async function helperWatch(socketPath: string, onClose: () => void, connectTimeoutMs = 2000): Promise<net.Socket> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`helper socket ${socketPath} did not answer within ${connectTimeoutMs} ms`)), connectTimeoutMs);
   });
+  const connecting = connectUnix(socketPath);
+  try {
+    const sock = await Promise.race([connecting, timeout]);
+    sock.write(frame("W"));
+    sock.on("error", () => sock.destroy());
+    sock.on("close", onClose);
+    return sock;
+  } catch (err) {
+    void connecting.then((s) => s.destroy(), () => {});
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
 }
