@@ -194,24 +194,15 @@ function pumpStdin(stdin: Readable, sock: net.Socket): void {
 
 /**
  * Opens the watch connection: it stays open for as long as the sandbox's helper lives.
- * Resolves once connected (the sandbox is alive); onClose fires when it dies.
+ * Resolves once connected (the sandbox is alive); onClose fires when it dies. No timer: a unix
+ * connect completes in the kernel without the helper's help (or fails at once when nobody
+ * listens), and a timer would fire first whenever the event loop was busy (a burst of creates
+ * spawning bubblewrap), declaring live sandboxes dead.
  */
-export async function helperWatch(socketPath: string, onClose: () => void, connectTimeoutMs = 2000): Promise<net.Socket> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`helper socket ${socketPath} did not answer within ${connectTimeoutMs} ms`)), connectTimeoutMs);
-  });
-  const connecting = connectUnix(socketPath);
-  try {
-    const sock = await Promise.race([connecting, timeout]);
-    sock.write(frame("W"));
-    sock.on("error", () => sock.destroy());
-    sock.on("close", onClose);
-    return sock;
-  } catch (err) {
-    void connecting.then((s) => s.destroy(), () => {});
-    throw err;
-  } finally {
-    clearTimeout(timer);
-  }
+export async function helperWatch(socketPath: string, onClose: () => void): Promise<net.Socket> {
+  const sock = await connectUnix(socketPath);
+  sock.write(frame("W"));
+  sock.on("error", () => sock.destroy());
+  sock.on("close", onClose);
+  return sock;
 }
