@@ -1,8 +1,8 @@
 // End to end over a real socket: `npm start` as a child process (local platform, its own state
 // dir), the `sbx` CLI as child processes talking to it, the whole lifecycle, then Ctrl-C
 // (SIGINT to the process group) and nothing of it left running.
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,9 +15,20 @@ let serviceOut = "";
 let url = "";
 let token = "";
 
+/** Processes whose command line mentions dir (read from /proc: nothing truncates it). */
 function processesUsing(dir: string): string[] {
-  const ps = spawnSync("ps", ["-eo", "pid,args"], { encoding: "utf8" });
-  return ps.stdout.split("\n").filter((l) => l.includes(dir) && !l.includes("ps -eo"));
+  const out: string[] = [];
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    let cmd = "";
+    try {
+      cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+    } catch {
+      continue; // exited while we looked
+    }
+    if (cmd.includes(dir)) out.push(`${pid} ${cmd}`);
+  }
+  return out;
 }
 
 interface CliResult {

@@ -31,6 +31,7 @@ describe("restart", () => {
     expect(first.manager.admission.usage().used.cpuMillis).toBe(500);
     const accepted = burst.filter((r) => r.statusCode === 201).map((r) => r.json() as { id: string; owner: string });
 
+    for (const s of accepted) await first.manager.wait(s.owner, s.id, { timeoutMs: 60_000 });
     // a crash, not a clean stop: the old manager stops serving but its sandboxes stay up
     await first.app.close();
     await first.manager.reaper.stop();
