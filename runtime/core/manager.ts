@@ -171,6 +171,7 @@ export class SandboxManager implements Manager {
         const existing = await backend.describe(spec.id);
         if (existing) {
           path = "existing";
+          this.metrics.createAccept.observe({ outcome: "ok", path }, secondsSince(t0));
           return this.sameOwner(existing, spec.owner);
         }
       }

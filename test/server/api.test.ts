@@ -164,3 +164,16 @@ describe("admission over HTTP", () => {
     expect(rt.manager.admission.usage().used).toEqual({ cpuMillis: 0, memoryBytes: 0 });
   });
 });
+
+describe("optional capabilities", () => {
+  it("pool status and pause answer 409 naming what is missing when the backend lacks them", async () => {
+    const pool = await rt.app.inject({ method: "GET", url: "/v1/pool", headers: auth("alice") });
+    expect(pool.statusCode).toBe(409);
+    expect(pool.json().error.message).toBe("pool status: the local backend has no warm pool");
+    const s = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: {} });
+    const pause = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${s.json().id}/pause`, headers: auth("alice") });
+    expect(pause.statusCode).toBe(409);
+    expect(pause.json().error.message).toContain("the local backend does not support pause");
+    await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${s.json().id}`, headers: auth("alice") });
+  });
+});
