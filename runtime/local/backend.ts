@@ -13,7 +13,7 @@ import { detectCgroups, killCgroup, listSandboxKeys, oomKills, childDirs, remove
 import { execInSlot } from "./exec.ts";
 import { ensureHelperBinary } from "./helper-binary.ts";
 import { ImageStore } from "./images.ts";
-import { HOST_SYSTEM_DIRS } from "./launch.ts";
+import { claimStateDir, findBwrap, hostTopLevel } from "./host.ts";
 import { followFile, readTail } from "./logs.ts";
 import { cgroupRootName, newSlotKey, readRecords, uidBlockBase, writeRecord, writeRecordSync, type SandboxRecord } from "./records.ts";
 import { Slot, type SlotEnv } from "./slot.ts";
@@ -407,44 +407,4 @@ class LocalBackend implements Backend {
     await killCgroup(layout, dirs);
     for (let i = 0; i < 200 && !removeCgroup(dirs); i++) await new Promise((r) => setTimeout(r, 5));
   }
-}
-
-/**
- * One process per state dir: a second one would adopt and then fight over the first one's
- * sandboxes. The pid file names the owner; a dead owner (a crash) is taken over.
- */
-function claimStateDir(stateDir: string): void {
-  const file = path.join(stateDir, "backend.pid");
-  let owner = NaN;
-  try {
-    owner = Number(fs.readFileSync(file, "utf8").trim());
-  } catch {
-    // no owner yet
-  }
-  if (Number.isInteger(owner) && owner !== process.pid && fs.existsSync(`/proc/${owner}`)) {
-    throw new ConflictError(`local.stateDir ${stateDir} is in use by another sbx process (pid ${owner}); stop that process or give this one another local.stateDir`, { stateDir, pid: owner });
-  }
-  fs.writeFileSync(file, String(process.pid));
-}
-
-function findBwrap(): string {
-  for (const dir of (process.env.PATH ?? "/usr/bin").split(":").concat(["/usr/bin"])) {
-    const p = path.join(dir, "bwrap");
-    if (fs.existsSync(p)) return p;
-  }
-  throw new Error("local backend: bubblewrap (bwrap) is not installed; install it with apt-get install -y bubblewrap or run scripts/install-debian.sh as root");
-}
-
-function hostTopLevel(): Record<string, string | null> {
-  const out: Record<string, string | null> = {};
-  for (const name of HOST_SYSTEM_DIRS) {
-    try {
-      const st = fs.lstatSync(`/${name}`);
-      if (st.isSymbolicLink()) out[name] = fs.readlinkSync(`/${name}`);
-      else if (st.isDirectory()) out[name] = null;
-    } catch {
-      // absent on this host
-    }
-  }
-  return out;
 }
