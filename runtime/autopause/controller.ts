@@ -2,7 +2,11 @@
 // decideAutoPause what to do, does it (pause, resume, kill) and publishes the status (probe
 // results, nextPauseTime, nextResumeTime). Time comes from the injected Clock; tests call
 // tick() after advancing a ManualClock.
+import { readFile, rm } from "node:fs/promises";
+import { join } from "node:path";
 import { finished } from "node:stream/promises";
+import { ValidationError } from "../core/errors.ts";
+import { writeJsonAtomic } from "../snapshot/record.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { Backend, Sandbox } from "../core/types.ts";
@@ -37,6 +41,29 @@ export class MemoryStatusStore implements AutoPauseStatusStore {
   }
   async delete(id: string) {
     this.m.delete(id);
+  }
+}
+
+/** One JSON file per sandbox (local platform): nextResumeTime must survive a restart or a paused sandbox never wakes. */
+export class FileStatusStore implements AutoPauseStatusStore {
+  constructor(private readonly dir: string) {}
+  private file(id: string): string {
+    if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(id)) throw new ValidationError("sandbox id", id, "use letters, digits, '.', '_' or '-' (at most 128)");
+    return join(this.dir, `${id}.autopause.json`);
+  }
+  async get(id: string): Promise<AutoPauseStatus | undefined> {
+    try {
+      return JSON.parse(await readFile(this.file(id), "utf8")) as AutoPauseStatus;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw err;
+    }
+  }
+  async put(id: string, status: AutoPauseStatus): Promise<void> {
+    await writeJsonAtomic(this.dir, this.file(id), status);
+  }
+  async delete(id: string): Promise<void> {
+    await rm(this.file(id), { force: true });
   }
 }
 
@@ -84,7 +111,8 @@ export class AutoPauseController {
   private async reconcile(sandbox: Sandbox, policy: AutoPausePolicy): Promise<void> {
     const phase = sandbox.phase === "Running" && sandbox.ready ? "running" : sandbox.phase === "Paused" ? "paused" : undefined;
     if (!phase) return; // Pending, Pausing, Resuming, terminal: nothing to decide now
-    const st: AutoPauseStatus = (await this.store.get(sandbox.id)) ?? { probes: {} };
+    const stored = await this.store.get(sandbox.id);
+    const st: AutoPauseStatus = stored ? structuredClone(stored) : { probes: {} };
     if (phase === "running") {
       const due = dueProbes(policy.probes, st.probes, this.o.clock.now());
       const results = await Promise.all(due.map((p) => this.probe(sandbox.id, p)));
@@ -120,7 +148,8 @@ export class AutoPauseController {
         throw err;
       }
     }
-    await this.store.put(sandbox.id, next);
+    // write status only when it changed (file stores fsync; the CR store costs an API write)
+    if (JSON.stringify(next) !== JSON.stringify(stored)) await this.store.put(sandbox.id, next);
   }
 
   private statusAfter(st: AutoPauseStatus, phase: "running" | "paused", d: Decision, now: Date): AutoPauseStatus {

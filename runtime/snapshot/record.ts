@@ -91,23 +91,7 @@ export class FileRecordStore implements SnapshotRecordStore {
   }
 
   async put(record: SnapshotRecord): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
-    const target = this.file(record.id);
-    const tmp = `${target}.${process.pid}.${Date.now()}.tmp`;
-    const fh = await open(tmp, "w");
-    try {
-      await fh.writeFile(JSON.stringify(record, null, 1));
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    await rename(tmp, target);
-    const d = await open(this.dir, "r");
-    try {
-      await d.sync();
-    } finally {
-      await d.close();
-    }
+    await writeJsonAtomic(this.dir, this.file(record.id), record);
   }
 
   async delete(id: string): Promise<void> {
@@ -129,5 +113,25 @@ export class FileRecordStore implements SnapshotRecordStore {
       if (r) out.push(r);
     }
     return out;
+  }
+}
+
+/** Replace `file` (inside `dir`) with `value` as JSON: temp file, fsync, rename, fsync the directory. */
+export async function writeJsonAtomic(dir: string, file: string, value: unknown): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
+  const fh = await open(tmp, "w");
+  try {
+    await fh.writeFile(JSON.stringify(value, null, 1));
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, file);
+  const d = await open(dir, "r");
+  try {
+    await d.sync();
+  } finally {
+    await d.close();
   }
 }

@@ -4,10 +4,11 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from "vitest";
-import { AutoPauseController } from "../../runtime/autopause/controller.ts";
+import { AutoPauseController, FileStatusStore } from "../../runtime/autopause/controller.ts";
 import { validateAutoPause } from "../../runtime/autopause/spec.ts";
 import { ManualClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
+import type { Sandbox } from "../../runtime/core/types.ts";
 import { SnapshottingBackend } from "../../runtime/snapshot/backend.ts";
 import { startRegistry, type TestRegistry } from "../support/registry.ts";
 import { makeFixture, makeSpec } from "./fixture.ts";
@@ -140,4 +141,42 @@ it("a failing or timed-out idle probe keeps the sandbox running", async () => {
     expect(st.nextPauseTime).toBeUndefined();
   }
   f.oci.close();
+});
+
+it("a restarted controller wakes a paused sandbox from the recorded nextResumeTime (file status store)", async () => {
+  const clock = new ManualClock(new Date("2026-01-01T00:00:00Z"));
+  const store = new FileStatusStore(join(root, "autopause"));
+  const policy = validateAutoPause({ probes: [{ name: "Cron", command: ["true"] }], resume: { whenProbedSchedule: { probe: "Cron", leadTime: 0 } } });
+  const sandbox: Sandbox = {
+    id: "sb-restart",
+    owner: "alice",
+    profile: "base",
+    size: "nano",
+    phase: "Paused",
+    ready: false,
+    createdAt: "2026-01-01T00:00:00Z",
+    expiresAt: "2026-01-02T00:00:00Z",
+    metadata: {},
+    cpuRequestMillis: 0,
+    memoryRequestBytes: 0,
+  };
+  await store.put("sb-restart", { probes: {}, nextResumeTime: "2026-01-01T01:00:00.000Z" });
+  const resumed: string[] = [];
+  const ctl = new AutoPauseController({
+    clock,
+    logger: silentLogger(),
+    probeBackend: { exec: async () => Promise.reject(new Error("a paused sandbox is never probed")) },
+    targets: async () => [{ sandbox, policy }],
+    pause: async () => undefined,
+    resume: async (id) => resumed.push(id),
+    kill: async () => undefined,
+    store,
+  });
+  await clock.advance(59 * 60_000);
+  await ctl.tick();
+  expect(resumed).toEqual([]);
+  await clock.advance(60_000);
+  await ctl.tick();
+  expect(resumed).toEqual(["sb-restart"]);
+  expect(await store.get("sb-restart")).toMatchObject({ probes: {}, resumedAt: "2026-01-01T01:00:00.000Z", lastAction: { action: "resume", reason: "probedSchedule" } });
 });
