@@ -1,4 +1,4 @@
-// Streaming exec over HTTP: the response is NDJSON, one frame per chunk of output as the
+// Streaming exec over HTTP: the response is NDJSON: {started: true} at once, then one frame per chunk of output as the
 // command produces it ({stream, data: base64}), then one {exit: {...}} frame (or {error}).
 // A client that goes away kills the command and everything it started.
 import { PassThrough, type Readable } from "node:stream";
@@ -38,6 +38,9 @@ export async function streamExec(
   // Errors before the command starts (404, 409 failed, 400) are ordinary error responses.
   const session = await manager.exec(owner, id, execReq);
   const out = new PassThrough();
+  // Node sends response headers with the first body bytes; a command that prints nothing for a
+  // while would leave the client waiting for headers. The first frame says it started.
+  out.write(`${JSON.stringify({ started: true })}\n`);
   let done = false;
   reply.raw.on("close", () => {
     if (!done) {

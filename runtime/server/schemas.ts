@@ -105,6 +105,7 @@ export const errorSchema = {
 export const execFrameSchema = {
   description: "one JSON object per line, written as produced",
   oneOf: [
+    { type: "object", required: ["started"], properties: { started: { const: true } }, description: "first frame, sent as soon as the command runs" },
     { type: "object", required: ["stream", "data"], properties: { stream: { enum: ["stdout", "stderr"] }, data: { type: "string", contentEncoding: "base64" } } },
     {
       type: "object",

@@ -104,3 +104,30 @@ describe("service over a socket with the HTTP client", () => {
     await alice.kill("", created!.id);
   });
 });
+
+describe("graceful shutdown", () => {
+  it("stops accepting, lets requests drain for drainMs, then cuts long streams and closes the backend", async () => {
+    const made = localConfig();
+    const logger = silentLogger();
+    const own = await startService({ config: made.config, tokens: testTokens(), logger, clock: systemClock, backend: createLocalBackend(made.config, { logger, clock: systemClock }), port: 0, drainMs: 500 });
+    try {
+      const client = new HttpManager({ server: own.url, token: TOKENS.alice });
+      const s = await client.create({ owner: "", profile: "base", size: "nano" });
+      await client.wait("", s.id, { timeoutMs: 30_000 });
+      const session = await client.exec("", s.id, { command: ["sleep", "60"] });
+      const outcome = session.result.then(
+        () => "finished",
+        () => "cut",
+      );
+      const t0 = Date.now();
+      await own.close();
+      expect(Date.now() - t0).toBeLessThan(15_000);
+      expect(await outcome).toBe("cut");
+      // nothing answers any more
+      await expect(client.list({ owner: "" })).rejects.toMatchObject({ code: "upstream" });
+    } finally {
+      await own.close();
+      made.cleanup();
+    }
+  });
+});
