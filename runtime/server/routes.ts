@@ -156,7 +156,16 @@ export const sandboxRoutes: RouteDef[] = [
       const q = req.query as { follow?: string; tailLines?: string };
       const follow = q.follow === "true" || q.follow === "1";
       const logs = await manager.logs(owner(req), params(req).id, { follow, tailLines: q.tailLines === undefined ? undefined : Number(q.tailLines) });
-      return reply.type("text/plain; charset=utf-8").send(logs);
+      if (!follow) return reply.type("text/plain; charset=utf-8").send(logs);
+      // Following: send the headers now (Node would hold them until the first log line) and
+      // stop reading the log when the client goes away.
+      reply.hijack();
+      reply.raw.writeHead(200, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" });
+      reply.raw.flushHeaders();
+      reply.raw.on("close", () => logs.destroy());
+      logs.on("error", () => reply.raw.destroy());
+      logs.pipe(reply.raw);
+      return reply;
     },
   },
   {

@@ -131,3 +131,15 @@ describe("graceful shutdown", () => {
     }
   });
 });
+
+describe("following logs", () => {
+  it("answers at once even before any log line, and stops when the client goes away", async () => {
+    const s = await alice.create({ owner: "", profile: "base", size: "nano" });
+    await alice.wait("", s.id, { timeoutMs: 30_000 });
+    const t0 = Date.now();
+    const stream = await alice.logs("", s.id, { follow: true });
+    expect(Date.now() - t0).toBeLessThan(5000);
+    stream.destroy();
+    await alice.kill("", s.id);
+  });
+});
