@@ -49,3 +49,28 @@ describe("tokens", () => {
     expect(calls).toBe(tokens.length);
   });
 });
+
+describe("TokenFile", () => {
+  it("picks up tokens added while the service runs, at most once a second, keeping the last good on a bad edit", async () => {
+    const { writeFileSync } = await import("node:fs");
+    const { TokenFile } = await import("./tokens.ts");
+    const path = join(dir, "live-tokens.json");
+    const first = addToken(path, "alice");
+    let now = 1_000_000;
+    const errors: unknown[] = [];
+    const file = new TokenFile(path, (e) => errors.push(e), () => now);
+    expect(file.authenticate(first)).toBe("alice");
+    const second = addToken(path, "bob");
+    now += 500; // within the re-check interval: not seen yet
+    expect(file.authenticate(second)).toBeUndefined();
+    now += 600;
+    expect(file.authenticate(second)).toBe("bob");
+    writeFileSync(path, "{ broken");
+    now += 1500;
+    expect(file.authenticate(first)).toBe("alice");
+    now += 1500;
+    expect(file.authenticate(first)).toBe("alice");
+    expect(errors).toHaveLength(1);
+    expect(String(errors[0])).toContain("must be JSON");
+  });
+});

@@ -110,15 +110,15 @@ export class TokenFile {
     const t = this.now();
     if (t - this.checkedAt >= 1000) {
       this.checkedAt = t;
+      let stamp = this.stamp;
       try {
-        const stamp = TokenFile.stampOf(this.path);
-        if (stamp !== this.stamp) {
-          this.store = TokenStore.fromFile(this.path);
-          this.stamp = stamp;
-        }
+        stamp = TokenFile.stampOf(this.path);
+        if (stamp !== this.stamp) this.store = TokenStore.fromFile(this.path);
       } catch (err) {
         this.onError(err);
       }
+      // a bad version is reported once, not on every request until it is fixed
+      this.stamp = stamp;
     }
     return this.store.authenticate(token);
   }
