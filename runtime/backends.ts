@@ -18,22 +18,24 @@ export interface BackendDeps {
 
 type Factory = (config: RuntimeConfig, deps: BackendDeps) => Backend;
 
-const MODULES: Record<RuntimeConfig["platform"], { path: string; export: string }> = {
-  local: { path: "./local/backend.ts", export: "createLocalBackend" },
-  kubernetes: { path: "./k8s/backend.ts", export: "createKubernetesBackend" },
+// Literal import() calls, not a variable path: the Pulumi package bundles runtime/main.ts with
+// esbuild, which can only follow imports it can read; a backend still loads only when chosen.
+const MODULES: Record<RuntimeConfig["platform"], { file: string; export: string; load: () => Promise<Record<string, unknown>> }> = {
+  local: { file: "runtime/local/backend.ts", export: "createLocalBackend", load: () => import("./local/backend.ts") },
+  kubernetes: { file: "runtime/k8s/backend.ts", export: "createKubernetesBackend", load: () => import("./k8s/backend.ts") },
 };
 
 export async function createBackend(config: RuntimeConfig, deps: BackendDeps): Promise<Backend> {
-  const m = MODULES[config.platform];
+  const m = Object.hasOwn(MODULES, config.platform) ? MODULES[config.platform] : undefined;
   if (!m) throw new ValidationError("config.platform", config.platform, `use one of: ${Object.keys(MODULES).join(", ")}`);
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(m.path)) as Record<string, unknown>;
+    mod = await m.load();
   } catch (err) {
-    throw new Error(`the ${config.platform} backend (runtime/${m.path.slice(2)}) could not be loaded: ${(err as Error).message}`, { cause: err });
+    throw new Error(`the ${config.platform} backend (${m.file}) could not be loaded: ${(err as Error).message}`, { cause: err });
   }
   const factory = mod[m.export];
-  if (typeof factory !== "function") throw new Error(`runtime/${m.path.slice(2)} does not export ${m.export}(config, deps)`);
+  if (typeof factory !== "function") throw new Error(`${m.file} does not export ${m.export}(config, deps)`);
   return (factory as Factory)(config, deps);
 }
 
