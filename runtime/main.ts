@@ -53,6 +53,9 @@ async function main(): Promise<void> {
   if (config.platform === "local") ensureLocalTools(logger);
   const tokensPath = tokensPathFor(config);
   const fresh = config.platform === "local" ? ensureToken(tokensPath) : undefined;
+  if (!existsSync(tokensPath)) {
+    throw new Error(`config.tokensPath: ${tokensPath} does not exist: mount the tokens file there (JSON { "<sha256 hex of token>": "<owner>" }), or set tokensPath to where it is`);
+  }
   const tokens = new TokenFile(tokensPath, (err) => logger.error({ op: "tokens", err, path: tokensPath }, "tokens file unreadable; keeping the last good tokens"));
 
   const service = await startService({ config, tokens, logger, clock: systemClock });
