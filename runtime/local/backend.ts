@@ -102,7 +102,8 @@ class LocalBackend implements Backend {
     slot.onDeath(() => this.onDeath(slot));
     try {
       await slot.prepare();
-      await writeRecord(slot.paths, rec);
+      // synchronous: a few hundred bytes, and the thread pool is slow to get to on a busy host
+      writeRecordSync(slot.paths, rec);
       slot.launch();
     } catch (err) {
       await slot.destroy();
@@ -345,7 +346,8 @@ class LocalBackend implements Backend {
     slot.onDeath(() => this.onDeath(slot));
     try {
       await slot.prepare();
-      await writeRecord(slot.paths, rec);
+      // synchronous: a few hundred bytes, and the thread pool is slow to get to on a busy host
+      writeRecordSync(slot.paths, rec);
       slot.launch();
     } catch (err) {
       this.slots.delete(rec.key);

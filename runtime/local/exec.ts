@@ -39,7 +39,11 @@ export async function execInSlot(layout: CgroupLayout, slot: Slot, sandboxId: st
   const h = helperExec(slot.paths.socket, { cgroup, cwd, argv: req.command, env }, req.stdin);
   let timedOut = false;
   let timer: NodeJS.Timeout | undefined;
-  const killAll = () => void killCgroup(layout, dirs).catch(() => {});
+  // the result waits for a kill to finish: "ended" means every process of the command is gone
+  let killing: Promise<unknown> | undefined;
+  const killAll = () => {
+    killing ??= killCgroup(layout, dirs).catch(() => {});
+  };
   if (req.timeoutMs !== undefined) {
     timer = setTimeout(() => {
       timedOut = true;
@@ -62,6 +66,7 @@ export async function execInSlot(layout: CgroupLayout, slot: Slot, sandboxId: st
   const result = h.exited.then(async (exit): Promise<ExecResult> => {
     clearTimeout(timer);
     const durationMs = Math.round(performance.now() - t0);
+    await killing;
     const oomKilled = oomKills(layout, dirs) > 0;
     if (exit.kind === "lost") {
       if (slot.state === "dead" || slot.stopping) throw onSandboxGone();

@@ -15,10 +15,11 @@ export interface LaunchPlan {
   uid: number;
   hostname: string;
   tmpBytes: number;
-  /** fds the helper inherits: the readiness pipe, one directory fd per cgroup hierarchy, the workspace image */
+  /** fds the helper inherits: the readiness pipe, one directory fd per cgroup hierarchy, the workspace image, the host's /dev */
   readyFd: number;
   cgroupFds: number[];
   workspaceFd: number;
+  devFd: number;
   /** host top-level entries: name -> symlink target, or null for a directory (host rootfs only) */
   hostTopLevel: Record<string, string | null>;
 }
@@ -29,8 +30,6 @@ export const IN_SANDBOX = {
   helper: "/.sbx/helper",
   runDir: "/.sbx/run",
   socket: "/.sbx/run/helper.sock",
-  /** the host's /dev, only while the helper sets up the workspace's loop device */
-  hostDev: "/.sbx/run/dev",
 } as const;
 
 /** Host directories that make up the read-only system of the "host" profile. */
@@ -57,11 +56,10 @@ export function planBwrapArgs(p: LaunchPlan): string[] {
   if (p.rootfs === "host") args.push("--dir", IN_SANDBOX.workspace);
   args.push("--ro-bind", p.helperPath, IN_SANDBOX.helper);
   args.push("--bind", p.runDir, IN_SANDBOX.runDir);
-  args.push("--dev-bind", "/dev", IN_SANDBOX.hostDev);
   if (p.rootfs === "host") args.push("--remount-ro", "/");
   args.push("--chdir", "/", "--", IN_SANDBOX.helper);
   args.push("--uid", String(p.uid), "--gid", String(p.uid), "--socket", IN_SANDBOX.socket, "--ready-fd", String(p.readyFd));
   for (const fd of p.cgroupFds) args.push("--cg-fd", String(fd));
-  args.push("--workspace-fd", String(p.workspaceFd), "--workspace", IN_SANDBOX.workspace, "--host-dev", IN_SANDBOX.hostDev);
+  args.push("--workspace-fd", String(p.workspaceFd), "--workspace", IN_SANDBOX.workspace, "--dev-fd", String(p.devFd));
   return args;
 }

@@ -65,6 +65,8 @@ export class Slot {
     createSandboxCgroups(this.env.layout, rec.key, rec.size, rec.uid);
     const cgFds = openDirFds(this.dirs);
     const wsFd = fs.openSync(paths.workspaceImage, "r+");
+    // the helper reaches the loop devices through this fd; /dev is never mounted in the sandbox
+    const devFd = fs.openSync("/dev", fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
     const logFd = fs.openSync(paths.log, "a");
     const readyFd = 3;
     const args = planBwrapArgs({
@@ -77,13 +79,14 @@ export class Slot {
       readyFd,
       cgroupFds: cgFds.map((_, i) => readyFd + 1 + i),
       workspaceFd: readyFd + 1 + cgFds.length,
+      devFd: readyFd + 2 + cgFds.length,
       hostTopLevel: this.env.hostTopLevel,
     });
     let child;
     try {
-      child = spawn(this.env.bwrapPath, args, { stdio: ["ignore", logFd, logFd, "pipe", ...cgFds, wsFd], detached: true });
+      child = spawn(this.env.bwrapPath, args, { stdio: ["ignore", logFd, logFd, "pipe", ...cgFds, wsFd, devFd], detached: true });
     } finally {
-      for (const fd of [logFd, wsFd, ...cgFds]) fs.closeSync(fd);
+      for (const fd of [logFd, wsFd, devFd, ...cgFds]) fs.closeSync(fd);
     }
     child.unref();
     const readyPipe = child.stdio[3] as net.Socket;

@@ -7,7 +7,7 @@
 // quota-mounted filesystem, which this class of machine (and many container hosts) lacks; why not
 // tmpfs: it is charged to memory and lost on reboot.
 //
-// Cost: a sparse copy of a pre-formatted template (~4 ms); a couple of copies per size are made
+// Cost: a sparse copy of a pre-formatted template (~4 ms); four copies per size are made
 // ahead in <stateDir>/workspaces/spare so creates do not wait for it.
 import { execFile } from "node:child_process";
 import crypto from "node:crypto";
@@ -17,7 +17,7 @@ import { promisify } from "node:util";
 import type { Logger } from "../core/log.ts";
 
 const run = promisify(execFile);
-const SPARES_PER_SIZE = 2;
+const SPARES_PER_SIZE = 4;
 
 export const WORKSPACE_IMAGE = "workspace.img";
 

@@ -48,6 +48,7 @@ describe("planBwrapArgs", () => {
     readyFd: 3,
     cgroupFds: [4, 5],
     workspaceFd: 6,
+    devFd: 7,
     hostTopLevel: { usr: null, etc: null, bin: "usr/bin", lib64: "usr/lib64" },
   };
   const pairs = (args: string[], flag: string) => args.flatMap((a, i) => (a === flag ? [`${args[i + 1]} ${args[i + 2]}`] : []));
@@ -60,14 +61,12 @@ describe("planBwrapArgs", () => {
     expect(args).not.toContain("--die-with-parent"); // sandboxes outlive a crashed service, for adoption
   });
 
-  it("mounts the host system read-only; the helper's dir (root-only) is the only host dir bound writable", () => {
+  it("mounts the host system read-only; the helper's dir (root-only) is the only host dir bound writable; no host /dev", () => {
     const args = planBwrapArgs(base);
     expect(pairs(args, "--ro-bind")).toEqual(["/usr /usr", "/etc /etc", `/repo/.cache/local/sbx-helper ${IN_SANDBOX.helper}`]);
     expect(pairs(args, "--symlink")).toEqual(["usr/bin /bin", "usr/lib64 /lib64"]);
     expect(pairs(args, "--bind")).toEqual([`/state/s1/run ${IN_SANDBOX.runDir}`]);
-    // the host's /dev only under the root-only dir, for the helper to set up the workspace's loop device
-    expect(pairs(args, "--dev-bind")).toEqual([`/dev ${IN_SANDBOX.hostDev}`]);
-    expect(IN_SANDBOX.hostDev.startsWith(IN_SANDBOX.runDir + "/")).toBe(true);
+    expect(args).not.toContain("--dev-bind");
     expect(args.join(" ")).toContain("--perms 1777 --size 1024 --tmpfs /tmp");
     expect(args.join(" ")).toContain("--remount-ro /");
   });
@@ -82,7 +81,7 @@ describe("planBwrapArgs", () => {
     const args = planBwrapArgs(base);
     expect(args.slice(args.indexOf("--") + 1)).toEqual([
       IN_SANDBOX.helper, "--uid", "100000001", "--gid", "100000001", "--socket", IN_SANDBOX.socket, "--ready-fd", "3", "--cg-fd", "4", "--cg-fd", "5",
-      "--workspace-fd", "6", "--workspace", IN_SANDBOX.workspace, "--host-dev", IN_SANDBOX.hostDev,
+      "--workspace-fd", "6", "--workspace", IN_SANDBOX.workspace, "--dev-fd", "7",
     ]);
   });
 });

@@ -36,6 +36,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_CG 8
@@ -66,6 +67,19 @@ static int write_all(int fd, const void *buf, size_t len) {
   return 0;
 }
 
+// Opens the file through which a process joins the cgroup `sub` of hierarchy dirfd. cgroup v1's
+// per-thread "tasks" is preferred: the helper and a freshly forked command are single-threaded,
+// and writing cgroup.procs takes the global threadgroup lock, which waits for an RCU grace
+// period (tens of ms on a busy host) on every create and exec. v2 has only cgroup.procs.
+static int open_join(int dirfd, const char *sub) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/tasks", sub);
+  int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC);
+  if (fd >= 0 || errno != ENOENT) return fd;
+  snprintf(path, sizeof path, "%s/cgroup.procs", sub);
+  return openat(dirfd, path, O_WRONLY | O_CLOEXEC);
+}
+
 static int send_frame(int fd, char type, const void *data, uint32_t len) {
   unsigned char hdr[5] = {(unsigned char)type, len >> 24, len >> 16, len >> 8, len};
   if (write_all(fd, hdr, 5) < 0) return -1;
@@ -90,13 +104,6 @@ static int read_header(int fd, uint32_t *len) {
   if (read_full(fd, hdr, 5) < 0) return -1;
   *len = ((uint32_t)hdr[1] << 24) | ((uint32_t)hdr[2] << 16) | ((uint32_t)hdr[3] << 8) | hdr[4];
   return hdr[0];
-}
-
-static void write_str_file(int dirfd, const char *path, const char *value) {
-  int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) die(path);
-  if (write(fd, value, strlen(value)) < 0) die(path);
-  close(fd);
 }
 
 static void drop_privileges(uid_t uid, gid_t gid) {
@@ -130,21 +137,20 @@ static void drop_privileges(uid_t uid, gid_t gid) {
 // Mounts the workspace image (an ext4 file the host passed as an fd) on /workspace inside the
 // sandbox's own mount namespace, through a loop device with autoclear: the mount and the device go
 // away with the namespace, so nothing of the sandbox stays mounted on the host, even when the
-// service crashes. The host's /dev is reachable only here, under a root-only directory, and is
-// detached before anything else runs.
-static void mount_workspace(int img_fd, const char *host_dev, const char *target, uid_t uid, gid_t gid) {
-  char path[256];
-  snprintf(path, sizeof path, "%s/loop-control", host_dev);
-  int ctl = open(path, O_RDWR | O_CLOEXEC);
-  if (ctl < 0) die(path);
+// service crashes. The loop device is reached through an fd of the host's /dev that the host
+// passed and that is closed before anything else runs; /dev itself is never mounted in here.
+static void mount_workspace(int img_fd, int dev_fd, const char *target, uid_t uid, gid_t gid) {
+  int ctl = openat(dev_fd, "loop-control", O_RDWR | O_CLOEXEC);
+  if (ctl < 0) die("/dev/loop-control");
   int lfd = -1;
+  char name[32];
   for (int attempt = 0; attempt < 64 && lfd < 0; attempt++) {
     int n = ioctl(ctl, LOOP_CTL_GET_FREE);
     if (n < 0) die("LOOP_CTL_GET_FREE");
-    snprintf(path, sizeof path, "%s/loop%d", host_dev, n);
+    snprintf(name, sizeof name, "loop%d", n);
     int fd = -1;
-    for (int i = 0; i < 100 && (fd = open(path, O_RDWR | O_CLOEXEC)) < 0 && errno == ENOENT; i++) usleep(1000);
-    if (fd < 0) die(path);
+    for (int i = 0; i < 100 && (fd = openat(dev_fd, name, O_RDWR | O_CLOEXEC)) < 0 && errno == ENOENT; i++) usleep(1000);
+    if (fd < 0) die(name);
     struct loop_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.fd = (uint32_t)img_fd;
@@ -157,16 +163,23 @@ static void mount_workspace(int img_fd, const char *host_dev, const char *target
     }
   }
   if (lfd < 0) die("no free loop device");
-  if (mount(path, target, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, NULL) < 0) die("mount workspace");
+  char source[64];
+  snprintf(source, sizeof source, "/proc/self/fd/%d", lfd);
+  if (mount(source, target, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, NULL) < 0) die("mount workspace");
   close(lfd);
   close(ctl);
   close(img_fd);
-  if (umount2(host_dev, MNT_DETACH) < 0) die("detach host /dev");
-  rmdir(host_dev);
+  close(dev_fd);
   char lf[300];
   snprintf(lf, sizeof lf, "%s/lost+found", target);
   rmdir(lf);
   if (chown(target, uid, gid) < 0 || chmod(target, 0700) < 0) die("chown workspace");
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 static void on_sigchld(int sig) {
@@ -308,9 +321,7 @@ static void relay_exec(int sock, char *buf, uint32_t len) {
   int procs[MAX_CG];
   for (int i = 0; i < n_cg; i++) {
     if (mkdirat(cg_fds[i], r.cg, 0755) < 0 && errno != EEXIST) fail_start(sock, "cgroup", errno);
-    char path[300];
-    snprintf(path, sizeof path, "%s/cgroup.procs", r.cg);
-    procs[i] = openat(cg_fds[i], path, O_WRONLY | O_CLOEXEC);
+    procs[i] = open_join(cg_fds[i], r.cg);
     if (procs[i] < 0) fail_start(sock, "cgroup", errno);
   }
   int in[2], out[2], err[2], ep[2];
@@ -418,10 +429,11 @@ static void relay(int sock) {
 // ---- init ------------------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
+  double t_start = now_ms(), t_mount = 0;
   uid_t uid = 0;
   gid_t gid = 0;
-  const char *sock_path = NULL, *host_dev = NULL, *ws_target = NULL;
-  int ready_fd = -1, ws_fd = -1;
+  const char *sock_path = NULL, *ws_target = NULL;
+  int ready_fd = -1, ws_fd = -1, dev_fd = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--uid")) uid = (uid_t)strtoul(argv[i + 1], NULL, 10);
     else if (!strcmp(argv[i], "--gid")) gid = (gid_t)strtoul(argv[i + 1], NULL, 10);
@@ -430,26 +442,33 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--cg-fd") && n_cg < MAX_CG) cg_fds[n_cg++] = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--workspace-fd")) ws_fd = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--workspace")) ws_target = argv[i + 1];
-    else if (!strcmp(argv[i], "--host-dev")) host_dev = argv[i + 1];
+    else if (!strcmp(argv[i], "--dev-fd")) dev_fd = atoi(argv[i + 1]);
     else {
       fprintf(stderr, "sbx-helper: unknown argument %s\n", argv[i]);
       return 64;
     }
   }
   if (!uid || !gid || !sock_path) {
-    fprintf(stderr, "usage: sbx-helper --uid UID --gid GID --socket PATH [--ready-fd FD] [--cg-fd FD]... [--workspace-fd FD --workspace DIR --host-dev DIR]\n");
+    fprintf(stderr, "usage: sbx-helper --uid UID --gid GID --socket PATH [--ready-fd FD] [--cg-fd FD]... [--workspace-fd FD --workspace DIR --dev-fd FD]\n");
     return 64;
   }
-  for (int i = 0; i < n_cg; i++) {
-    fcntl(cg_fds[i], F_SETFD, FD_CLOEXEC);
-    write_str_file(cg_fds[i], "init/cgroup.procs", "0");
-  }
+  // setup is the platform's work, not the tenant's: it runs before the helper joins the sandbox's
+  // cgroups, whose CPU weight (the size class's cpuRequest) would slow it down on a busy host
   if (ws_fd >= 0) {
-    if (!host_dev || !ws_target) {
-      fprintf(stderr, "sbx-helper: --workspace-fd needs --workspace and --host-dev\n");
+    if (dev_fd < 0 || !ws_target) {
+      fprintf(stderr, "sbx-helper: --workspace-fd needs --workspace and --dev-fd\n");
       return 64;
     }
-    mount_workspace(ws_fd, host_dev, ws_target, uid, gid);
+    mount_workspace(ws_fd, dev_fd, ws_target, uid, gid);
+    t_mount = now_ms() - t_start;
+  }
+  // joining the sandbox's cgroups is the last step before ready (below): from then on the size
+  // class's CPU weight applies. The files are opened now, as root; the kernel checks the opener.
+  int join_fds[MAX_CG];
+  for (int i = 0; i < n_cg; i++) {
+    fcntl(cg_fds[i], F_SETFD, FD_CLOEXEC);
+    join_fds[i] = open_join(cg_fds[i], "init");
+    if (join_fds[i] < 0) die("init cgroup");
   }
   // the OOM killer should pick a command, not the init (which would end the whole sandbox);
   // best effort: a host that already raised our floor (containers) refuses, which is harmless
@@ -479,7 +498,12 @@ int main(int argc, char **argv) {
   sigaction(SIGCHLD, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
   if (chdir("/") < 0) die("chdir /");
-  fprintf(stderr, "sbx-helper: ready uid=%u gid=%u cgroups=%d\n", (unsigned)uid, (unsigned)gid, n_cg);
+  for (int i = 0; i < n_cg; i++) {
+    if (write(join_fds[i], "0", 1) < 0) die("join cgroup");
+    close(join_fds[i]);
+  }
+  fprintf(stderr, "sbx-helper: ready uid=%u gid=%u cgroups=%d workspace_mount_ms=%.1f setup_ms=%.1f\n", (unsigned)uid, (unsigned)gid, n_cg, t_mount,
+          now_ms() - t_start);
   if (ready_fd >= 0) {
     if (write(ready_fd, "ready\n", 6) < 0) die("ready fd");
     close(ready_fd);
