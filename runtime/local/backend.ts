@@ -9,7 +9,7 @@ import type { Logger } from "../core/log.ts";
 import type { Backend, ExecRequest, ExecSession, LogOptions, Sandbox, SandboxEvent, SandboxSpec, WaitOptions } from "../core/types.ts";
 import { TERMINAL_PHASES } from "../core/types.ts";
 import type { RuntimeConfig } from "../config/schema.ts";
-import { detectCgroups, killCgroup, listSandboxKeys, oomKills, childDirs, removeCgroup, sandboxDirs, type CgroupLayout } from "./cgroups.ts";
+import { detectCgroups, killCgroup, listSandboxKeys, oomKills, childDirs, removeCgroup, removeRootIfEmpty, sandboxDirs, type CgroupLayout } from "./cgroups.ts";
 import { execInSlot } from "./exec.ts";
 import { ensureHelperBinary } from "./helper-binary.ts";
 import { ImageStore } from "./images.ts";
@@ -233,7 +233,10 @@ class LocalBackend implements Backend {
         }
       }),
     );
-    if (this.env) for (const key of listSandboxKeys(this.env.layout)) await this.cleanCgroups(this.env.layout, key);
+    if (this.env) {
+      for (const key of listSandboxKeys(this.env.layout)) await this.cleanCgroups(this.env.layout, key);
+      removeRootIfEmpty(this.env.layout);
+    }
     await this.workspaces.close();
     const pidFile = path.join(this.stateDir, "backend.pid");
     if (fs.existsSync(pidFile) && fs.readFileSync(pidFile, "utf8").trim() === String(process.pid)) fs.rmSync(pidFile);

@@ -182,6 +182,17 @@ export async function killCgroup(layout: CgroupLayout, dirs: CgroupDirs, timeout
   }
 }
 
+/** Removes this backend's root cgroup in every hierarchy if it is empty (a closed backend leaves nothing). */
+export function removeRootIfEmpty(layout: CgroupLayout): void {
+  for (const mount of Object.values(layout.mounts)) {
+    try {
+      fs.rmdirSync(path.join(mount, layout.rootName));
+    } catch {
+      // still has sandboxes (another process of the same state dir is impossible; a leftover is cleaned at next start) or gone
+    }
+  }
+}
+
 /** Removes the cgroup tree bottom-up; returns false if a directory is still busy. */
 export function removeCgroup(dirs: CgroupDirs): boolean {
   let ok = true;

@@ -197,6 +197,7 @@ describe("local restart and shutdown", () => {
     }
     expect(processesWithUidIn(base, base + 65536)).toEqual([]);
     expect(cgroupSandboxDirs(stateDir)).toEqual([]);
+    expect(fs.existsSync(`/sys/fs/cgroup/memory/${cgroupRootName(stateDir)}`) || fs.existsSync(`/sys/fs/cgroup/${cgroupRootName(stateDir)}`)).toBe(false);
     const bwraps = fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((p) => {
       try {
         return fs.readFileSync(`/proc/${p}/cmdline`, "utf8").includes(stateDir);
