@@ -7,7 +7,7 @@ import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import { apiMessage, isNotFound, mergePatch, statusCode } from "../k8s/client.ts";
 import { API_GROUP, API_VERSION, LABELS, SANDBOX_KIND, SANDBOX_PLURAL } from "../k8s/contract.ts";
-import { planSandboxPod } from "../k8s/podTemplate.ts";
+import { planSandboxPod, POD_DELETE_GRACE_SECONDS } from "../k8s/podTemplate.ts";
 import { podNameOf, specFromResource, type SandboxResource, type SandboxResourceStatus } from "../k8s/resource.ts";
 import type { SandboxIndex } from "../k8s/sandboxIndex.ts";
 import { deriveSandbox } from "../k8s/status.ts";
@@ -147,7 +147,7 @@ export class SandboxReconciler {
 
   private async deletePod(name: string, why: string): Promise<void> {
     try {
-      await this.o.core.deleteNamespacedPod({ name, namespace: this.o.config.kubernetes.namespace, gracePeriodSeconds: 0 });
+      await this.o.core.deleteNamespacedPod({ name, namespace: this.o.config.kubernetes.namespace, gracePeriodSeconds: POD_DELETE_GRACE_SECONDS });
       this.o.logger.info({ pod: name, why }, "deleted pod");
     } catch (err) {
       if (!isNotFound(err)) throw err;

@@ -10,7 +10,7 @@ import type { Logger } from "../core/log.ts";
 import type { PoolStatus, SandboxSpec } from "../core/types.ts";
 import { isConflict, isNotFound, mergePatch, statusCode, apiMessage } from "../k8s/client.ts";
 import { ANNOTATIONS, LABELS, POOL, ownerLabelValue } from "../k8s/contract.ts";
-import { planWarmPod } from "../k8s/podTemplate.ts";
+import { planWarmPod, POD_DELETE_GRACE_SECONDS } from "../k8s/podTemplate.ts";
 import { labelSafe } from "../k8s/resource.ts";
 import { poolKey, type SandboxIndex } from "../k8s/sandboxIndex.ts";
 import { observePod } from "../k8s/status.ts";
@@ -127,7 +127,7 @@ export class WarmPool {
         ),
       ),
       ...plan.delete.map((d) =>
-        this.o.core.deleteNamespacedPod({ name: d.name, namespace: ns, gracePeriodSeconds: 0 }).then(
+        this.o.core.deleteNamespacedPod({ name: d.name, namespace: ns, gracePeriodSeconds: POD_DELETE_GRACE_SECONDS }).then(
           () => this.o.logger.info({ pod: d.name, why: d.why }, "deleted warm pod"),
           (err) => (isNotFound(err) ? undefined : errors.push(`delete ${d.name}: ${apiMessage(err)}`)),
         ),

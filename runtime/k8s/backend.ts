@@ -18,6 +18,7 @@ import { WarmPool } from "../controller/warmpool.ts";
 import { ActivityRecorder } from "./activity.ts";
 import { getArchive, putArchive } from "./archive.ts";
 import { isNotFound, loadKubeClients, mergePatch, statusCode, toDomainError, type KubeClients } from "./client.ts";
+import { POD_DELETE_GRACE_SECONDS } from "./podTemplate.ts";
 import { RecordWriter } from "./recordWriter.ts";
 import { ANNOTATIONS, API_GROUP, API_VERSION, LABELS, SANDBOX_CONTAINER, SANDBOX_PLURAL } from "./contract.ts";
 import { createStsCredentialBroker, credentialsEnv, renderCredentialsFile, WRITE_CREDENTIALS_ARGV, type CredentialBroker } from "./credentials.ts";
@@ -155,7 +156,7 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
       logger.error({ sandbox: id, reason, err: message }, "sandbox record not written; the sandbox fails");
       if (cr) index.upsertResource({ ...cr, status: { ...(cr.status ?? {}), phase: "Failed", reason, message, finishedAt: clock.now().toISOString() } });
       const podName = cr?.spec.podName;
-      if (podName) void core.deleteNamespacedPod({ name: podName, namespace: ns, gracePeriodSeconds: 0 }).catch((e) => logger.warn({ pod: podName, err: String(e) }, "deleting the claimed pod of an unwritten sandbox failed; the orphan sweep will retry"));
+      if (podName) void core.deleteNamespacedPod({ name: podName, namespace: ns, gracePeriodSeconds: POD_DELETE_GRACE_SECONDS }).catch((e) => logger.warn({ pod: podName, err: String(e) }, "deleting the claimed pod of an unwritten sandbox failed; the orphan sweep will retry"));
     },
   });
 
@@ -235,7 +236,7 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
         acceptRecord(spec, podName, annotations);
       } catch (err) {
         // A claimed pod is never returned to the pool: it goes, and the error goes up.
-        await core.deleteNamespacedPod({ name: podName, namespace: ns, gracePeriodSeconds: 0 }).catch((e) => logger.warn({ pod: podName, err: String(e) }, "deleting a claimed pod after a failed claim failed; the orphan sweep will retry"));
+        await core.deleteNamespacedPod({ name: podName, namespace: ns, gracePeriodSeconds: POD_DELETE_GRACE_SECONDS }).catch((e) => logger.warn({ pod: podName, err: String(e) }, "deleting a claimed pod after a failed claim failed; the orphan sweep will retry"));
         throw err;
       }
       return derived(spec.id);
@@ -292,7 +293,7 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
       activity.forget(id);
       const results = await Promise.allSettled([
         custom.deleteNamespacedCustomObject({ ...crApi, name: id, propagationPolicy: "Background" }),
-        core.deleteNamespacedPod({ name: podName, namespace: ns, gracePeriodSeconds: 0 }),
+        core.deleteNamespacedPod({ name: podName, namespace: ns, gracePeriodSeconds: POD_DELETE_GRACE_SECONDS }),
       ]);
       const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected" && !isNotFound(r.reason));
       if (failure) throw toDomainError(failure.reason, "delete sandbox", { kind: "sandbox", name: id });

@@ -18,6 +18,13 @@ export const TMP_DIR = "/tmp";
  */
 export const IDLE_COMMAND = ["sh", "-c", 'echo "sbx: sandbox started"; exec sleep infinity'];
 
+/**
+ * Grace for deleting a sandbox pod. Not 0: a force delete removes the API object at once
+ * while the node may still run the container (and the quota frees before the resources do).
+ * The idle process exits on SIGTERM, so one second is plenty.
+ */
+export const POD_DELETE_GRACE_SECONDS = 1;
+
 type PodConfig = Pick<RuntimeConfig, "kubernetes">;
 
 /** The pod for a cold-started sandbox: named after the sandbox, labelled with its owner. */
