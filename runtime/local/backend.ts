@@ -373,6 +373,7 @@ class LocalBackend implements Backend {
       }
       const slot = new Slot(env, record);
       this.slots.set(key, slot);
+      slot.onDeath(() => this.onDeath(slot));
       const terminal = record.sandbox && TERMINAL_PHASES.has(record.sandbox.phase);
       let alive = false;
       if (!terminal) {
@@ -383,7 +384,6 @@ class LocalBackend implements Backend {
           alive = false;
         }
       }
-      slot.onDeath(() => this.onDeath(slot));
       if (!record.sandbox) {
         if (!alive || !this.pool.adopt(record.image.profile, record.size.name, slot)) await slot.destroy();
         continue;
