@@ -4,7 +4,7 @@
 import { AssumeRoleCommand, STSClient, type STSClientConfig } from "@aws-sdk/client-sts";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { UpstreamError } from "../core/errors.ts";
-import { buildSessionPolicy } from "./sessionPolicy.ts";
+import { sessionPolicyJson } from "./sessionPolicy.ts";
 
 export interface ScopedCredentials {
   accessKeyId: string;
@@ -30,14 +30,14 @@ export function createStsCredentialBroker(cfg: CredentialsConfig, client?: STSCl
   const sts = client instanceof STSClient ? client : new STSClient({ region: cfg.region, ...(client ?? {}) });
   return {
     async mintScoped(sandboxId) {
-      const policy = buildSessionPolicy(sandboxId, cfg.bucket);
+      const policy = sessionPolicyJson(sandboxId, cfg.bucket);
       let out;
       try {
         out = await sts.send(
           new AssumeRoleCommand({
             RoleArn: cfg.baseRoleArn,
             RoleSessionName: `sbx-${sandboxId}`.slice(0, 64),
-            Policy: JSON.stringify(policy),
+            Policy: policy,
             DurationSeconds: cfg.durationSeconds,
           }),
         );

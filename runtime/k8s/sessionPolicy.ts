@@ -1,41 +1,22 @@
-// The per-sandbox STS session policy: the sandbox may list, read, write and delete only
-// under s3://<bucket>/sandboxes/<id>/. A session policy can only narrow the base role, so
-// even a wrong policy here cannot grant more than the role the Pulumi package created.
-// Kept identical in shape to the Pulumi package's identity component so both sides agree.
+// The runtime's view of the per-sandbox session policy: exactly the Pulumi identity
+// component's pure function (components/identity/sessionPolicy.ts), so the base role the
+// package creates and the policy the broker sends can never drift apart. This adapter only
+// hands it out as a document (test/infra checks it against the base role) and as the JSON
+// STS takes (size-checked there).
+import { buildSessionPolicy as buildSessionPolicyJson, sessionPolicyDocument } from "../../components/identity/sessionPolicy.ts";
 
 export interface SessionPolicy {
-  Version: "2012-10-17";
-  Statement: {
-    Sid: string;
-    Effect: "Allow";
-    Action: string[];
-    Resource: string | string[];
-    Condition?: Record<string, Record<string, string | string[]>>;
-  }[];
+  Version: string;
+  Statement: { Effect: "Allow"; Action: string[]; Resource: string | string[]; Condition?: Record<string, Record<string, string | string[]>> }[];
 }
 
-export function sandboxPrefix(sandboxId: string): string {
-  return `sandboxes/${sandboxId}/`;
-}
-
+/** The policy document for one sandbox; throws a ValidationError for a bad id or bucket. */
 export function buildSessionPolicy(sandboxId: string, bucket: string): SessionPolicy {
-  const prefix = sandboxPrefix(sandboxId);
-  return {
-    Version: "2012-10-17",
-    Statement: [
-      {
-        Sid: "SandboxObjects",
-        Effect: "Allow",
-        Action: ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-        Resource: `arn:aws:s3:::${bucket}/${prefix}*`,
-      },
-      {
-        Sid: "SandboxList",
-        Effect: "Allow",
-        Action: ["s3:ListBucket"],
-        Resource: `arn:aws:s3:::${bucket}`,
-        Condition: { StringLike: { "s3:prefix": [`${prefix}*`] } },
-      },
-    ],
-  };
+  buildSessionPolicyJson(sandboxId, bucket); // validates, including the STS size limit
+  return sessionPolicyDocument(sandboxId, bucket) as unknown as SessionPolicy;
+}
+
+/** What AssumeRole's `Policy` parameter gets. */
+export function sessionPolicyJson(sandboxId: string, bucket: string): string {
+  return buildSessionPolicyJson(sandboxId, bucket);
 }
