@@ -290,7 +290,17 @@ export class Snapshotter {
     let streamError: unknown;
     stream.once("error", (e) => (streamError = e));
     await this.o.backend.putArchive(id, parentDir(layer.path), stream as Readable);
-    if (!stream.readableEnded && !streamError) await new Promise((r) => stream.once("close", r));
+    // tar stops reading at the end-of-archive marker and may exit leaving the record padding
+    // unread; read the rest so the digest check (at the stream's end) covers every byte
+    if (!stream.readableEnded && !streamError) {
+      if (stream.destroyed) throw new UpstreamError(`resume ${id}: the restore of ${layer.path} closed the snapshot stream before its end; retry the resume`);
+      await new Promise<void>((resolve) => {
+        stream.once("end", resolve);
+        stream.once("error", () => resolve());
+        stream.once("close", () => resolve());
+        stream.resume();
+      });
+    }
     if (streamError) throw streamError;
   }
 

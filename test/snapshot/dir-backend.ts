@@ -123,17 +123,17 @@ export class DirBackend implements Backend {
     let err = "";
     child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
     const exited = new Promise<number | null>((r) => child.on("close", r));
-    const input = new Promise<void>((resolve, reject) => {
-      tar.once("error", (e) => {
-        child.kill("SIGKILL");
-        reject(e);
-      });
-      tar.once("end", resolve);
+    let streamError: Error | undefined;
+    tar.once("error", (e) => {
+      streamError = e;
+      child.kill("SIGKILL");
     });
+    // like a real backend: done when tar exits, which may be before the input's trailing padding
     tar.pipe(child.stdin!);
     child.stdin!.on("error", () => undefined);
-    await input;
     const code = await exited;
+    tar.unpipe(child.stdin!);
+    if (streamError) throw streamError;
     if (code !== 0) throw new Error(`tar into ${dir} exited ${code}: ${err}`);
   }
 
