@@ -11,6 +11,7 @@ import { silentLogger } from "../../runtime/core/log.ts";
 import type { Sandbox } from "../../runtime/core/types.ts";
 import { SnapshottingBackend } from "../../runtime/snapshot/backend.ts";
 import { startRegistry, type TestRegistry } from "../support/registry.ts";
+import { DirBackend } from "./dir-backend.ts";
 import { makeFixture, makeSpec } from "./fixture.ts";
 
 let registry: TestRegistry;
@@ -25,6 +26,7 @@ beforeEach(async () => {
   root = await mkdtemp(join(tmpdir(), "sbx-autop-"));
 });
 afterEach(async () => {
+  await new DirBackend(join(root, "sandboxes")).killAll();
   await rm(root, { recursive: true, force: true });
 });
 

@@ -7,6 +7,7 @@ import { ConflictError, HTTP_STATUS } from "../../runtime/core/errors.ts";
 import type { ExecSession } from "../../runtime/core/types.ts";
 import { SnapshottingBackend } from "../../runtime/snapshot/backend.ts";
 import { startRegistry, type TestRegistry } from "../support/registry.ts";
+import { DirBackend } from "./dir-backend.ts";
 import { makeFixture, makeSpec } from "./fixture.ts";
 
 let registry: TestRegistry;
@@ -21,6 +22,7 @@ beforeEach(async () => {
   root = await mkdtemp(join(tmpdir(), "sbx-snapb-"));
 });
 afterEach(async () => {
+  await new DirBackend(join(root, "sandboxes")).killAll();
   await rm(root, { recursive: true, force: true });
 });
 

@@ -162,6 +162,15 @@ export class DirBackend implements Backend {
     return m.sandbox;
   }
 
+  /** Kills every compute process this backend's state dir knows (test teardown). */
+  async killAll(): Promise<void> {
+    const { readdir } = await import("node:fs/promises");
+    for (const id of await readdir(this.root).catch(() => [] as string[])) {
+      const m = await this.meta(id);
+      if (m && alive(m.pid)) process.kill(m.pid!, "SIGKILL");
+    }
+  }
+
   /** true while the sandbox's compute process runs */
   async hasCompute(id: string): Promise<boolean> {
     const m = await this.meta(id);

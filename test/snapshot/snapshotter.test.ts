@@ -10,6 +10,7 @@ import { ConflictError } from "../../runtime/core/errors.ts";
 import { DigestMismatchError } from "../../runtime/snapshot/digest.ts";
 import type { PauseStep, ResumeStep } from "../../runtime/snapshot/snapshotter.ts";
 import { startRegistry, type TestRegistry } from "../support/registry.ts";
+import { DirBackend } from "./dir-backend.ts";
 import { makeFixture, makeSpec, treeDigest, type Fixture } from "./fixture.ts";
 
 const run = promisify(execFile);
@@ -26,6 +27,7 @@ beforeEach(async () => {
   root = await mkdtemp(join(tmpdir(), "sbx-snap-"));
 });
 afterEach(async () => {
+  await new DirBackend(join(root, "sandboxes")).killAll();
   await rm(root, { recursive: true, force: true });
 });
 
