@@ -66,7 +66,7 @@ let kubectlPath: string;
 interface KubectlResult { ok: boolean; object?: any; error: string }
 
 function kubectl(args: string[], obj?: unknown): KubectlResult {
-  const r = spawnSync(kubectlPath, ["--kubeconfig", kubeconfigPath, ...args], { input: obj ? JSON.stringify(obj) : undefined, encoding: "utf8", timeout: 60_000 });
+  const r = spawnSync(kubectlPath, ["--kubeconfig", kubeconfigPath, ...args], { input: obj ? JSON.stringify(obj) : undefined, encoding: "utf8", timeout: 60_000, maxBuffer: 256 * 2 ** 20 });
   if (r.status !== 0) return { ok: false, error: `${r.stderr}${r.error ?? ""}` };
   return { ok: true, object: args.includes("json") ? JSON.parse(r.stdout) : undefined, error: "" };
 }
