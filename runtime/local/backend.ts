@@ -283,6 +283,9 @@ class LocalBackend implements Backend {
       node: "local",
       clientKey: spec.clientKey,
       metadata: { ...spec.metadata },
+      // persisted with the record, so the reaper and the auto-pause controller find them after a restart
+      idleTimeoutSeconds: spec.idleTimeoutSeconds,
+      ...(spec.autoPause ? { autoPause: spec.autoPause } : {}),
       cpuRequestMillis: spec.size.cpuRequestMillis,
       memoryRequestBytes: spec.size.memoryRequestBytes,
     };

@@ -183,7 +183,7 @@ describe("local restart and shutdown", () => {
     const base = uidBlockBase(stateDir);
     try {
       const byId = Object.fromEntries((await h.backend.list()).map((s) => [s.id, s]));
-      expect(byId[alive]).toMatchObject({ phase: "Running", ready: true });
+      expect(byId[alive]).toMatchObject({ phase: "Running", ready: true, idleTimeoutSeconds: 321 });
       expect(byId[dead]).toMatchObject({ phase: "Failed", reason: "Lost" });
       expect((await run(h.backend, alive, "cat /workspace/marker")).stdout).toBe("kept-0\n");
       // the dead one's workspace is unmounted but kept: read the ext4 image without mounting it
