@@ -1,6 +1,7 @@
 // Backend factory and the runtime's assembly: the backend named by config.platform, loaded
 // with a dynamic import so a platform whose module is missing fails only when chosen, plus
 // the Manager built on it. Used by the service (runtime/main.ts) and the CLI's direct mode.
+import { join } from "node:path";
 import type { RuntimeConfig } from "./config/schema.ts";
 import { Admission } from "./core/admission.ts";
 import { createAuditStore } from "./core/audit.ts";
@@ -62,10 +63,12 @@ async function withPauseResume(backend: Backend, config: RuntimeConfig, deps: Ba
  * run on the raw backend (a probe never wakes a paused sandbox nor counts as activity); actions
  * go through the Manager as the sandbox's owner, so admission and audit apply to them too.
  */
-async function autoPauseTask(raw: Backend, backend: Backend, deps: BackendDeps, manager: () => SandboxManager): Promise<MaintenanceTask> {
-  const [{ AutoPauseController }, { validateAutoPause }] = await Promise.all([import("./autopause/controller.ts"), import("./autopause/spec.ts")]);
+async function autoPauseTask(raw: Backend, backend: Backend, config: RuntimeConfig, deps: BackendDeps, manager: () => SandboxManager): Promise<MaintenanceTask> {
+  const [{ AutoPauseController, FileStatusStore }, { validateAutoPause }] = await Promise.all([import("./autopause/controller.ts"), import("./autopause/spec.ts")]);
   const ownerOf = async (id: string) => (await backend.describe(id))?.owner ?? "";
   const controller = new AutoPauseController({
+    // locally the wake schedule of a paused sandbox must survive a restart of the service
+    store: config.platform === "local" ? new FileStatusStore(join(config.local.stateDir, "autopause")) : undefined,
     clock: deps.clock,
     logger: deps.logger,
     probeBackend: raw,
@@ -89,7 +92,7 @@ export async function buildManager(
   const raw = deps.backend ?? (await createBackend(config, deps));
   const { backend, maintenance } = await withPauseResume(raw, config, deps, catalog);
   let manager: SandboxManager | undefined;
-  if (backend.pause) maintenance.push(await autoPauseTask(raw, backend, deps, () => manager!));
+  if (backend.pause) maintenance.push(await autoPauseTask(raw, backend, config, deps, () => manager!));
   manager = new SandboxManager({
     backend,
     config,
