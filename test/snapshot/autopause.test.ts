@@ -1,38 +1,22 @@
 // Probe-driven pause and scheduled wake end to end: real probe commands in a sandbox, real
 // snapshots in a real registry, time from a ManualClock (no sleeping).
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { AutoPauseController, FileStatusStore } from "../../runtime/autopause/controller.ts";
 import { validateAutoPause } from "../../runtime/autopause/spec.ts";
 import { ManualClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import type { Sandbox } from "../../runtime/core/types.ts";
 import { SnapshottingBackend } from "../../runtime/snapshot/backend.ts";
-import { startRegistry, type TestRegistry } from "../support/registry.ts";
-import { DirBackend } from "./dir-backend.ts";
+import { snapshotTestEnv } from "./env.ts";
 import { makeFixture, makeSpec } from "./fixture.ts";
 
-let registry: TestRegistry;
-let root: string;
-beforeAll(async () => {
-  registry = await startRegistry();
-});
-afterAll(async () => {
-  await registry?.stop();
-});
-beforeEach(async () => {
-  root = await mkdtemp(join(tmpdir(), "sbx-autop-"));
-});
-afterEach(async () => {
-  await new DirBackend(join(root, "sandboxes")).killAll();
-  await rm(root, { recursive: true, force: true });
-});
+const env = snapshotTestEnv("sbx-autop-");
 
 it("pauses after the idle probe reports inactive for the threshold, and wakes leadTime before the probed task", async () => {
   const clock = new ManualClock(new Date("2026-01-01T00:00:00Z"));
-  const f = makeFixture(root, registry.url, { clock });
+  const f = makeFixture(env.root, env.registry.url, { clock });
   const backend = new SnapshottingBackend(f.backend, f.snapshotter);
   const spec = makeSpec("sb-auto");
   f.specs.set(spec.id, spec);
@@ -114,7 +98,7 @@ it("pauses after the idle probe reports inactive for the threshold, and wakes le
 
 it("a failing or timed-out idle probe keeps the sandbox running", async () => {
   const clock = new ManualClock(new Date("2026-01-01T00:00:00Z"));
-  const f = makeFixture(root, registry.url, { clock });
+  const f = makeFixture(env.root, env.registry.url, { clock });
   const backend = new SnapshottingBackend(f.backend, f.snapshotter);
   const spec = makeSpec("sb-fail");
   f.specs.set(spec.id, spec);
@@ -147,7 +131,7 @@ it("a failing or timed-out idle probe keeps the sandbox running", async () => {
 
 it("a restarted controller wakes a paused sandbox from the recorded nextResumeTime (file status store)", async () => {
   const clock = new ManualClock(new Date("2026-01-01T00:00:00Z"));
-  const store = new FileStatusStore(join(root, "autopause"));
+  const store = new FileStatusStore(join(env.root, "autopause"));
   const policy = validateAutoPause({ probes: [{ name: "Cron", command: ["true"] }], resume: { whenProbedSchedule: { probe: "Cron", leadTime: 0 } } });
   const sandbox: Sandbox = {
     id: "sb-restart",

@@ -1,30 +1,14 @@
 // SnapshottingBackend: what the Manager sees of paused sandboxes, and auto-resume on exec.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ConflictError, HTTP_STATUS } from "../../runtime/core/errors.ts";
 import type { ExecSession } from "../../runtime/core/types.ts";
 import { SnapshottingBackend } from "../../runtime/snapshot/backend.ts";
-import { startRegistry, type TestRegistry } from "../support/registry.ts";
-import { DirBackend } from "./dir-backend.ts";
+import { snapshotTestEnv } from "./env.ts";
 import { makeFixture, makeSpec } from "./fixture.ts";
 
-let registry: TestRegistry;
-let root: string;
-beforeAll(async () => {
-  registry = await startRegistry();
-});
-afterAll(async () => {
-  await registry?.stop();
-});
-beforeEach(async () => {
-  root = await mkdtemp(join(tmpdir(), "sbx-snapb-"));
-});
-afterEach(async () => {
-  await new DirBackend(join(root, "sandboxes")).killAll();
-  await rm(root, { recursive: true, force: true });
-});
+const env = snapshotTestEnv("sbx-snapb-");
 
 async function output(s: ExecSession): Promise<{ stdout: string; exitCode: number }> {
   let stdout = "";
@@ -35,7 +19,7 @@ async function output(s: ExecSession): Promise<{ stdout: string; exitCode: numbe
 }
 
 function setup(id: string, metadata: Record<string, string> = {}) {
-  const f = makeFixture(root, registry.url);
+  const f = makeFixture(env.root, env.registry.url);
   const backend = new SnapshottingBackend(f.backend, f.snapshotter);
   const spec = makeSpec(id, metadata);
   f.specs.set(id, spec);

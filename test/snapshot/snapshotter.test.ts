@@ -1,35 +1,20 @@
 // Pause/resume orchestration against a real registry, real tar and real processes (DirBackend).
 import { execFile, spawn } from "node:child_process";
-import { open, mkdtemp, rm, symlink, writeFile, mkdir, chmod } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { open, symlink, writeFile, mkdir, chmod } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../runtime/core/clock.ts";
 import { ConflictError } from "../../runtime/core/errors.ts";
 import { DigestMismatchError } from "../../runtime/snapshot/digest.ts";
 import type { PauseStep, ResumeStep } from "../../runtime/snapshot/snapshotter.ts";
-import { startRegistry, type TestRegistry } from "../support/registry.ts";
 import { DirBackend } from "./dir-backend.ts";
+import { snapshotTestEnv } from "./env.ts";
 import { makeFixture, makeSpec, treeDigest, type Fixture } from "./fixture.ts";
 
 const run = promisify(execFile);
-let registry: TestRegistry;
-let root: string;
 
-beforeAll(async () => {
-  registry = await startRegistry();
-});
-afterAll(async () => {
-  await registry?.stop();
-});
-beforeEach(async () => {
-  root = await mkdtemp(join(tmpdir(), "sbx-snap-"));
-});
-afterEach(async () => {
-  await new DirBackend(join(root, "sandboxes")).killAll();
-  await rm(root, { recursive: true, force: true });
-});
+const env = snapshotTestEnv("sbx-snap-");
 
 /** Starts sandbox `id` and fills its writable paths with varied content; returns the tree digest. */
 async function seeded(f: Fixture, id: string, mb = 8, metadata: Record<string, string> = {}) {
@@ -50,7 +35,7 @@ async function seeded(f: Fixture, id: string, mb = 8, metadata: Record<string, s
 
 describe("Snapshotter", () => {
   it("pauses (compute released, verified manifest recorded) and resumes byte for byte", async () => {
-    const f = makeFixture(root, registry.url);
+    const f = makeFixture(env.root, env.registry.url);
     const before = await seeded(f, "sb-roundtrip", 32);
     const progress: number[] = [];
     const rec = await f.snapshotter.pause("sb-roundtrip", { onProgress: (p) => progress.push(p.bytes) });
@@ -74,7 +59,7 @@ describe("Snapshotter", () => {
   });
 
   it("pausing twice is one pause; resuming a running sandbox does nothing", async () => {
-    const f = makeFixture(root, registry.url);
+    const f = makeFixture(env.root, env.registry.url);
     await seeded(f, "sb-idem", 1);
     let adopts = 0;
     const adopt = f.backend.adopt.bind(f.backend);
@@ -93,7 +78,7 @@ describe("Snapshotter", () => {
   });
 
   it("concurrent resume calls share one operation", async () => {
-    const f = makeFixture(root, registry.url);
+    const f = makeFixture(env.root, env.registry.url);
     const before = await seeded(f, "sb-concurrent", 4);
     await f.snapshotter.pause("sb-concurrent");
     let adopts = 0;
@@ -107,12 +92,12 @@ describe("Snapshotter", () => {
   });
 
   it("a failed resume (corrupt layer) leaves the snapshot intact and a retry succeeds", async () => {
-    const f = makeFixture(root, registry.url);
+    const f = makeFixture(env.root, env.registry.url);
     const before = await seeded(f, "sb-retry", 2);
     const rec = await f.snapshotter.pause("sb-retry");
     const layer = rec.snapshot!.layers[0];
     const hex = layer.digest.slice("sha256:".length);
-    const file = join(registry.storageDir, "docker/registry/v2/blobs/sha256", hex.slice(0, 2), hex, "data");
+    const file = join(env.registry.storageDir, "docker/registry/v2/blobs/sha256", hex.slice(0, 2), hex, "data");
     const fh = await open(file, "r+");
     const orig = Buffer.alloc(1);
     await fh.read(orig, 0, 1, 5000);
@@ -130,7 +115,7 @@ describe("Snapshotter", () => {
   });
 
   it("runs the pre-pause and post-resume hooks; a failing pre-pause hook keeps the sandbox running", async () => {
-    const f = makeFixture(root, registry.url);
+    const f = makeFixture(env.root, env.registry.url);
     await seeded(f, "sb-hooks", 1, { "sbx.pre-pause": 'echo flushed > "$SBX_FS/workspace/flushed"', "sbx.post-resume": 'echo woke > "$SBX_FS/tmp/woke"' });
     await f.snapshotter.pause("sb-hooks");
     await f.snapshotter.resume("sb-hooks");
@@ -148,7 +133,7 @@ describe("Snapshotter", () => {
   });
 
   it("a failing compute release after the snapshot is recorded is retried, and reported without losing the snapshot", async () => {
-    const f = makeFixture(root, registry.url);
+    const f = makeFixture(env.root, env.registry.url);
     const before = await seeded(f, "sb-release", 1);
     const release = f.backend.releaseCompute.bind(f.backend);
     let failures = 4;
@@ -170,7 +155,7 @@ describe("Snapshotter", () => {
 
   it("removes the snapshot with the sandbox and expires paused sandboxes past the retention", async () => {
     const clock = new ManualClock(new Date("2026-03-01T00:00:00Z"));
-    const f = makeFixture(root, registry.url, { clock, retentionDays: 2 });
+    const f = makeFixture(env.root, env.registry.url, { clock, retentionDays: 2 });
     await seeded(f, "sb-old", 1);
     await seeded(f, "sb-gone", 1);
     const old = await f.snapshotter.pause("sb-old");
@@ -190,7 +175,7 @@ describe("Snapshotter", () => {
 
 describe("Snapshotter crash safety: the process dies right after each durable step", () => {
   async function crashAt(op: "pause" | "resume", id: string, step: string): Promise<number | null> {
-    const child = spawn(process.execPath, ["--import", "tsx", join(__dirname, "crash-child.ts"), root, registry.url, op, id, step], { stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", join(__dirname, "crash-child.ts"), env.root, env.registry.url, op, id, step], { stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
     const [code, signal] = await new Promise<[number | null, string | null]>((r) => child.on("exit", (c, s) => r([c, s])));
@@ -200,7 +185,7 @@ describe("Snapshotter crash safety: the process dies right after each durable st
 
   const pauseSteps: PauseStep[] = ["pausing-recorded", "pre-pause-hook", "layer-pushed", "manifest-put", "paused-recorded", "compute-released"];
   it.each(pauseSteps)("pause killed after %s: after recovery the data is running or in a verified snapshot", async (step) => {
-    const f = makeFixture(root, registry.url);
+    const f = makeFixture(env.root, env.registry.url);
     const id = `sb-crash-${step}`;
     const before = await seeded(f, id, 2);
     await crashAt("pause", id, step);
@@ -226,7 +211,7 @@ describe("Snapshotter crash safety: the process dies right after each durable st
 
   const resumeSteps: ResumeStep[] = ["resuming-recorded", "slot-acquired", "layer-restored", "post-resume-hook", "running-recorded"];
   it.each(resumeSteps)("resume killed after %s: after recovery the data is intact and resumable", async (step) => {
-    const f = makeFixture(root, registry.url);
+    const f = makeFixture(env.root, env.registry.url);
     const id = `sb-rcrash-${step}`;
     const before = await seeded(f, id, 2);
     await f.snapshotter.pause(id);
