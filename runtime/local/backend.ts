@@ -96,21 +96,7 @@ class LocalBackend implements Backend {
     const rootfs = await this.images.resolve(spec.image.profile, spec.image.image);
     const rec: SandboxRecord = { version: 1, key: newSlotKey(), uid: this.allocateUid(), image: spec.image, rootfs, size: spec.size, env: { ...spec.env } };
     rec.sandbox = this.sandboxFor(spec, false);
-    const slot = new Slot(env, rec);
-    this.slots.set(rec.key, slot);
-    this.byId.set(spec.id, slot);
-    slot.onDeath(() => this.onDeath(slot));
-    try {
-      await slot.prepare();
-      // synchronous: a few hundred bytes, and the thread pool is slow to get to on a busy host
-      writeRecordSync(slot.paths, rec);
-      slot.launch();
-    } catch (err) {
-      await slot.destroy();
-      this.slots.delete(rec.key);
-      this.byId.delete(spec.id);
-      throw err;
-    }
+    const slot = await this.launchSlot(env, rec, spec.id);
     this.armTtl(slot);
     this.emit(slot);
     slot.ready.then(
@@ -347,8 +333,16 @@ class LocalBackend implements Backend {
     if (!size || !image) throw new ValidationError("config.warmPool", { profile, size: sizeName }, `profile must be in config.catalog and size in config.sizeClasses`);
     const rootfs = await this.images.resolve(profile, image);
     const rec: SandboxRecord = { version: 1, key: newSlotKey(), uid: this.allocateUid(), image: { profile, image }, rootfs, size, env: {} };
+    const slot = await this.launchSlot(env, rec);
+    await slot.ready;
+    return slot;
+  }
+
+  /** Prepares, records and launches a new slot (known by `id` when it is a sandbox); a failed step destroys and forgets it. */
+  private async launchSlot(env: SlotEnv, rec: SandboxRecord, id?: string): Promise<Slot> {
     const slot = new Slot(env, rec);
     this.slots.set(rec.key, slot);
+    if (id) this.byId.set(id, slot);
     slot.onDeath(() => this.onDeath(slot));
     try {
       await slot.prepare();
@@ -356,11 +350,11 @@ class LocalBackend implements Backend {
       writeRecordSync(slot.paths, rec);
       slot.launch();
     } catch (err) {
-      this.slots.delete(rec.key);
       await slot.destroy();
+      this.slots.delete(rec.key);
+      if (id) this.byId.delete(id);
       throw err;
     }
-    await slot.ready;
     return slot;
   }
 
