@@ -9,7 +9,7 @@ import type { ImageCatalog } from "./catalog.ts";
 import type { Clock } from "./clock.ts";
 import { CapacityError, ConflictError, NotFoundError, SbxError, ValidationError } from "./errors.ts";
 import type { Logger } from "./log.ts";
-import { Metrics, secondsSince } from "./metrics.ts";
+import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
 import { Reaper } from "./reaper.ts";
 import { resolveSpec, validateOwner } from "./spec.ts";
 import {
@@ -217,40 +217,17 @@ export class SandboxManager implements Manager {
   }
 
   private async claim(spec: SandboxSpec): Promise<Sandbox | undefined> {
-    const t0 = process.hrtime.bigint();
-    try {
-      const s = await this.deps.backend.claim(spec);
-      this.metrics.claim.observe({ outcome: s ? "hit" : "miss" }, secondsSince(t0));
-      return s ? { ...s, warm: true } : undefined;
-    } catch (err) {
-      this.metrics.claim.observe({ outcome: "error" }, secondsSince(t0));
-      throw err;
-    }
+    const s = await observed(this.metrics.claim, () => this.deps.backend.claim(spec), (r) => (r ? "hit" : "miss"), () => "error");
+    return s ? { ...s, warm: true } : undefined;
   }
 
-  private async provision(spec: SandboxSpec): Promise<Sandbox> {
-    const t0 = process.hrtime.bigint();
-    try {
-      const s = await this.deps.backend.provision(spec);
-      this.metrics.provision.observe({ outcome: "ok" }, secondsSince(t0));
-      return s;
-    } catch (err) {
-      this.metrics.provision.observe({ outcome: errorCode(err) }, secondsSince(t0));
-      throw err;
-    }
+  private provision(spec: SandboxSpec): Promise<Sandbox> {
+    return observed(this.metrics.provision, () => this.deps.backend.provision(spec));
   }
 
   async wait(owner: string, id: string, opts: WaitOptions): Promise<Sandbox> {
     await this.usable(owner, id);
-    const t0 = process.hrtime.bigint();
-    try {
-      const s = await this.deps.backend.awaitReady(id, opts);
-      this.metrics.wait.observe({ outcome: "ok" }, secondsSince(t0));
-      return s;
-    } catch (err) {
-      this.metrics.wait.observe({ outcome: errorCode(err) }, secondsSince(t0));
-      throw err;
-    }
+    return observed(this.metrics.wait, () => this.deps.backend.awaitReady(id, opts));
   }
 
   async exec(owner: string, id: string, req: ExecRequest): Promise<ExecSession> {
@@ -442,6 +419,3 @@ export class SandboxManager implements Manager {
   }
 }
 
-function errorCode(err: unknown): string {
-  return err instanceof SbxError ? err.code : "internal";
-}

@@ -3,6 +3,7 @@
 // p50 <= 5 ms, which the reference design's 10 ms first bucket could not even show.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { AdmissionUsage } from "./admission.ts";
+import { SbxError } from "./errors.ts";
 import type { Sandbox, SandboxPhase } from "./types.ts";
 
 export const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -79,4 +80,27 @@ export class Metrics {
 /** Seconds since `startNs` (process.hrtime.bigint()). */
 export function secondsSince(startNs: bigint): number {
   return Number(process.hrtime.bigint() - startNs) / 1e9;
+}
+
+/** The outcome label of a failed call: the domain error's code, or "internal". */
+export function errorCode(err: unknown): string {
+  return err instanceof SbxError ? err.code : "internal";
+}
+
+/** Runs `fn` and observes its duration in `histogram`, labelled with the outcome of the result or the error. */
+export async function observed<T>(
+  histogram: Histogram<"outcome">,
+  fn: () => Promise<T>,
+  outcomeOf: (result: T) => string = () => "ok",
+  failureOf: (err: unknown) => string = errorCode,
+): Promise<T> {
+  const t0 = process.hrtime.bigint();
+  try {
+    const result = await fn();
+    histogram.observe({ outcome: outcomeOf(result) }, secondsSince(t0));
+    return result;
+  } catch (err) {
+    histogram.observe({ outcome: failureOf(err) }, secondsSince(t0));
+    throw err;
+  }
 }
