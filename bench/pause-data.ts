@@ -8,15 +8,12 @@
 //   npx tsx bench/pause-data.ts [--variants empty,mem1g,disk1g,disk2g,disk4g] [--trials 3]
 //       [--settle-seconds 60] [--output out.jsonl] [--server URL --token T --registry URL]
 import { randomBytes } from "node:crypto";
-import { mkdirSync } from "node:fs";
-import os from "node:os";
-import { dirname, join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { Readable, Writable } from "node:stream";
 import { finished, pipeline } from "node:stream/promises";
 import { NotFoundError } from "../runtime/core/errors.ts";
 import { OciClient } from "../runtime/snapshot/oci.ts";
-import { JsonlWriter } from "./lib/jsonl.ts";
+import { openResults } from "./lib/jsonl.ts";
 import { BENCH_SEED, shakeBlock, shakeStream } from "./lib/shake.ts";
 import { exitCodeFor, formatTable, summarize, type TrialRecord } from "./lib/summary.ts";
 import { singleFileTar } from "./lib/tar.ts";
@@ -49,9 +46,7 @@ async function main(): Promise<void> {
   });
   const trialsPer = intFlag(f, "trials", 3, 1);
   const settleMs = intFlag(f, "settle-seconds", 60) * 1000;
-  const output = f.get("output") ?? join(os.tmpdir(), "sbx-bench", `pause-data-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
-  mkdirSync(dirname(output), { recursive: true });
-  const out = new JsonlWriter(output);
+  const out = openResults(f.get("output"), "pause-data");
   const target = await openTarget({
     server: f.get("server"),
     token: f.get("token") ?? process.env.SBX_TOKEN,
@@ -92,7 +87,7 @@ async function main(): Promise<void> {
   } finally {
     out.close();
     await target.close();
-    console.log(`results: ${output}`);
+    console.log(`results: ${out.path}`);
   }
   process.exitCode = exit;
 }

@@ -13,12 +13,10 @@
 //       [--server http://host:8080 --token T --owner alice] [--registry http://127.0.0.1:5000]
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, readFileSync } from "node:fs";
-import os from "node:os";
-import { dirname, join } from "node:path";
+import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { finished } from "node:stream/promises";
-import { JsonlWriter } from "./lib/jsonl.ts";
+import { openResults } from "./lib/jsonl.ts";
 import { exitCodeFor, formatTable, summarize, type TrialRecord } from "./lib/summary.ts";
 import { flags, intFlag, openTarget, runnerEnvironment, type BenchTarget } from "./lib/target.ts";
 
@@ -34,9 +32,7 @@ async function main(): Promise<number> {
   if (scenario !== "uncontrolled" && !prepareScript) throw new Error(`--scenario ${scenario}: needs --prepare-script that establishes and checks that condition`);
   const resumeTimeoutMs = intFlag(f, "resume-timeout-ms", 300_000, 1);
   const pollMs = intFlag(f, "poll-ms", 10, 1);
-  const output = f.get("output") ?? join(os.tmpdir(), "sbx-bench", `resume-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
-  mkdirSync(dirname(output), { recursive: true });
-  const out = new JsonlWriter(output);
+  const out = openResults(f.get("output"), "resume");
   const target = await openTarget({
     server: f.get("server"),
     token: f.get("token") ?? process.env.SBX_TOKEN,
@@ -82,7 +78,7 @@ async function main(): Promise<number> {
     await target.close();
     console.log(JSON.stringify(summary, null, 2));
     console.log(formatTable(summary));
-    console.log(`results: ${output}`);
+    console.log(`results: ${out.path}`);
     process.exitCode = exitCodeFor(trials, summary);
   }
   return process.exitCode ?? 0;

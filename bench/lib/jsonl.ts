@@ -1,7 +1,9 @@
 // Results as JSON lines. The file is created exclusively (an existing result is never
 // overwritten) and every record is written and fsynced before the next trial starts, so an
 // interrupted run leaves every finished trial on disk.
-import { closeSync, fsyncSync, openSync, writeSync } from "node:fs";
+import { closeSync, fsyncSync, mkdirSync, openSync, writeSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 
 export class JsonlWriter {
   private fd: number | undefined;
@@ -22,4 +24,11 @@ export class JsonlWriter {
     if (this.fd !== undefined) closeSync(this.fd);
     this.fd = undefined;
   }
+}
+
+/** A benchmark's results file, opened exclusively: `explicit` (--output), or a new timestamped file under $TMPDIR/sbx-bench. */
+export function openResults(explicit: string | undefined, bench: string): JsonlWriter {
+  const path = explicit ?? join(tmpdir(), "sbx-bench", `${bench}-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
+  mkdirSync(dirname(path), { recursive: true });
+  return new JsonlWriter(path);
 }
