@@ -25,6 +25,7 @@ import {
   type Sandbox,
   type SandboxEvent,
   type SandboxSpec,
+  type TransferOptions,
   type WaitOptions,
 } from "./types.ts";
 
@@ -70,6 +71,8 @@ export class SandboxManager implements Manager {
   private readonly log: Logger;
   private maintenanceStop?: AbortController;
   private maintenanceLoops: Promise<void>[] = [];
+  /** per sandbox: the tail of its pause/resume chain (their admission changes must not interleave) */
+  private readonly transitions = new Map<string, Promise<unknown>>();
 
   constructor(private readonly deps: ManagerDeps) {
     const { config } = deps;
@@ -92,6 +95,8 @@ export class SandboxManager implements Manager {
       idleTimeoutFor: (id) => this.idleTimeouts.get(id),
       intervalMs: deps.reaperIntervalMs,
     });
+    // a backend that wakes paused sandboxes on its own does it through resume(), past admission
+    deps.backend.routeAutoResume?.((id, op) => this.autoResume(id, op));
   }
 
   get backendName(): string {
@@ -299,42 +304,87 @@ export class SandboxManager implements Manager {
     }
   }
 
-  async pause(owner: string, id: string): Promise<Sandbox> {
+  /**
+   * Snapshot and release the compute; the sandbox's reservation returns to admission. Pause and
+   * resume of one sandbox run one after the other, so their admission changes never interleave.
+   */
+  async pause(owner: string, id: string, opts: TransferOptions = {}): Promise<Sandbox> {
     const { backend } = this.deps;
     try {
-      await this.owned(owner, id);
-      if (!backend.pause) throw new ConflictError(`pause: the ${backend.name} backend does not support pause; kill the sandbox instead`);
-      const s = await backend.pause(id);
-      this.admission.release(id); // a paused sandbox holds no compute
-      this.audit("pause", owner, id);
-      return s;
+      return await this.transition(id, async () => {
+        await this.owned(owner, id);
+        if (!backend.pause) throw new ConflictError(`pause: the ${backend.name} backend does not support pause; kill the sandbox instead`);
+        const s = await backend.pause(id, opts);
+        this.admission.release(id); // a paused sandbox holds no compute
+        this.audit("pause", owner, id);
+        return s;
+      });
     } catch (err) {
       this.audit("pause", owner, id, err);
       throw err;
     }
   }
 
-  async resume(owner: string, id: string): Promise<Sandbox> {
-    const { backend } = this.deps;
+  /** Restore a paused sandbox; it reserves its size class's requests first (429 when over budget). */
+  async resume(owner: string, id: string, opts: TransferOptions = {}): Promise<Sandbox> {
     try {
-      const s = await this.owned(owner, id);
-      if (!backend.resume) throw new ConflictError(`resume: the ${backend.name} backend does not support resume`);
-      // a paused sandbox reports zero requests (it holds nothing); reserve what it will hold
-      const sc = Object.hasOwn(this.deps.config.sizeClasses, s.size) ? this.deps.config.sizeClasses[s.size] : undefined;
-      this.admission.admit({ id, size: { name: s.size, cpuRequestMillis: sc?.cpuRequestMillis ?? s.cpuRequestMillis, memoryRequestBytes: sc?.memoryRequestBytes ?? s.memoryRequestBytes } });
-      this.gone.delete(id);
-      try {
-        const r = await backend.resume(id);
-        this.audit("resume", owner, id);
-        return r;
-      } catch (err) {
-        this.admission.release(id);
-        throw err;
-      }
+      const r = await this.transition(id, () => this.doResume(owner, id, opts));
+      this.audit("resume", owner, id);
+      return r;
     } catch (err) {
       this.audit("resume", owner, id, err);
       throw err;
     }
+  }
+
+  private async doResume(owner: string, id: string, opts: TransferOptions): Promise<Sandbox> {
+    const { backend } = this.deps;
+    const s = await this.owned(owner, id);
+    if (!backend.resume) throw new ConflictError(`resume: the ${backend.name} backend does not support resume`);
+    // a paused sandbox reports zero requests (it holds nothing); reserve what it will hold
+    const sc = Object.hasOwn(this.deps.config.sizeClasses, s.size) ? this.deps.config.sizeClasses[s.size] : undefined;
+    const reservedBefore = this.admission.has(id);
+    this.admission.admit({ id, size: { name: s.size, cpuRequestMillis: sc?.cpuRequestMillis ?? s.cpuRequestMillis, memoryRequestBytes: sc?.memoryRequestBytes ?? s.memoryRequestBytes } });
+    this.gone.delete(id);
+    try {
+      return await backend.resume(id, opts);
+    } catch (err) {
+      // give back only what this call reserved: a running sandbox's own reservation stays
+      if (!reservedBefore) this.admission.release(id);
+      throw err;
+    }
+  }
+
+  /**
+   * The backend's auto-resume (exec, files, logs, wait on a paused sandbox that allows it),
+   * routed here so it reserves capacity like an explicit resume; over budget it is a 429 naming
+   * the call that needed the sandbox, and the sandbox stays paused.
+   */
+  private async autoResume(id: string, op: string): Promise<void> {
+    const s = await this.deps.backend.describe(id);
+    if (!s) throw new NotFoundError("sandbox", id);
+    try {
+      await this.transition(id, () => this.doResume(s.owner, id, {}));
+      this.audit("resume", s.owner, id, undefined, { auto: op });
+    } catch (err) {
+      this.audit("resume", s.owner, id, err, { auto: op });
+      if (err instanceof CapacityError) {
+        throw new CapacityError(`${op}: sandbox ${id} is paused and resuming it needs capacity: ${err.message}`, err.retryAfterSeconds, err.details);
+      }
+      throw err;
+    }
+  }
+
+  /** One pause/resume per sandbox at a time, in call order. */
+  private transition<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.transitions.get(id) ?? Promise.resolve();
+    const run = prev.then(fn, fn);
+    const tail = run.catch(() => undefined);
+    this.transitions.set(id, tail);
+    void tail.then(() => {
+      if (this.transitions.get(id) === tail) this.transitions.delete(id);
+    });
+    return run;
   }
 
   async poolStatus(): Promise<PoolStatus[]> {
@@ -353,11 +403,14 @@ export class SandboxManager implements Manager {
 
   /**
    * owned(), and a paused sandbox that allows auto-resume is resumed through resume() first, so
-   * the wake passes admission (the snapshot layer would otherwise wake it behind the budget's back).
+   * the wake passes admission. A backend that routes its auto-resume to us (routeAutoResume)
+   * decides itself, at the moment it needs the sandbox (it knows the policy, and a pause that
+   * starts after this check is covered too); this check is for backends that pause without it.
    */
   private async usable(owner: string, id: string): Promise<Sandbox> {
     const s = await this.owned(owner, id);
-    if (s.phase === "Paused" && this.deps.backend.resume && s.metadata[AUTO_RESUME_KEY] !== "false") return this.resume(owner, id);
+    const { backend } = this.deps;
+    if (!backend.routeAutoResume && s.phase === "Paused" && backend.resume && s.metadata[AUTO_RESUME_KEY] !== "false") return this.resume(owner, id);
     return s;
   }
 

@@ -141,6 +141,25 @@ export interface PoolStatus {
   starting: number;
 }
 
+/** How far a pause or resume got for one writable path (the CLI shows it for large workspaces). */
+export interface TransferProgress {
+  op: "pause" | "resume";
+  /** the writable path, e.g. /workspace */
+  path: string;
+  /** bytes of this path moved so far (cumulative, never decreasing) */
+  bytes: number;
+  /** this path's size when known: on resume (the snapshot layer's size); absent on pause */
+  totalBytes?: number;
+}
+
+export interface TransferOptions {
+  /**
+   * Called as bytes move, possibly very often (callers throttle). It runs on the data path:
+   * it must not block or throw (an exception fails the operation).
+   */
+  onProgress?(p: TransferProgress): void;
+}
+
 export type SandboxEvent =
   | { type: "upsert"; sandbox: Sandbox }
   | { type: "delete"; id: string; owner: string };
@@ -176,9 +195,15 @@ export interface Backend {
   /** Warm pool state per (profile, size); absent when the backend has no pool. */
   poolStatus?(): Promise<PoolStatus[]>;
   /** Snapshot and release compute (pause/resume issue); absent when unsupported. */
-  pause?(id: string): Promise<Sandbox>;
+  pause?(id: string, opts?: TransferOptions): Promise<Sandbox>;
   /** Restore a paused sandbox; absent when unsupported. */
-  resume?(id: string): Promise<Sandbox>;
+  resume?(id: string, opts?: TransferOptions): Promise<Sandbox>;
+  /**
+   * A backend that resumes paused sandboxes on its own (exec, files, logs, wait on a paused
+   * sandbox that allows auto-resume) calls `resume` instead, once installed: the Manager installs
+   * its own resume here so every wake passes admission. Without it the backend resumes directly.
+   */
+  routeAutoResume?(resume: (id: string, op: string) => Promise<void>): void;
   /**
    * Pause/resume building block (runtime/snapshot, docs/pause-resume.md): stop and remove the
    * sandbox's compute and its writable storage but keep its identity (id, owner, spec), so it
@@ -223,6 +248,6 @@ export interface Manager {
   kill(owner: string, id: string): Promise<void>;
   /** Warm pool state; absent when the backend has no pool. */
   poolStatus?(): Promise<PoolStatus[]>;
-  pause?(owner: string, id: string): Promise<Sandbox>;
-  resume?(owner: string, id: string): Promise<Sandbox>;
+  pause?(owner: string, id: string, opts?: TransferOptions): Promise<Sandbox>;
+  resume?(owner: string, id: string, opts?: TransferOptions): Promise<Sandbox>;
 }

@@ -2,8 +2,11 @@
 // Manager calls, without the Manager knowing about snapshots:
 //   - pause/resume go through the Snapshotter;
 //   - describe/list answer Paused/Pausing/Resuming from the durable record;
-//   - calls that need a running sandbox (exec, files, logs) resume it first when it allows
-//     auto-resume, else fail with a 409 naming the fix;
+//   - calls that need a running sandbox (exec, files, logs, wait) resume it first when it
+//     allows auto-resume, else fail with a 409 naming the fix; once the Manager routes
+//     auto-resume (routeAutoResume), that wake is the Manager's resume, so it passes admission;
+//   - progress of a pause or resume reaches every caller waiting on it, also callers that
+//     joined an operation another call started;
 //   - delete removes the snapshot with the sandbox; start() runs crash recovery.
 import type { Readable } from "node:stream";
 import { ConflictError } from "../core/errors.ts";
@@ -17,6 +20,8 @@ import type {
   SandboxEvent,
   SandboxPhase,
   SandboxSpec,
+  TransferOptions,
+  TransferProgress,
   WaitOptions,
 } from "../core/types.ts";
 import type { SnapshotRecord, SnapshotState } from "./record.ts";
@@ -33,6 +38,10 @@ export function overlay(rec: SnapshotRecord | undefined): Sandbox | undefined {
 export class SnapshottingBackend implements Backend {
   readonly name: string;
   poolStatus?: () => Promise<PoolStatus[]>;
+  /** set by routeAutoResume: the Manager's admission-checked resume */
+  private autoResumer?: (id: string, op: string) => Promise<void>;
+  /** per sandbox: the progress listeners of every pause/resume call waiting on it */
+  private readonly listeners = new Map<string, Set<(p: TransferProgress) => void>>();
 
   constructor(
     private readonly inner: Backend,
@@ -75,12 +84,16 @@ export class SnapshottingBackend implements Backend {
     return this.inner.logs(id, opts);
   }
 
-  async pause(id: string): Promise<Sandbox> {
-    await this.snapshotter.pause(id);
+  async pause(id: string, opts: TransferOptions = {}): Promise<Sandbox> {
+    await this.withListener(id, opts, () => this.snapshotter.pause(id, { onProgress: (p) => this.progress(id, p) }));
     return (await this.describe(id))!;
   }
-  resume(id: string): Promise<Sandbox> {
-    return this.snapshotter.resume(id);
+  resume(id: string, opts: TransferOptions = {}): Promise<Sandbox> {
+    return this.withListener(id, opts, () => this.snapshotter.resume(id, { onProgress: (p) => this.progress(id, p) }));
+  }
+
+  routeAutoResume(resume: (id: string, op: string) => Promise<void>): void {
+    this.autoResumer = resume;
   }
 
   async delete(id: string): Promise<void> {
@@ -126,6 +139,29 @@ export class SnapshottingBackend implements Backend {
     return this.inner.close();
   }
 
+  /**
+   * The snapshotter shares one operation between concurrent calls and reports progress to the
+   * call that started it; fanning out here lets a caller that joined (a CLI resume while an
+   * exec's auto-resume runs) see the same bytes move.
+   */
+  private async withListener<T>(id: string, opts: TransferOptions, run: () => Promise<T>): Promise<T> {
+    const listener = opts.onProgress;
+    if (!listener) return run();
+    let set = this.listeners.get(id);
+    if (!set) this.listeners.set(id, (set = new Set()));
+    set.add(listener);
+    try {
+      return await run();
+    } finally {
+      set.delete(listener);
+      if (set.size === 0 && this.listeners.get(id) === set) this.listeners.delete(id);
+    }
+  }
+
+  private progress(id: string, p: TransferProgress): void {
+    for (const listener of this.listeners.get(id) ?? []) listener(p);
+  }
+
   private async ensureRunning(id: string, what: string): Promise<void> {
     const rec = await this.snapshotter.status(id);
     if (!rec || rec.state === "running") return;
@@ -135,6 +171,7 @@ export class SnapshottingBackend implements Backend {
         { id, phase: PHASE[rec.state] },
       );
     }
-    await this.snapshotter.resume(id);
+    if (this.autoResumer) await this.autoResumer(id, what);
+    else await this.snapshotter.resume(id);
   }
 }

@@ -1,9 +1,11 @@
-// SnapshottingBackend: what the Manager sees of paused sandboxes, and auto-resume on exec.
+// SnapshottingBackend: what the Manager sees of paused sandboxes, auto-resume on exec (its own,
+// or routed to the Manager), and progress reaching every caller of a pause or resume.
+import { randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConflictError, HTTP_STATUS } from "../../runtime/core/errors.ts";
-import type { ExecSession } from "../../runtime/core/types.ts";
+import { CapacityError, ConflictError, HTTP_STATUS } from "../../runtime/core/errors.ts";
+import type { ExecSession, TransferProgress } from "../../runtime/core/types.ts";
 import { SnapshottingBackend } from "../../runtime/snapshot/backend.ts";
 import { snapshotTestEnv } from "./env.ts";
 import { makeFixture, makeSpec } from "./fixture.ts";
@@ -72,5 +74,68 @@ describe("SnapshottingBackend", () => {
     expect(await backend.describe("sb-del")).toBeUndefined();
     expect(await f.oci.headManifest("sbx-snapshots", rec.snapshot!.tag)).toBeUndefined();
     f.oci.close();
+  });
+
+  it("reports progress per path to the caller, and to a caller that joined a resume another call started", async () => {
+    const { f, backend, spec } = setup("sb-prog");
+    await backend.provision(spec);
+    await writeFile(join(f.backend.fsRoot("sb-prog"), "workspace/big.bin"), randomBytes(3 << 20));
+    const paused: TransferProgress[] = [];
+    await backend.pause("sb-prog", { onProgress: (p) => paused.push(p) });
+    const ws = paused.filter((p) => p.path === "/workspace");
+    expect(ws.length).toBeGreaterThan(0);
+    expect(ws.every((p) => p.op === "pause" && p.totalBytes === undefined)).toBe(true);
+    expect(ws.map((p) => p.bytes)).toEqual([...ws.map((p) => p.bytes)].sort((a, b) => a - b));
+    const layer = (await f.snapshotter.status("sb-prog"))!.snapshot!.layers.find((l) => l.path === "/workspace")!;
+    expect(ws.at(-1)!.bytes).toBe(layer.size);
+
+    const first: TransferProgress[] = [];
+    const joined: TransferProgress[] = [];
+    // the second call joins the first's operation (the snapshotter shares it); both see the bytes
+    const [a, b] = await Promise.all([
+      backend.resume("sb-prog", { onProgress: (p) => first.push(p) }),
+      backend.resume("sb-prog", { onProgress: (p) => joined.push(p) }),
+    ]);
+    expect(a.phase).toBe("Running");
+    expect(b.phase).toBe("Running");
+    for (const seen of [first, joined]) {
+      const last = seen.filter((p) => p.path === "/workspace").at(-1)!;
+      expect(last).toEqual({ op: "resume", path: "/workspace", bytes: layer.size, totalBytes: layer.size });
+    }
+    // listeners are dropped when their call ends: a later pause reports to nobody from before
+    const before = first.length;
+    await backend.pause("sb-prog");
+    expect(first.length).toBe(before);
+    f.oci.close();
+  });
+
+  it("routes auto-resume to the installed resumer, which decides (here: over budget) and can refuse", async () => {
+    const { f, backend, spec } = setup("sb-route");
+    await backend.provision(spec);
+    await writeFile(join(f.backend.fsRoot("sb-route"), "workspace/m"), "routed\n");
+    await backend.pause("sb-route");
+    const calls: string[] = [];
+    let room = false;
+    backend.routeAutoResume(async (id, op) => {
+      calls.push(`${id} ${op}`);
+      if (!room) throw new CapacityError(`${op}: no room`, 3);
+      await backend.resume(id);
+    });
+    const refused = await backend.exec("sb-route", { command: ["true"] }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(CapacityError);
+    expect((await backend.describe("sb-route"))!.phase).toBe("Paused");
+    room = true;
+    const r = await output(await backend.exec("sb-route", { command: ["sh", "-c", 'cat "$SBX_FS/workspace/m"'] }));
+    expect(r).toEqual({ stdout: "routed\n", exitCode: 0 });
+    expect(calls).toEqual(["sb-route exec", "sb-route exec"]);
+    // without auto-resume the 409 comes before the resumer is asked
+    const off = setup("sb-route-off", { "sbx.auto-resume": "false" });
+    await off.backend.provision(off.spec);
+    await off.backend.pause("sb-route-off");
+    off.backend.routeAutoResume(async (id, op) => void calls.push(`${id} ${op}`));
+    await expect(off.backend.getArchive("sb-route-off", "/workspace")).rejects.toThrow("download files: sandbox sb-route-off is paused and does not allow auto-resume");
+    expect(calls).toHaveLength(2);
+    f.oci.close();
+    off.f.oci.close();
   });
 });
