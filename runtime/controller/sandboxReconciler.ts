@@ -121,7 +121,7 @@ export class SandboxReconciler {
 
   private async createPod(cr: SandboxResource): Promise<void> {
     const ns = this.o.config.kubernetes.namespace;
-    const body = planSandboxPod(specFromResource(cr), this.o.config);
+    const body = planSandboxPod(specFromResource(cr), this.o.config, this.o.clock.now());
     body.metadata!.ownerReferences = [ownerRef(cr)];
     try {
       const pod = await this.o.core.createNamespacedPod({ namespace: ns, body });

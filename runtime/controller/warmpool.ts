@@ -10,7 +10,7 @@ import type { Logger } from "../core/log.ts";
 import type { PoolStatus, SandboxSpec } from "../core/types.ts";
 import { isConflict, isNotFound, mergePatch, statusCode, apiMessage } from "../k8s/client.ts";
 import { ANNOTATIONS, LABELS, POOL, ownerLabelValue } from "../k8s/contract.ts";
-import { planWarmPod, POD_DELETE_GRACE_SECONDS } from "../k8s/podTemplate.ts";
+import { planWarmPod, POD_DELETE_GRACE_SECONDS, remainingTtlSeconds } from "../k8s/podTemplate.ts";
 import { labelSafe } from "../k8s/resource.ts";
 import { poolKey, type SandboxIndex } from "../k8s/sandboxIndex.ts";
 import { observePod } from "../k8s/status.ts";
@@ -143,9 +143,9 @@ export class WarmPool {
     const started = pod.status?.startTime ? new Date(pod.status.startTime).getTime() : now.getTime();
     const elapsed = Math.max(0, Math.ceil((now.getTime() - started) / 1000));
     const current = pod.spec?.activeDeadlineSeconds ?? Infinity;
-    // The deadline counts from the pod's start and may only be lowered: the sandbox's hard
-    // TTL starts now, so the pod must die `ttl` seconds from now.
-    const deadline = Math.min(current, elapsed + spec.ttlSeconds);
+    // The deadline counts from the pod's start and may only be lowered: the pod must die at
+    // the sandbox's hard expiry (createdAt + ttl; for a resumed sandbox that is not ttl from now).
+    const deadline = Math.min(current, elapsed + remainingTtlSeconds(spec, now));
     return {
       metadata: {
         resourceVersion: pod.metadata!.resourceVersion,

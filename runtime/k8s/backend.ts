@@ -25,8 +25,11 @@ import { createStsCredentialBroker, credentialsEnv, renderCredentialsFile, WRITE
 import { startExec } from "./exec.ts";
 import { buildExecArgv } from "./execCommand.ts";
 import { startSupervisedInformer, type SupervisedInformer } from "./informer.ts";
-import { buildSandboxResource, labelSafe, podNameOf, type SandboxResource } from "./resource.ts";
+import { buildSandboxResource, labelSafe, podNameOf, specFromResource, type SandboxResource } from "./resource.ts";
 import { SandboxIndex } from "./sandboxIndex.ts";
+import { createComputeRelease } from "./pause.ts";
+import { SandboxRecordStore } from "./snapshotRecords.ts";
+import type { SnapshotAwareBackend } from "../snapshot/wire.ts";
 
 /** Optional wiring for tests and benchmarks; production passes none of it. */
 export interface KubernetesBackendOverrides {
@@ -40,7 +43,7 @@ export interface KubernetesBackendOverrides {
   orphanGraceMs?: number;
 }
 
-export interface KubernetesBackend extends Backend {
+export interface KubernetesBackend extends SnapshotAwareBackend {
   /** the controller half, exposed for tests (leadership, idle) */
   readonly controller: Controller;
   readonly warmPool: WarmPool;
@@ -82,6 +85,7 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
     : undefined;
 
   const warmPool = new WarmPool({ index, core, config, clock, logger, resolveImage });
+  const identity = overrides.identity ?? `sbx-${randomUUID().slice(0, 8)}`;
   const reconciler = new SandboxReconciler({ index, core, custom, config, clock, logger, deliverCredentials, orphanGraceMs: overrides.orphanGraceMs });
   const controller = new Controller({
     index,
@@ -90,7 +94,7 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
     coordination: clients.coordination,
     leaseNamespace: config.kubernetes.runtimeNamespace,
     leaseName: config.kubernetes.leaseName,
-    identity: overrides.identity ?? `sbx-${randomUUID().slice(0, 8)}`,
+    identity,
     clock,
     logger,
     leaseDurationMs: overrides.leaseDurationMs,
@@ -183,11 +187,31 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
     return withActivity(sb);
   };
 
+  const pooled = (spec: SandboxSpec): boolean =>
+    config.warmPool.some((p) => labelSafe(p.profile) === labelSafe(spec.image.profile) && labelSafe(p.size) === labelSafe(spec.size.name) && p.count > 0);
+
+  // pause/resume: the Sandbox object outlives its pod (runtime/k8s/pause.ts)
+  const compute = createComputeRelease({ namespace: ns, core, custom, index, warmPool, clock, logger, resource: (id) => resource(id), pooled, derived });
+
   const backend: KubernetesBackend = {
     name: "kubernetes",
     controller,
     warmPool,
     records: recordWriter,
+    snapshotRecords: new SandboxRecordStore({ namespace: ns, custom, index, settled: (id) => recordWriter.settled(id) }),
+    snapshotHolder: identity,
+
+    async specOf(id) {
+      const cr = index.resource(id);
+      return cr ? specFromResource(cr) : undefined;
+    },
+
+    async releaseCompute(id) {
+      await recordWriter.settled(id);
+      await compute.releaseCompute(id);
+    },
+
+    adopt: (spec) => compute.adopt(spec),
 
     async start() {
       const pods = startSupervisedInformer<V1Pod>({
@@ -225,8 +249,7 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
 
     async claim(spec) {
       if (closed) throw new UpstreamError(`the Kubernetes backend is closed; sandbox ${spec.id} was not created`);
-      const pooled = config.warmPool.some((p) => labelSafe(p.profile) === labelSafe(spec.image.profile) && labelSafe(p.size) === labelSafe(spec.size.name) && p.count > 0);
-      if (!pooled) return undefined;
+      if (!pooled(spec)) return undefined;
       const pod = await warmPool.claim(spec);
       if (!pod) return undefined;
       const podName = pod.metadata!.name!;

@@ -28,7 +28,7 @@ export const POD_DELETE_GRACE_SECONDS = 1;
 type PodConfig = Pick<RuntimeConfig, "kubernetes">;
 
 /** The pod for a cold-started sandbox: named after the sandbox, labelled with its owner. */
-export function planSandboxPod(spec: SandboxSpec, config: PodConfig): V1Pod {
+export function planSandboxPod(spec: SandboxSpec, config: PodConfig, now: Date = spec.createdAt): V1Pod {
   const labels = {
     [LABELS.managed]: "true",
     [LABELS.sandbox]: spec.id,
@@ -44,9 +44,15 @@ export function planSandboxPod(spec: SandboxSpec, config: PodConfig): V1Pod {
     annotations: { [ANNOTATIONS.owner]: spec.owner, [ANNOTATIONS.expiresAt]: expiresAt },
     image: spec.image.image,
     size: spec.size,
-    activeDeadlineSeconds: spec.ttlSeconds,
+    // a resumed sandbox keeps its original expiry, so the deadline counts what is left of the TTL
+    activeDeadlineSeconds: remainingTtlSeconds(spec, now),
     runtimeClassName: config.kubernetes.runtimeClassName,
   });
+}
+
+/** Seconds from `now` until the sandbox's hard expiry (createdAt + ttl), at least 1. */
+export function remainingTtlSeconds(spec: Pick<SandboxSpec, "createdAt" | "ttlSeconds">, now: Date): number {
+  return Math.max(1, Math.ceil((spec.createdAt.getTime() + spec.ttlSeconds * 1000 - now.getTime()) / 1000));
 }
 
 export interface WarmPodInput {

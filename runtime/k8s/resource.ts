@@ -2,7 +2,7 @@
 // everything needed to rebuild the pod (or, later, resume from a snapshot) lives here, so a
 // reconciler that starts from nothing but this record converges. Pure: shapes and mappings.
 import { ValidationError } from "../core/errors.ts";
-import type { SandboxPhase, SandboxSpec, SizeClass } from "../core/types.ts";
+import type { AutoPauseDocument, SandboxPhase, SandboxSpec, SizeClass } from "../core/types.ts";
 import { ANNOTATIONS, API_GROUP, API_VERSION, LABELS, SANDBOX_KIND, ownerLabelValue } from "./contract.ts";
 
 export interface SandboxResourceSpec {
@@ -20,6 +20,8 @@ export interface SandboxResourceSpec {
   podName?: string;
   createdAt: string;
   resources: Omit<SizeClass, "name">;
+  /** the automatic pause/wake policy as the caller wrote it (runtime/autopause validates it) */
+  autoPause?: AutoPauseDocument;
 }
 
 export interface SandboxResourceStatus {
@@ -95,6 +97,7 @@ export function buildSandboxResource(spec: SandboxSpec, namespace: string, opts:
       ...(opts.podName ? { podName: opts.podName } : {}),
       createdAt: spec.createdAt.toISOString(),
       resources,
+      ...(spec.autoPause ? { autoPause: spec.autoPause } : {}),
     },
   };
 }
@@ -113,6 +116,7 @@ export function specFromResource(cr: SandboxResource): SandboxSpec {
     ...(s.clientKey ? { clientKey: s.clientKey } : {}),
     metadata: { ...(s.metadata ?? {}) },
     createdAt: new Date(s.createdAt),
+    ...(s.autoPause ? { autoPause: s.autoPause } : {}),
   };
 }
 

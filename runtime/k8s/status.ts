@@ -85,13 +85,16 @@ export function deriveSandbox(cr: SandboxResource, pod: V1Pod | undefined, opts:
     idleTimeoutSeconds: s.idleTimeoutSeconds,
     warm: !!s.podName,
     ...(s.clientKey ? { clientKey: s.clientKey } : {}),
+    ...(s.autoPause ? { autoPause: s.autoPause } : {}),
   };
   const lastActivity = cr.metadata.annotations?.[ANNOTATIONS.lastActivity];
   if (lastActivity) base.lastActivityAt = lastActivity;
   if (cr.metadata.deletionTimestamp) return { ...base, ...recordedFields(recorded), phase: "Terminating", ready: false };
   if (recorded.phase === "Failed" || recorded.phase === "Succeeded") return { ...base, ...recordedFields(recorded), phase: recorded.phase, ready: false };
-  if (s.desiredState === "Paused" || recorded.phase === "Paused" || recorded.phase === "Pausing" || recorded.phase === "Resuming") {
-    if (!pod && recorded.phase) return { ...base, ...recordedFields(recorded), phase: recorded.phase, ready: false };
+  // Paused: the pod is gone on purpose (pause/resume); the Sandbox object keeps the identity.
+  if (s.desiredState === "Paused" && !pod) return { ...base, ...recordedFields(recorded), phase: "Paused", ready: false };
+  if (recorded.phase === "Paused" || recorded.phase === "Pausing" || recorded.phase === "Resuming") {
+    if (!pod) return { ...base, ...recordedFields(recorded), phase: recorded.phase, ready: false };
   }
   if (!pod) return { ...base, ...recordedFields(recorded), phase: recorded.podName ? "Terminating" : "Pending", ready: false };
   const o = observePod(pod);

@@ -51,6 +51,8 @@ export interface SnapshotRecord {
   sandbox: Sandbox;
   /** may calls that need a running sandbox (exec, files) resume it */
   autoResume: boolean;
+  /** the runtime process that wrote it last: another replica leaves its in-flight steps alone */
+  holder?: string;
   updatedAt: string;
 }
 

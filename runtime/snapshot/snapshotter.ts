@@ -55,6 +55,15 @@ export interface SnapshotterOptions {
   autoResumeDefault?: boolean;
   readyTimeoutMs?: number;
   hookTimeoutMs?: number;
+  /**
+   * Several runtime processes sharing one record store (Kubernetes replicas): this process's
+   * name, written into every record it touches, and how long another holder's pausing or
+   * resuming record is left alone before it counts as abandoned (its process died) and is
+   * recovered. Without inFlightGraceMs (one process owns the store, as locally) every
+   * in-flight record found outside a running operation is abandoned.
+   */
+  holder?: string;
+  inFlightGraceMs?: number;
   /** test seam: called after each durable step (crash tests kill the process here) */
   onStep?(id: string, step: PauseStep | ResumeStep): void | Promise<void>;
 }
@@ -94,9 +103,18 @@ export class Snapshotter {
   }
 
   /** Deletes the snapshot and the record (the caller deletes the sandbox itself). */
-  async remove(id: string): Promise<void> {
+  remove(id: string): Promise<void> {
+    return this.removeWith(id, async () => undefined);
+  }
+
+  /**
+   * Deletes the sandbox (deleteSandbox) and then its snapshot and record. The record is read
+   * first because it may live in the object the delete removes (the Kubernetes Sandbox).
+   */
+  async removeWith(id: string, deleteSandbox: () => Promise<void>): Promise<void> {
     await this.serial(id, async () => {
       const rec = await this.o.store.get(id);
+      await deleteSandbox();
       if (!rec) return;
       if (rec.snapshot) await this.o.oci.deleteManifest(this.o.repository, rec.snapshot.digest);
       if (rec.pending) await this.deleteTag(rec.pending.tag);
@@ -309,6 +327,7 @@ export class Snapshotter {
     const rec = await this.o.store.get(id);
     if (!rec) return undefined;
     const log = this.o.logger.child({ sandbox: id, owner: rec.owner, op: "recover" });
+    this.refuseForeignInFlight(rec);
     if (rec.state === "pausing") {
       const pendingTag = rec.pending?.tag;
       const head = pendingTag ? await this.o.oci.headManifest(this.o.repository, pendingTag) : undefined;
@@ -336,6 +355,20 @@ export class Snapshotter {
       return this.put({ ...rec, state: "paused", computeReleased: true });
     }
     return rec;
+  }
+
+  /** A pause or resume another live process is driving: not ours to finish or undo. */
+  private refuseForeignInFlight(rec: SnapshotRecord): void {
+    const grace = this.o.inFlightGraceMs;
+    if (!grace || (rec.state !== "pausing" && rec.state !== "resuming") || !rec.holder || rec.holder === this.o.holder) return;
+    const ageMs = this.o.clock.now().getTime() - Date.parse(rec.updatedAt);
+    if (ageMs >= grace) return;
+    const doing = rec.state === "pausing" ? "paused" : "resumed";
+    throw new ConflictError(
+      `sandbox ${rec.id} is being ${doing} by runtime replica ${rec.holder} (its last step was ${Math.round(ageMs / 1000)} s ago); ` +
+        `retry when it finishes, or after ${Math.round(grace / 1000)} s if that replica died`,
+      { id: rec.id, holder: rec.holder },
+    );
   }
 
   private async snapshotFromTag(tag: string, digest: string): Promise<SnapshotInfo | undefined> {
@@ -366,7 +399,8 @@ export class Snapshotter {
   }
 
   private async put(rec: SnapshotRecord): Promise<SnapshotRecord> {
-    const next = { ...rec, updatedAt: this.o.clock.now().toISOString() };
+    const next: SnapshotRecord = { ...rec, updatedAt: this.o.clock.now().toISOString() };
+    if (this.o.holder) next.holder = this.o.holder;
     await this.o.store.put(next);
     return next;
   }

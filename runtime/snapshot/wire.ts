@@ -28,11 +28,33 @@ export interface SnapshotWiring {
   writablePaths?: string[];
   autoResumeDefault?: boolean;
   onStep?: SnapshotterOptions["onStep"];
+  /** this process's name, for stores shared by several replicas (default: the backend's, if any) */
+  holder?: string;
+  /** override of the in-flight grace for shared stores (tests of replica takeover) */
+  inFlightGraceMs?: number;
 }
 
-/** Adds releaseCompute/adopt where the backend lacks them (see the file comment). */
-export function withComputeRelease(backend: Backend): Backend {
-  if (backend.releaseCompute && backend.adopt) return backend;
+/**
+ * What a backend may offer the snapshot layer beyond the Backend seam: a record store that
+ * lives with its sandboxes (Kubernetes: the Sandbox object, shared by every replica) and the
+ * exact spec a sandbox was created with (so a resume keeps its env).
+ */
+export interface SnapshotAwareBackend extends Backend {
+  snapshotRecords?: SnapshotRecordStore;
+  /** set when several processes share snapshotRecords: see SnapshotterOptions.holder */
+  snapshotHolder?: string;
+  specOf?(id: string): Promise<SandboxSpec | undefined>;
+}
+
+/** How long another replica's in-flight pause or resume is left alone before it counts as abandoned. */
+const SHARED_STORE_IN_FLIGHT_GRACE_MS = 10 * 60_000;
+
+/**
+ * The backend as the Snapshotter drives it: releaseCompute/adopt added where the backend lacks
+ * them (see the file comment), and delete replaced by `deleteWith` when given.
+ */
+export function withComputeRelease(backend: Backend, deleteWith?: (id: string) => Promise<void>): Backend {
+  if (backend.releaseCompute && backend.adopt && !deleteWith) return backend;
   const b: Backend = {
     name: backend.name,
     start: () => backend.start(),
@@ -43,7 +65,7 @@ export function withComputeRelease(backend: Backend): Backend {
     putArchive: (id, dir, tar) => backend.putArchive(id, dir, tar),
     getArchive: (id, path) => backend.getArchive(id, path),
     logs: (id, opts) => backend.logs(id, opts),
-    delete: (id) => backend.delete(id),
+    delete: deleteWith ?? ((id) => backend.delete(id)),
     describe: (id) => backend.describe(id),
     list: () => backend.list(),
     touch: (id, at) => backend.touch(id, at),
@@ -59,20 +81,27 @@ export function withComputeRelease(backend: Backend): Backend {
 export function withSnapshots(backend: Backend, w: SnapshotWiring): SnapshottingBackend {
   const snap = w.config.snapshots;
   if (!snap) throw new ValidationError("config.snapshots", undefined, "set snapshots.registry (e.g. http://127.0.0.1:5000 or <account>.dkr.ecr.<region>.amazonaws.com) to enable pause and resume");
-  const inner = withComputeRelease(backend);
+  const aware = backend as SnapshotAwareBackend;
+  const shared = !w.store && !!aware.snapshotRecords;
+  // delete goes through the snapshotter, which reads the record before the sandbox (and with
+  // it, on Kubernetes, the record) is gone, then deletes the snapshot
+  const inner = withComputeRelease(backend, (id) => snapshotter.removeWith(id, () => backend.delete(id)));
   const oci = new OciClient({ registry: snap.registry, auth: w.auth });
-  const snapshotter = new Snapshotter({
+  const holder = w.holder ?? aware.snapshotHolder;
+  const snapshotter: Snapshotter = new Snapshotter({
     backend: inner,
     oci,
     repository: snap.repository,
-    store: w.store ?? new FileRecordStore(join(w.config.local.stateDir, "snapshot-records")),
+    store: w.store ?? aware.snapshotRecords ?? new FileRecordStore(join(w.config.local.stateDir, "snapshot-records")),
+    ...(holder ? { holder } : {}),
+    ...(shared ? { inFlightGraceMs: w.inFlightGraceMs ?? SHARED_STORE_IN_FLIGHT_GRACE_MS } : {}),
     clock: w.clock,
     logger: w.logger,
     retentionDays: snap.retentionDays,
     writablePaths: w.writablePaths,
     autoResumeDefault: w.autoResumeDefault,
     onStep: w.onStep,
-    specFor: async (s) => specFromSandbox(s, w),
+    specFor: async (s) => (await aware.specOf?.(s.id)) ?? specFromSandbox(s, w),
   });
   return new SnapshottingBackend(inner, snapshotter);
 }
