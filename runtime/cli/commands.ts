@@ -9,6 +9,7 @@ import { finished } from "node:stream/promises";
 import { SbxError, ValidationError } from "../core/errors.ts";
 import type { Manager, Sandbox } from "../core/types.ts";
 import { durationFlag, intFlag, keyValues, need, parse } from "./args.ts";
+import { ProgressDisplay } from "./progress.ts";
 import { summarize } from "./stats.ts";
 
 export interface Io {
@@ -199,14 +200,31 @@ const kill: Command = async (ctx, argv) => {
   return 0;
 };
 
+/** Progress on stderr: asked for with --progress, or by default on a terminal unless --json. */
+function showProgress(ctx: CommandContext, asked: boolean, json: boolean): boolean {
+  return asked || (!json && (ctx.io.stderr as { isTTY?: boolean }).isTTY === true);
+}
+
 const pauseResume = (verb: "pause" | "resume"): Command => async (ctx, argv) => {
-  const usage = `sbx ${verb} ID [--json]`;
-  const a = parse(argv, {}, usage);
+  const usage = `sbx ${verb} ID [--progress] [--json]`;
+  const a = parse(argv, { progress: { type: "boolean" } }, usage);
   need(a.positionals, 1, usage);
   const fn = ctx.manager[verb];
   if (!fn) throw new SbxError("conflict", `${verb} is not supported here`);
-  const s = await fn.call(ctx.manager, ctx.owner, a.positionals[0]);
-  print(ctx, !!a.values.json, s, `${s.id} ${s.phase}`);
+  const id = a.positionals[0];
+  const json = !!a.values.json;
+  const display = showProgress(ctx, !!a.values.progress, json)
+    ? new ProgressDisplay({ verb, id, out: ctx.io.stderr, tty: (ctx.io.stderr as { isTTY?: boolean }).isTTY === true })
+    : undefined;
+  let s: Sandbox;
+  try {
+    s = await fn.call(ctx.manager, ctx.owner, id, display ? { onProgress: display.onProgress } : {});
+  } catch (err) {
+    display?.clear();
+    throw err;
+  }
+  display?.done();
+  print(ctx, json, s, `${s.id} ${s.phase}`);
   return 0;
 };
 
@@ -274,7 +292,8 @@ usage: sbx <command> [options]
   get ID                           one sandbox
   logs ID [--follow] [--tail N]    the sandbox's own output
   kill ID [ID...]                  kill sandboxes
-  pause ID | resume ID             snapshot and release / restore (where supported)
+  pause ID | resume ID [--progress] snapshot and release / restore (where supported); progress
+                                   shows on stderr on a terminal, or anywhere with --progress
   pool status                      warm pool state
   bench create [--count N] [--concurrency C]
                                    measure create-accept latency

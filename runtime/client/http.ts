@@ -1,5 +1,6 @@
 // The Manager seam over HTTP: what the CLI uses when SBX_SERVER is set. Same verbs, same
-// domain errors (rebuilt from the service's {error:{code,message}} bodies), streaming exec.
+// domain errors (rebuilt from the service's {error:{code,message}} bodies), streaming exec, and
+// pause/resume progress (NDJSON frames) when the caller passes onProgress.
 import { createInterface } from "node:readline";
 import { PassThrough, Readable } from "node:stream";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
@@ -14,6 +15,8 @@ import type {
   Manager,
   PoolStatus,
   Sandbox,
+  TransferOptions,
+  TransferProgress,
   WaitOptions,
 } from "../core/types.ts";
 
@@ -26,19 +29,31 @@ export interface HttpManagerOptions {
 
 const KNOWN_CODES = new Set<ErrorCode>(["validation", "unauthenticated", "not_found", "conflict", "capacity", "timeout", "upstream", "failed", "too_large"]);
 
+interface ErrorBody {
+  code?: string;
+  message?: string;
+  details?: Record<string, unknown>;
+}
+
 export async function errorFromResponse(res: Response): Promise<SbxError> {
   const text = await res.text();
-  let body: { error?: { code?: string; message?: string; details?: Record<string, unknown> } } = {};
+  let body: { error?: ErrorBody } = {};
   try {
     body = JSON.parse(text);
   } catch {
     // not JSON: fall through to an upstream error carrying the raw text
   }
-  const code = body.error?.code as ErrorCode | undefined;
-  const message = body.error?.message ?? `HTTP ${res.status}: ${text.slice(0, 200)}`;
-  if (code === "capacity") return new CapacityError(message, Number(res.headers.get("retry-after") ?? 1), body.error?.details ?? {});
-  if (code && KNOWN_CODES.has(code)) return new SbxError(code, message, body.error?.details ?? {});
-  return new UpstreamError(`server answered ${res.status}: ${message}`, { status: res.status });
+  const retryAfter = Number(res.headers.get("retry-after") ?? 1);
+  return errorFromBody(body.error ?? {}, `HTTP ${res.status}: ${text.slice(0, 200)}`, retryAfter, res.status);
+}
+
+/** A domain error from an {code,message,details} object (a response body or a stream's last frame). */
+function errorFromBody(e: ErrorBody, fallback: string, retryAfterSeconds: number, status?: number): SbxError {
+  const code = e.code as ErrorCode | undefined;
+  const message = e.message ?? fallback;
+  if (code === "capacity") return new CapacityError(message, retryAfterSeconds, e.details ?? {});
+  if (code && KNOWN_CODES.has(code)) return new SbxError(code, message, e.details ?? {});
+  return new UpstreamError(`server answered ${status ?? "an error"}: ${message}`, status === undefined ? {} : { status });
 }
 
 async function drain(stdin: Uint8Array | Readable): Promise<Buffer> {
@@ -54,9 +69,10 @@ export class HttpManager implements Manager {
     this.base = opts.server.replace(/\/+$/, "");
   }
 
-  private async call(method: string, path: string, init: { body?: unknown; signal?: AbortSignal; raw?: NonNullable<RequestInit["body"]>; contentType?: string; timeout?: boolean } = {}): Promise<Response> {
+  private async call(method: string, path: string, init: { body?: unknown; signal?: AbortSignal; raw?: NonNullable<RequestInit["body"]>; contentType?: string; timeout?: boolean; accept?: string } = {}): Promise<Response> {
     const headers: Record<string, string> = {};
     if (this.opts.token) headers.authorization = `Bearer ${this.opts.token}`;
+    if (init.accept) headers.accept = init.accept;
     let body: NonNullable<RequestInit["body"]> | undefined;
     if (init.raw !== undefined) {
       body = init.raw;
@@ -164,12 +180,31 @@ export class HttpManager implements Manager {
     await this.call("DELETE", HttpManager.sb(id));
   }
 
-  async pause(_owner: string, id: string): Promise<Sandbox> {
-    return this.json("POST", `${HttpManager.sb(id)}/pause`);
+  // No client timeout: moving a large workspace takes as long as it takes; the service bounds
+  // each step (registry requests, ready wait, hooks) itself.
+  async pause(_owner: string, id: string, opts: TransferOptions = {}): Promise<Sandbox> {
+    return this.transfer("pause", id, opts);
   }
 
-  async resume(_owner: string, id: string): Promise<Sandbox> {
-    return this.json("POST", `${HttpManager.sb(id)}/resume`);
+  async resume(_owner: string, id: string, opts: TransferOptions = {}): Promise<Sandbox> {
+    return this.transfer("resume", id, opts);
+  }
+
+  private async transfer(op: "pause" | "resume", id: string, opts: TransferOptions): Promise<Sandbox> {
+    const path = `${HttpManager.sb(id)}/${op}`;
+    if (!opts.onProgress) return this.json("POST", path, { timeout: false });
+    const res = await this.call("POST", path, { accept: "application/x-ndjson", timeout: false });
+    // a service that does not stream answers plain JSON: the same result, without progress
+    if (!(res.headers.get("content-type") ?? "").startsWith("application/x-ndjson")) return (await res.json()) as Sandbox;
+    const lines = createInterface({ input: Readable.fromWeb(res.body as WebReadableStream), crlfDelay: Infinity });
+    for await (const line of lines) {
+      if (!line) continue;
+      const f = JSON.parse(line) as { progress?: TransferProgress; sandbox?: Sandbox; error?: ErrorBody };
+      if (f.progress) opts.onProgress(f.progress);
+      else if (f.sandbox) return f.sandbox;
+      else if (f.error) throw errorFromBody(f.error, `${op} ${id} failed`, Number(f.error.details?.retryAfterSeconds ?? 1));
+    }
+    throw new UpstreamError(`${op} of ${id}: the progress stream ended without a result (connection lost?); the ${op} may still finish: check with sbx get ${id}`);
   }
 
   async poolStatus(): Promise<PoolStatus[]> {

@@ -20,9 +20,10 @@ export function openApiPath(url: string): string {
 }
 
 function response(doc: ResponseDoc): unknown {
-  if (!doc.schema && !doc.contentType) return { description: doc.description };
-  const type = doc.contentType ?? "application/json";
-  return { description: doc.description, content: { [type]: doc.schema ? { schema: doc.schema } : {} } };
+  if (!doc.schema && !doc.contentType && !doc.alternatives) return { description: doc.description };
+  const content: Record<string, unknown> = { [doc.contentType ?? "application/json"]: doc.schema ? { schema: doc.schema } : {} };
+  for (const alt of doc.alternatives ?? []) content[alt.contentType] = alt.schema ? { schema: alt.schema } : {};
+  return { description: doc.description, content };
 }
 
 function parameters(r: RouteDef): unknown[] {

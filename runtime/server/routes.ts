@@ -4,9 +4,10 @@ import type { Readable } from "node:stream";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { ConflictError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import type { CreateRequest, Manager } from "../core/types.ts";
+import type { CreateRequest, Manager, Sandbox, TransferOptions } from "../core/types.ts";
 import { execRequestFrom, streamExec, type ExecBody } from "./exec.ts";
 import { limitUpload } from "./files.ts";
+import { NDJSON, respondWithProgress, shouldStreamProgress } from "./progress.ts";
 import * as S from "./schemas.ts";
 
 export interface RouteContext {
@@ -24,6 +25,8 @@ export interface ServerLimits {
   stdinBytes: number;
   /** longest wait a client may ask for */
   maxWaitSeconds: number;
+  /** streaming pause/resume: at most one progress frame per path this often (0 = every report) */
+  progressIntervalMs: number;
 }
 
 export const DEFAULT_LIMITS: ServerLimits = {
@@ -31,6 +34,7 @@ export const DEFAULT_LIMITS: ServerLimits = {
   uploadBytes: 512 * 1024 * 1024,
   stdinBytes: 4 * 1024 * 1024,
   maxWaitSeconds: 3600,
+  progressIntervalMs: 250,
 };
 
 type Handler = (ctx: RouteContext, req: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
@@ -39,6 +43,8 @@ export interface ResponseDoc {
   description: string;
   contentType?: string;
   schema?: unknown;
+  /** other representations of the same response, chosen by the request (Accept, a query flag) */
+  alternatives?: { contentType: string; schema?: unknown }[];
 }
 
 export interface RouteDef {
@@ -58,6 +64,19 @@ type P = { id: string };
 const sandboxOut: ResponseDoc = { description: "the sandbox", schema: S.sandboxSchema };
 const owner = (req: FastifyRequest) => req.owner;
 const params = (req: FastifyRequest) => req.params as P;
+
+const transferOut = (what: string): ResponseDoc => ({
+  description: `the sandbox; with Accept: ${NDJSON} or ?progress=true, NDJSON frames reporting the ${what}'s progress, then the sandbox (or the error)`,
+  schema: S.sandboxSchema,
+  alternatives: [{ contentType: NDJSON, schema: S.transferFrameSchema }],
+});
+
+/** Plain JSON, or the progress stream when the request asks for it. */
+function transfer(ctx: RouteContext, req: FastifyRequest, reply: FastifyReply, op: "pause" | "resume", run: (opts: TransferOptions) => Promise<Sandbox>): Promise<unknown> {
+  if (!shouldStreamProgress(req.query as { progress?: string }, req.headers.accept)) return run({});
+  const log = ctx.logger.child({ sandbox: params(req).id, owner: owner(req), op });
+  return respondWithProgress(run, reply, { intervalMs: ctx.limits.progressIntervalMs, log });
+}
 
 /** Abort when the client goes away before we answered. */
 function abortOnClose(reply: FastifyReply): AbortSignal {
@@ -170,22 +189,24 @@ export const sandboxRoutes: RouteDef[] = [
   },
   {
     method: "POST", url: "/v1/sandboxes/:id/pause", operationId: "pauseSandbox", auth: true,
-    summary: "Snapshot the sandbox and release its compute (409 when the backend cannot pause).",
-    schema: { params: S.idParams },
-    responses: { "200": sandboxOut },
-    handler: async ({ manager }, req) => {
+    summary: "Snapshot the sandbox and release its compute (409 when the backend cannot pause). Progress streams as NDJSON on request.",
+    schema: { params: S.idParams, querystring: S.transferQuery },
+    responses: { "200": transferOut("pause") },
+    handler: async (ctx, req, reply) => {
+      const { manager } = ctx;
       if (!manager.pause) throw new ConflictError("pause is not supported by this service");
-      return manager.pause(owner(req), params(req).id);
+      return transfer(ctx, req, reply, "pause", (opts) => manager.pause!(owner(req), params(req).id, opts));
     },
   },
   {
     method: "POST", url: "/v1/sandboxes/:id/resume", operationId: "resumeSandbox", auth: true,
-    summary: "Restore a paused sandbox (admission applies again: 429 when over budget).",
-    schema: { params: S.idParams },
-    responses: { "200": sandboxOut },
-    handler: async ({ manager }, req) => {
+    summary: "Restore a paused sandbox (admission applies again: 429 when over budget). Progress streams as NDJSON on request.",
+    schema: { params: S.idParams, querystring: S.transferQuery },
+    responses: { "200": transferOut("resume") },
+    handler: async (ctx, req, reply) => {
+      const { manager } = ctx;
       if (!manager.resume) throw new ConflictError("resume is not supported by this service");
-      return manager.resume(owner(req), params(req).id);
+      return transfer(ctx, req, reply, "resume", (opts) => manager.resume!(owner(req), params(req).id, opts));
     },
   },
   {

@@ -60,6 +60,18 @@ export const logsQuery = {
   },
 } as const;
 
+export const transferQuery = {
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    progress: {
+      type: "string",
+      enum: ["true", "false", "1", "0"],
+      description: "true: answer with NDJSON progress frames (like Accept: application/x-ndjson); false: plain JSON whatever Accept says",
+    },
+  },
+} as const;
+
 export const sandboxSchema = {
   type: "object",
   required: ["id", "owner", "profile", "size", "phase", "ready", "createdAt", "expiresAt", "metadata"],
@@ -132,4 +144,28 @@ export const poolSchema = {
       },
     },
   },
+} as const;
+
+export const transferFrameSchema = {
+  description: "one JSON object per line: progress frames (at most a few per second per path), then exactly one sandbox or error frame",
+  oneOf: [
+    {
+      type: "object",
+      required: ["progress"],
+      properties: {
+        progress: {
+          type: "object",
+          required: ["op", "path", "bytes"],
+          properties: {
+            op: { enum: ["pause", "resume"] },
+            path: { type: "string", description: "the writable path, e.g. /workspace" },
+            bytes: { type: "integer", description: "bytes of this path moved so far" },
+            totalBytes: { type: "integer", description: "this path's size, when known (resume)" },
+          },
+        },
+      },
+    },
+    { type: "object", required: ["sandbox"], properties: { sandbox: sandboxSchema }, description: "last frame: the operation succeeded" },
+    { ...errorSchema, description: "last frame: the operation failed after bytes had moved" },
+  ],
 } as const;
