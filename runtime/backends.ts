@@ -55,7 +55,15 @@ async function withPauseResume(backend: Backend, config: RuntimeConfig, deps: Ba
   if (!config.snapshots || backend.pause) return { backend, maintenance: [] };
   const { withSnapshots } = await import("./snapshot/wire.ts");
   const wrapped = withSnapshots(backend, { config, clock: deps.clock, logger: deps.logger, imageFor: (p) => catalog.resolve(p).image });
-  return { backend: wrapped, maintenance: [{ name: "snapshots.expire", everyMs: 60 * 60_000, run: () => wrapped.snapshotter.expire() }] };
+  return {
+    backend: wrapped,
+    maintenance: [
+      { name: "snapshots.expire", everyMs: 60 * 60_000, run: () => wrapped.snapshotter.expire() },
+      // settles what a crashed process left mid-pause or mid-resume without waiting for a
+      // restart (with several replicas, the one that crashed may never come back)
+      { name: "snapshots.recover", everyMs: 60_000, run: () => wrapped.snapshotter.recover() },
+    ],
+  };
 }
 
 /**
