@@ -5,7 +5,10 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli } from "../../runtime/cli/main.ts";
+import { startRegistry, type TestRegistry } from "../support/registry.ts";
 
 const repo = resolve(import.meta.dirname, "../..");
 let work: string;
@@ -14,6 +17,7 @@ let service: ChildProcess;
 let serviceOut = "";
 let url = "";
 let token = "";
+let registry: TestRegistry;
 
 /** Processes whose command line mentions dir (read from /proc: nothing truncates it). */
 function processesUsing(dir: string): string[] {
@@ -72,7 +76,8 @@ function sbx(args: string[], env: Record<string, string> = {}): Promise<CliResul
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "sbx-e2e-"));
   stateDir = join(work, "state");
-  writeFileSync(join(work, "config.json"), JSON.stringify({ platform: "local", listen: { host: "127.0.0.1", port: 0 }, local: { stateDir } }));
+  registry = await startRegistry();
+  writeFileSync(join(work, "config.json"), JSON.stringify({ platform: "local", listen: { host: "127.0.0.1", port: 0 }, local: { stateDir }, snapshots: { registry: registry.url } }));
   service = spawn("npm", ["start", "--silent"], {
     cwd: repo,
     env: { ...process.env, SBX_CONFIG: join(work, "config.json"), SBX_LOG_LEVEL: "info" },
@@ -90,12 +95,13 @@ beforeAll(async () => {
   token = /SBX_TOKEN=(sbx_\S+)/.exec(serviceOut)![1];
 }, 90_000);
 
-afterAll(() => {
+afterAll(async () => {
   try {
     process.kill(-service.pid!, "SIGKILL");
   } catch {
     // the group is already gone: the Ctrl-C test stopped it
   }
+  await registry?.stop();
   rmSync(work, { recursive: true, force: true });
 });
 
@@ -164,6 +170,66 @@ describe("npm start + sbx CLI over a real socket", () => {
     expect(gone.code).toBe(4);
     expect(gone.stderr).toContain(`sandbox "${id}" not found`);
   }, 400_000);
+
+  it("pause and resume show progress on stderr with --progress, nothing extra with --json, and the files come back", async () => {
+    const created = await sbx(["create", "--wait", "--json"]);
+    expect(created.code, created.stderr).toBe(0);
+    const id = JSON.parse(created.stdout).id as string;
+    const fill = await sbx(["run", id, "--", "sh", "-c", "head -c 20000000 /dev/urandom > /workspace/big && sha256sum /workspace/big"]);
+    expect(fill.code, fill.stderr).toBe(0);
+
+    const paused = await sbx(["pause", id, "--progress"]);
+    expect(paused.code, paused.stderr).toBe(0);
+    expect(paused.stdout).toBe(`${id} Paused\n`);
+    // stderr is a pipe here: whole lines, no terminal control characters
+    expect(paused.stderr).not.toContain("\r");
+    expect(paused.stderr).toMatch(new RegExp(`^pausing ${id}: [0-9.]+ [kMG]?B, [0-9.]+ MB/s\n`));
+    expect(paused.stderr).toMatch(new RegExp(`\npaused ${id}: 2[0-9]\\.[0-9] MB in [0-9.]+ s \\([0-9.]+ MB/s\\)\n$`));
+
+    const quiet = await sbx(["resume", id, "--json"]);
+    expect(quiet.code, quiet.stderr).toBe(0);
+    expect(quiet.stderr).toBe("");
+    expect(JSON.parse(quiet.stdout)).toMatchObject({ id, phase: "Running", ready: true });
+
+    expect((await sbx(["pause", id])).stderr).toBe(""); // not a terminal, not asked: no progress
+    const resumed = await sbx(["resume", id, "--progress", "--json"]);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(JSON.parse(resumed.stdout)).toMatchObject({ id, phase: "Running" });
+    expect(resumed.stderr).toMatch(new RegExp(`^resuming ${id}: [0-9.]+ [kMG]?B of [0-9.]+ MB \\([0-9]+%\\), [0-9.]+ MB/s\n`));
+    expect(resumed.stderr).toMatch(new RegExp(`\nresumed ${id}: 2[0-9]\\.[0-9] MB in `));
+    const check = await sbx(["run", id, "--", "sha256sum", "/workspace/big"]);
+    expect(check.stdout).toBe(fill.stdout);
+
+    const bad = await sbx(["pause", id, "--progres"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("usage: sbx pause ID [--progress] [--json]");
+    expect((await sbx(["kill", id])).code).toBe(0);
+  }, 300_000);
+
+  it("on a terminal, progress is redrawn in place by default; --json turns it off", async () => {
+    // the CLI in-process with a stderr that says it is a terminal
+    const cli = async (args: string[]) => {
+      const stdout = new PassThrough();
+      const stderr = Object.assign(new PassThrough(), { isTTY: true });
+      let out = "";
+      let err = "";
+      stdout.on("data", (c) => (out += c));
+      stderr.on("data", (c) => (err += c));
+      const code = await runCli(args, { env: { SBX_SERVER: url, SBX_TOKEN: token }, io: { stdout, stderr, stdin: new PassThrough() } });
+      return { code, out, err };
+    };
+    const created = await cli(["create", "--wait", "--json"]);
+    const id = JSON.parse(created.out).id as string;
+    await cli(["run", id, "--", "sh", "-c", "head -c 5000000 /dev/urandom > /workspace/f"]);
+    const paused = await cli(["pause", id]);
+    expect(paused.code, paused.err).toBe(0);
+    expect(paused.err).toMatch(new RegExp(`^\r\x1b\\[Kpausing ${id}: `));
+    expect(paused.err).toMatch(new RegExp(`\r\x1b\\[Kpaused ${id}: 5\\.[0-9] MB in [0-9.]+ s \\([0-9.]+ MB/s\\)\n$`));
+    const json = await cli(["resume", id, "--json"]);
+    expect(json.code, json.err).toBe(0);
+    expect(json.err).toBe("");
+    expect((await cli(["kill", id])).code).toBe(0);
+  }, 120_000);
 
   it.each([
     { args: ["create", "--size", "huge"], env: {}, code: 2, err: 'size: invalid value "huge"' },
