@@ -6,7 +6,9 @@
 // be compared with what the registry itself does. Asserts nothing.
 //
 //   npx tsx bench/pause-data.ts [--variants empty,mem1g,disk1g,disk2g,disk4g] [--trials 3]
-//       [--settle-seconds 60] [--output out.jsonl] [--server URL --token T --registry URL]
+//       [--settle-seconds 60] [--output out.jsonl] [--warm 1]
+//       [--platform kubernetes | --kubeconfig k.yaml --namespace ns --registry URL --image IMG]
+//       [--server URL --token T --registry URL]
 import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { Readable, Writable } from "node:stream";
@@ -17,7 +19,7 @@ import { openResults } from "./lib/jsonl.ts";
 import { BENCH_SEED, shakeBlock, shakeStream } from "./lib/shake.ts";
 import { exitCodeFor, formatTable, summarize, type TrialRecord } from "./lib/summary.ts";
 import { singleFileTar } from "./lib/tar.ts";
-import { flags, intFlag, openTarget, runnerEnvironment, type BenchTarget } from "./lib/target.ts";
+import { flags, intFlag, openTarget, runnerEnvironment, targetArgs, type BenchTarget } from "./lib/target.ts";
 
 const GiB = 1 << 30;
 interface Variant {
@@ -47,18 +49,7 @@ async function main(): Promise<void> {
   const trialsPer = intFlag(f, "trials", 3, 1);
   const settleMs = intFlag(f, "settle-seconds", 60) * 1000;
   const out = openResults(f.get("output"), "pause-data");
-  const target = await openTarget({
-    server: f.get("server"),
-    token: f.get("token") ?? process.env.SBX_TOKEN,
-    owner: f.get("owner") ?? "bench",
-    registry: f.get("registry"),
-    size: "bench",
-    profile: "base",
-    warm: intFlag(f, "warm", 1),
-    workspace: "10Gi",
-    tmp: "1100Mi",
-    memoryLimit: "3Gi",
-  });
+  const target = await openTarget(targetArgs(f, { size: "bench", profile: "base", warm: intFlag(f, "warm", 1), workspace: "10Gi", tmp: "1100Mi", memoryLimit: "3Gi" }));
   out.write({ type: "environment", benchmark: "pause-data", seed: BENCH_SEED, trials_per_variant: trialsPer, settle_ms: settleMs, started_at: new Date().toISOString(), ...runnerEnvironment(), ...target.environment });
   const summaries: Record<string, unknown> = {};
   let exit = 0;
@@ -141,10 +132,12 @@ async function trial(t: BenchTarget, v: Variant, index: number, settleMs: number
     await m.pause(t.owner, sb.id);
     timings.pause_ms = performance.now() - t0;
     if (t.snapshotOf) rec.snapshot = await t.snapshotOf(sb.id);
+    if (t.beforeResume) rec.before_resume = await t.beforeResume();
     stage = "resume";
     t0 = performance.now();
     await m.resume(t.owner, sb.id);
     timings.resume_ms = performance.now() - t0;
+    if (t.computeOf) rec.restored_compute = await t.computeOf(sb.id);
     stage = "read";
     t0 = performance.now();
     const read = await sh(

@@ -10,7 +10,10 @@
 //
 //   npx tsx bench/resume.ts [--warmups 3] [--samples 30] [--scenario uncontrolled]
 //       [--prepare-script ./prepare.sh] [--output resume.jsonl] [--environment env.json]
-//       [--server http://host:8080 --token T --owner alice] [--registry http://127.0.0.1:5000]
+//       [--warm 2] [--registry http://127.0.0.1:5000]
+//       [--platform kubernetes]   (the test control plane: bench/k8s/env.ts or SBX_TEST_KUBECONFIG)
+//       [--kubeconfig k.yaml --namespace ns --registry URL --image IMG [--runtime-namespace ns] [--runtime-class rc]]
+//       [--server http://host:8080 --token T --owner alice]
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -18,7 +21,7 @@ import { performance } from "node:perf_hooks";
 import { finished } from "node:stream/promises";
 import { openResults } from "./lib/jsonl.ts";
 import { exitCodeFor, formatTable, summarize, type TrialRecord } from "./lib/summary.ts";
-import { flags, intFlag, openTarget, runnerEnvironment, type BenchTarget } from "./lib/target.ts";
+import { flags, intFlag, openTarget, runnerEnvironment, targetArgs, type BenchTarget } from "./lib/target.ts";
 
 const METRICS = ["api_ack_ms", "running_ms", "ready_ms", "command_ms"] as const;
 const MARKER_PATH = "/workspace/.sbx-bench-marker";
@@ -33,15 +36,7 @@ async function main(): Promise<number> {
   const resumeTimeoutMs = intFlag(f, "resume-timeout-ms", 300_000, 1);
   const pollMs = intFlag(f, "poll-ms", 10, 1);
   const out = openResults(f.get("output"), "resume");
-  const target = await openTarget({
-    server: f.get("server"),
-    token: f.get("token") ?? process.env.SBX_TOKEN,
-    owner: f.get("owner") ?? "bench",
-    registry: f.get("registry"),
-    size: f.get("size") ?? "bench",
-    profile: f.get("profile") ?? "base",
-    warm: intFlag(f, "warm", 2),
-  });
+  const target = await openTarget(targetArgs(f, { size: f.get("size") ?? "bench", profile: f.get("profile") ?? "base", warm: intFlag(f, "warm", 2) }));
   const runId = randomBytes(4).toString("hex");
   out.write({
     type: "environment",
@@ -116,6 +111,7 @@ async function runTrial(t: BenchTarget, o: TrialOptions): Promise<TrialRecord> {
       await new Promise((r) => setTimeout(r, o.pollMs));
     }
     if (t.snapshotOf) rec.snapshot = await t.snapshotOf(sb.id);
+    if (t.beforeResume) rec.before_resume = await t.beforeResume();
     if (o.prepareScript) {
       stage = "prepare";
       rec.preparation_evidence = await prepare(o.prepareScript, sb.id, o.scenario);
@@ -141,6 +137,7 @@ async function runTrial(t: BenchTarget, o: TrialOptions): Promise<TrialRecord> {
     const r = await withDeadline(output(m, t.owner, sb.id, ["cat", MARKER_PATH]), deadline, "marker command");
     if (r.exitCode !== 0 || r.stdout !== marker) throw new Error(`marker command exited ${r.exitCode} and printed ${JSON.stringify(r.stdout.slice(0, 100))}, expected ${JSON.stringify(marker)}`);
     timings.command_ms = performance.now() - t0;
+    if (t.computeOf) rec.restored_compute = await t.computeOf(sb.id);
     rec.ok = true;
   } catch (err) {
     rec.failed_stage = stage;

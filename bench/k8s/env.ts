@@ -16,7 +16,12 @@ import { nearestRank } from "../lib/percentile.ts";
 
 const repo = resolve(import.meta.dirname, "../..");
 
-export async function kubeconfig(): Promise<{ path: string; stop: () => Promise<void> }> {
+/**
+ * The test control plane's kubeconfig. `registry` is the docker-registry the boot starts next to
+ * the cluster (as the suite's global setup does); undefined with SBX_TEST_KUBECONFIG, where the
+ * caller must bring its own.
+ */
+export async function kubeconfig(): Promise<{ path: string; registry?: string; stop: () => Promise<void> }> {
   if (process.env.SBX_TEST_KUBECONFIG) return { path: process.env.SBX_TEST_KUBECONFIG, stop: async () => undefined };
   const version = /\bk8s\.io\/kubernetes (v[0-9][^\s]*)/.exec(readFileSync(join(repo, "tools/control-plane/go.mod"), "utf8"))?.[1];
   const bin = process.env.SBX_CONTROL_PLANE_BIN ?? join(repo, ".cache/control-plane", version ?? "missing", "bin");
@@ -28,6 +33,7 @@ export async function kubeconfig(): Promise<{ path: string; stop: () => Promise<
     const cluster = await bootCluster({ bin, dir }, group);
     return {
       path: cluster.kubeconfigPath,
+      registry: cluster.registryUrl,
       stop: async () => {
         await group.stopAll();
         rmSync(dir, { recursive: true, force: true });

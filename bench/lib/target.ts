@@ -1,6 +1,7 @@
 // What the pause/resume benchmarks drive: the Manager seam, either in-process on the local
-// backend (with its own docker-registry unless --registry is given), or a running sbx server
-// (--server/--token: the test cluster or a real cluster) over HTTP.
+// backend (with its own docker-registry unless --registry is given), in-process on the
+// Kubernetes backend (--platform kubernetes: the test control plane; --kubeconfig: a real
+// cluster; kubernetesTarget.ts), or a running sbx server (--server/--token) over HTTP.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -16,6 +17,16 @@ import { withSnapshots } from "../../runtime/snapshot/wire.ts";
 import { startRegistry } from "../../test/support/registry.ts";
 
 export interface TargetArgs {
+  /** in-process backend; "kubernetes" is implied by kubeconfig */
+  platform?: "local" | "kubernetes";
+  /** Kubernetes: a real cluster's kubeconfig (else the test control plane) */
+  kubeconfig?: string;
+  /** Kubernetes: sandbox namespace (required with kubeconfig) and the lease's namespace (default: the same) */
+  namespace?: string;
+  runtimeNamespace?: string;
+  /** Kubernetes: image of the benchmark's profile (required with kubeconfig) */
+  image?: string;
+  runtimeClass?: string;
   server?: string;
   token?: string;
   owner: string;
@@ -30,7 +41,7 @@ export interface TargetArgs {
 }
 
 export interface BenchTarget {
-  kind: "local" | "server";
+  kind: "local" | "server" | "kubernetes";
   manager: Manager & Required<Pick<Manager, "pause" | "resume">>;
   owner: string;
   /** registry URL for raw push/pull in the same run (undefined when unknown) */
@@ -39,13 +50,38 @@ export interface BenchTarget {
   computeGone(id: string): Promise<boolean>;
   /** the recorded snapshot of a paused sandbox, when the target can see it */
   snapshotOf?(id: string): Promise<unknown>;
+  /** where a sandbox's compute is now (pod, node, warm or cold), when the target can see it */
+  computeOf?(id: string): Promise<Record<string, unknown>>;
+  /** untimed, just before a resume: bring the target to its stated condition (a full warm pool); returns evidence */
+  beforeResume?(): Promise<Record<string, unknown>>;
   environment: Record<string, unknown>;
   close(): Promise<void>;
 }
 
 export async function openTarget(a: TargetArgs): Promise<BenchTarget> {
   if (a.server) return openServer(a);
+  if (a.platform === "kubernetes" || a.kubeconfig) return (await import("./kubernetesTarget.ts")).openKubernetes(a);
   return openLocal(a);
+}
+
+/** The target flags both benchmarks accept; `fixed` holds what the benchmark itself decides. */
+export function targetArgs(f: Map<string, string>, fixed: Pick<TargetArgs, "size" | "profile" | "warm"> & Partial<TargetArgs>): TargetArgs {
+  const platform = f.get("platform") ?? (f.has("kubeconfig") ? "kubernetes" : "local");
+  if (platform !== "local" && platform !== "kubernetes") throw new Error(`--platform: invalid value ${JSON.stringify(platform)}: use local or kubernetes`);
+  if (f.has("kubeconfig") && platform !== "kubernetes") throw new Error(`--kubeconfig: only with --platform kubernetes (got --platform ${platform})`);
+  return {
+    platform,
+    kubeconfig: f.get("kubeconfig"),
+    namespace: f.get("namespace"),
+    runtimeNamespace: f.get("runtime-namespace"),
+    image: f.get("image"),
+    runtimeClass: f.get("runtime-class"),
+    server: f.get("server"),
+    token: f.get("token") ?? process.env.SBX_TOKEN,
+    owner: f.get("owner") ?? "bench",
+    registry: f.get("registry"),
+    ...fixed,
+  };
 }
 
 async function openServer(a: TargetArgs): Promise<BenchTarget> {
