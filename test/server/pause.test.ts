@@ -2,9 +2,19 @@
 // plain JSON answer stays the default, progress streams as NDJSON when asked (inject, and over
 // a socket with the HTTP client), and every resume, explicit or automatic, passes admission:
 // its reservation is taken and given back exactly once across pause -> resume -> kill.
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildManager } from "../../runtime/backends.ts";
 import { HttpManager } from "../../runtime/client/http.ts";
+import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import type { Admission } from "../../runtime/core/admission.ts";
+import { systemClock } from "../../runtime/core/clock.ts";
+import { silentLogger } from "../../runtime/core/log.ts";
+import { SnapshottingBackend } from "../../runtime/snapshot/backend.ts";
+import { DirBackend } from "../snapshot/dir-backend.ts";
+import { makeFixture } from "../snapshot/fixture.ts";
 import type { ExecSession, TransferProgress } from "../../runtime/core/types.ts";
 import { startRegistry, type TestRegistry } from "../support/registry.ts";
 import { auth, parseExecFrames, startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
@@ -264,6 +274,65 @@ describe("auto-resume passes admission", () => {
     expect(rt.manager.admission.has(id)).toBe(true);
     await kill(id);
     expect(rt.manager.admission.usage().reservations).toBe(0);
+  });
+
+  it("a wake that arrives while a pause is under way waits for it, then reserves: one release, one reserve", async () => {
+    // the snapshot test backend (directories + a process per sandbox) lets the pause stop at a step
+    const root = await mkdtemp(join(tmpdir(), "sbx-wake-"));
+    let armed = true;
+    let reached!: () => void;
+    const atStep = new Promise<void>((r) => (reached = r));
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    const f = makeFixture(root, registry.url, {
+      onStep: async (_id, step) => {
+        if (step !== "layer-pushed" || !armed) return;
+        armed = false;
+        reached();
+        await gate;
+      },
+    });
+    const config = validateRuntimeConfig({ local: { stateDir: join(root, "state") }, budget: { cpu: "150m", memory: "4Gi" } });
+    const { manager } = await buildManager(config, { logger: silentLogger(), clock: systemClock, backend: new SnapshottingBackend(f.backend, f.snapshotter) });
+    await manager.start({ reaper: false });
+    try {
+      const { id } = await manager.create({ owner: "alice", profile: "base", size: "nano" });
+      await writeFile(join(f.backend.fsRoot(id), "workspace/m"), "mid-pause\n");
+      const log = reservationLog(manager.admission, id);
+      // know when the backend has handed the wake to the Manager (test-only look at a private)
+      const m = manager as unknown as { autoResume(id: string, op: string): Promise<void> };
+      const autoResume = m.autoResume.bind(manager);
+      let woke!: () => void;
+      const handedOver = new Promise<void>((r) => (woke = r));
+      m.autoResume = (sid, op) => {
+        woke();
+        return autoResume(sid, op);
+      };
+
+      const pausing = manager.pause("alice", id);
+      await atStep; // the snapshot is being pushed; the record says pausing
+      const exec = manager.exec("alice", id, { command: ["sh", "-c", 'cat "$SBX_FS/workspace/m"'] });
+      await handedOver;
+      expect(log).toEqual([]);
+      open();
+      expect((await pausing).phase).toBe("Paused");
+      const s = await exec;
+      let out = "";
+      s.stdout.on("data", (c) => (out += c));
+      s.stderr.resume();
+      expect((await s.result).exitCode).toBe(0);
+      expect(out).toBe("mid-pause\n");
+      expect(log).toEqual(["release", "reserve"]);
+      expect((await manager.get("alice", id)).phase).toBe("Running");
+      await manager.kill("alice", id);
+      expect(manager.admission.usage().reservations).toBe(0);
+    } finally {
+      open();
+      await manager.close();
+      f.oci.close();
+      await new DirBackend(join(root, "sandboxes")).killAll();
+      await rm(root, { recursive: true, force: true });
+    }
   });
 
   it("without auto-resume the 409 names the fix and nothing is reserved", async () => {
