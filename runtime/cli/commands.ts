@@ -292,8 +292,9 @@ usage: sbx <command> [options]
   get ID                           one sandbox
   logs ID [--follow] [--tail N]    the sandbox's own output
   kill ID [ID...]                  kill sandboxes
-  pause ID | resume ID [--progress] snapshot and release / restore (where supported); progress
-                                   shows on stderr on a terminal, or anywhere with --progress
+  pause ID | resume ID [--progress]
+                                   snapshot and release / restore (where supported); progress
+                                   on stderr on a terminal, or anywhere with --progress
   pool status                      warm pool state
   bench create [--count N] [--concurrency C]
                                    measure create-accept latency
