@@ -9,6 +9,7 @@ import type { ImageCatalog } from "./catalog.ts";
 import type { Clock } from "./clock.ts";
 import { CapacityError, ConflictError, NotFoundError, SbxError, ValidationError } from "./errors.ts";
 import type { Logger } from "./log.ts";
+import { KeyedQueue } from "./keyed-queue.ts";
 import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
 import { Reaper } from "./reaper.ts";
 import { resolveSpec, validateOwner } from "./spec.ts";
@@ -71,8 +72,8 @@ export class SandboxManager implements Manager {
   private readonly log: Logger;
   private maintenanceStop?: AbortController;
   private maintenanceLoops: Promise<void>[] = [];
-  /** per sandbox: the tail of its pause/resume chain (their admission changes must not interleave) */
-  private readonly transitions = new Map<string, Promise<unknown>>();
+  /** pause and resume of one sandbox, one at a time (their admission changes must not interleave) */
+  private readonly transitions = new KeyedQueue();
 
   constructor(private readonly deps: ManagerDeps) {
     const { config } = deps;
@@ -311,7 +312,7 @@ export class SandboxManager implements Manager {
   async pause(owner: string, id: string, opts: TransferOptions = {}): Promise<Sandbox> {
     const { backend } = this.deps;
     try {
-      return await this.transition(id, async () => {
+      return await this.transitions.run(id, async () => {
         await this.owned(owner, id);
         if (!backend.pause) throw new ConflictError(`pause: the ${backend.name} backend does not support pause; kill the sandbox instead`);
         const s = await backend.pause(id, opts);
@@ -328,7 +329,7 @@ export class SandboxManager implements Manager {
   /** Restore a paused sandbox; it reserves its size class's requests first (429 when over budget). */
   async resume(owner: string, id: string, opts: TransferOptions = {}): Promise<Sandbox> {
     try {
-      const r = await this.transition(id, () => this.doResume(owner, id, opts));
+      const r = await this.transitions.run(id, () => this.doResume(owner, id, opts));
       this.audit("resume", owner, id);
       return r;
     } catch (err) {
@@ -364,7 +365,7 @@ export class SandboxManager implements Manager {
     const s = await this.deps.backend.describe(id);
     if (!s) throw new NotFoundError("sandbox", id);
     try {
-      await this.transition(id, () => this.doResume(s.owner, id, {}));
+      await this.transitions.run(id, () => this.doResume(s.owner, id, {}));
       this.audit("resume", s.owner, id, undefined, { auto: op });
     } catch (err) {
       this.audit("resume", s.owner, id, err, { auto: op });
@@ -373,18 +374,6 @@ export class SandboxManager implements Manager {
       }
       throw err;
     }
-  }
-
-  /** One pause/resume per sandbox at a time, in call order. */
-  private transition<T>(id: string, fn: () => Promise<T>): Promise<T> {
-    const prev = this.transitions.get(id) ?? Promise.resolve();
-    const run = prev.then(fn, fn);
-    const tail = run.catch(() => undefined);
-    this.transitions.set(id, tail);
-    void tail.then(() => {
-      if (this.transitions.get(id) === tail) this.transitions.delete(id);
-    });
-    return run;
   }
 
   async poolStatus(): Promise<PoolStatus[]> {
