@@ -180,8 +180,10 @@ export class HttpManager implements Manager {
     await this.call("DELETE", HttpManager.sb(id));
   }
 
-  // No client timeout: moving a large workspace takes as long as it takes; the service bounds
-  // each step (registry requests, ready wait, hooks) itself.
+  // Always the NDJSON variant, progress wanted or not: a plain JSON answer sends nothing until
+  // the end, and fetch gives up on a response whose headers or body stay silent for 300 s (a
+  // large workspace takes longer); progress frames keep the response moving. No client timeout
+  // of our own either: the service bounds each step (registry requests, ready wait, hooks).
   async pause(_owner: string, id: string, opts: TransferOptions = {}): Promise<Sandbox> {
     return this.transfer("pause", id, opts);
   }
@@ -191,16 +193,14 @@ export class HttpManager implements Manager {
   }
 
   private async transfer(op: "pause" | "resume", id: string, opts: TransferOptions): Promise<Sandbox> {
-    const path = `${HttpManager.sb(id)}/${op}`;
-    if (!opts.onProgress) return this.json("POST", path, { timeout: false });
-    const res = await this.call("POST", path, { accept: "application/x-ndjson", timeout: false });
+    const res = await this.call("POST", `${HttpManager.sb(id)}/${op}`, { accept: "application/x-ndjson", timeout: false });
     // a service that does not stream answers plain JSON: the same result, without progress
     if (!(res.headers.get("content-type") ?? "").startsWith("application/x-ndjson")) return (await res.json()) as Sandbox;
     const lines = createInterface({ input: Readable.fromWeb(res.body as WebReadableStream), crlfDelay: Infinity });
     for await (const line of lines) {
       if (!line) continue;
       const f = JSON.parse(line) as { progress?: TransferProgress; sandbox?: Sandbox; error?: ErrorBody };
-      if (f.progress) opts.onProgress(f.progress);
+      if (f.progress) opts.onProgress?.(f.progress);
       else if (f.sandbox) return f.sandbox;
       else if (f.error) throw errorFromBody(f.error, `${op} ${id} failed`, Number(f.error.details?.retryAfterSeconds ?? 1));
     }
