@@ -11,6 +11,7 @@ import { ValidationError } from "./core/errors.ts";
 import type { Logger } from "./core/log.ts";
 import { SandboxManager, type MaintenanceTask } from "./core/manager.ts";
 import type { Backend } from "./core/types.ts";
+import type { AutoPauseStatusStore } from "./autopause/controller.ts";
 
 export interface BackendDeps {
   logger: Logger;
@@ -74,9 +75,11 @@ async function withPauseResume(backend: Backend, config: RuntimeConfig, deps: Ba
 async function autoPauseTask(raw: Backend, backend: Backend, config: RuntimeConfig, deps: BackendDeps, manager: () => SandboxManager): Promise<MaintenanceTask> {
   const [{ AutoPauseController, FileStatusStore }, { validateAutoPause }] = await Promise.all([import("./autopause/controller.ts"), import("./autopause/spec.ts")]);
   const ownerOf = async (id: string) => (await backend.describe(id))?.owner ?? "";
+  const shared = raw as SharedStateBackend;
   const controller = new AutoPauseController({
-    // locally the wake schedule of a paused sandbox must survive a restart of the service
-    store: config.platform === "local" ? new FileStatusStore(join(config.local.stateDir, "autopause")) : undefined,
+    // the wake schedule of a paused sandbox must survive a restart: in the Sandbox objects
+    // when the backend keeps it there (Kubernetes), else in files under the state dir
+    store: shared.autoPauseStatus ?? (config.platform === "local" ? new FileStatusStore(join(config.local.stateDir, "autopause")) : undefined),
     clock: deps.clock,
     logger: deps.logger,
     probeBackend: raw,
@@ -88,7 +91,14 @@ async function autoPauseTask(raw: Backend, backend: Backend, config: RuntimeConf
     resume: async (id) => manager().resume(await ownerOf(id), id),
     kill: async (id) => manager().kill(await ownerOf(id), id),
   });
-  return { name: "autopause", everyMs: 1000, run: () => controller.tick() };
+  // with several replicas only the leader probes and acts, so a sandbox is paused once
+  return { name: "autopause", everyMs: 1000, run: async () => ((shared.leads?.() ?? true) ? controller.tick() : undefined) };
+}
+
+/** What a backend shared by several runtime replicas offers the automatic pause/wake task. */
+interface SharedStateBackend extends Backend {
+  autoPauseStatus?: AutoPauseStatusStore;
+  leads?(): boolean;
 }
 
 /** Backend + catalog + audit + admission + manager, not yet started. */

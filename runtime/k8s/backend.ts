@@ -29,6 +29,8 @@ import { buildSandboxResource, labelSafe, podNameOf, specFromResource, type Sand
 import { SandboxIndex } from "./sandboxIndex.ts";
 import { createComputeRelease } from "./pause.ts";
 import { SandboxRecordStore } from "./snapshotRecords.ts";
+import { SandboxAutoPauseStore } from "./autoPauseStatus.ts";
+import type { AutoPauseStatusStore } from "../autopause/controller.ts";
 import type { SnapshotAwareBackend } from "../snapshot/wire.ts";
 
 /** Optional wiring for tests and benchmarks; production passes none of it. */
@@ -44,6 +46,10 @@ export interface KubernetesBackendOverrides {
 }
 
 export interface KubernetesBackend extends SnapshotAwareBackend {
+  /** automatic pause/wake status in the Sandbox objects (shared by every replica) */
+  readonly autoPauseStatus: AutoPauseStatusStore;
+  /** true in the replica that holds the controller Lease: it alone runs cluster-wide automatic actions */
+  leads(): boolean;
   /** the controller half, exposed for tests (leadership, idle) */
   readonly controller: Controller;
   readonly warmPool: WarmPool;
@@ -200,6 +206,8 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
     records: recordWriter,
     snapshotRecords: new SandboxRecordStore({ namespace: ns, custom, index, settled: (id) => recordWriter.settled(id) }),
     snapshotHolder: identity,
+    autoPauseStatus: new SandboxAutoPauseStore({ namespace: ns, custom, index }),
+    leads: () => controller.isLeader(),
 
     async specOf(id) {
       const cr = index.resource(id);

@@ -159,6 +159,7 @@ export function sandboxCrd(): Record<string, unknown> {
                       type: "object",
                       properties: { ref: str, digest: str, sizeBytes: { type: "integer" }, createdAt: str },
                     },
+                    autoPause: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
                     probes: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
                     nextPauseTime: str,
                     nextResumeTime: str,

@@ -1,6 +1,7 @@
 // The Sandbox custom resource: the durable record of a sandbox. The pod is only compute;
 // everything needed to rebuild the pod (or, later, resume from a snapshot) lives here, so a
 // reconciler that starts from nothing but this record converges. Pure: shapes and mappings.
+import type { AutoPauseStatus } from "../autopause/controller.ts";
 import { ValidationError } from "../core/errors.ts";
 import type { AutoPauseDocument, SandboxPhase, SandboxSpec, SizeClass } from "../core/types.ts";
 import { ANNOTATIONS, API_GROUP, API_VERSION, LABELS, SANDBOX_KIND, ownerLabelValue } from "./contract.ts";
@@ -35,8 +36,13 @@ export interface SandboxResourceStatus {
   finishedAt?: string;
   warm?: boolean;
   credentialsExpiresAt?: string;
-  /** written by pause (another issue): where the sandbox's files went */
+  /** written by pause: where the sandbox's files went (runtime/k8s/snapshotRecords.ts) */
   snapshot?: { ref: string; digest?: string; sizeBytes?: number; createdAt?: string };
+  /** automatic pause/wake status (runtime/k8s/autoPauseStatus.ts) and its top-level mirrors */
+  autoPause?: AutoPauseStatus;
+  probes?: AutoPauseStatus["probes"];
+  nextPauseTime?: string;
+  nextResumeTime?: string;
 }
 
 export interface SandboxResource {

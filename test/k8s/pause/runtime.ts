@@ -6,7 +6,7 @@ import { Readable } from "node:stream";
 import { buildManager } from "../../../runtime/backends.ts";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
-import { silentLogger } from "../../../runtime/core/log.ts";
+import { createLogger, silentLogger } from "../../../runtime/core/log.ts";
 import type { SandboxManager } from "../../../runtime/core/manager.ts";
 import type { ExecSession, SandboxSpec } from "../../../runtime/core/types.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
@@ -25,6 +25,8 @@ export interface PauseRuntimeArgs {
   warm?: number;
   inFlightGraceMs?: number;
   onStep?: SnapshotterOptions["onStep"];
+  /** run the Manager's maintenance tasks (automatic pause/wake, snapshot recovery) */
+  maintenance?: boolean;
 }
 
 export interface PauseRuntime {
@@ -57,8 +59,9 @@ export async function startPauseRuntime(a: PauseRuntimeArgs): Promise<PauseRunti
 export async function startPauseManager(a: PauseRuntimeArgs): Promise<{ config: RuntimeConfig; backend: KubernetesBackend; manager: SandboxManager; close(): Promise<void> }> {
   const config = pauseConfig(a);
   const backend = testBackend(config, adminClients(a.kubeconfigPath), { identity: a.identity });
-  const { manager } = await buildManager(config, { logger: silentLogger(), clock: systemClock, backend, reaperIntervalMs: 3_600_000 });
-  await manager.start({ reaper: false });
+  const logger = process.env.SBX_TEST_LOG ? createLogger({ level: process.env.SBX_TEST_LOG }) : silentLogger();
+  const { manager } = await buildManager(config, { logger, clock: systemClock, backend, reaperIntervalMs: 3_600_000 });
+  await manager.start({ reaper: false, maintenance: a.maintenance ?? false });
   return { config, backend, manager, close: () => manager.close() };
 }
 

@@ -34,7 +34,7 @@ export function adminClients(path: string): KubeClients {
 /** The Sandbox CRD from the contract, installed once and waited on until Established. */
 export async function installSandboxCrd(kc: KubeConfig): Promise<void> {
   const api = kc.makeApiClient(ApiextensionsV1Api);
-  const body = sandboxCrd() as unknown as V1CustomResourceDefinition;
+  const body = clientModel(sandboxCrd()) as V1CustomResourceDefinition;
   const name = `${SANDBOX_PLURAL}.${API_GROUP}`;
   try {
     await api.createCustomResourceDefinition({ body });
@@ -49,6 +49,18 @@ export async function installSandboxCrd(kc: KubeConfig): Promise<void> {
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`CRD ${name} did not become Established within 10 s`);
+}
+
+/**
+ * client-node's typed clients serialize from their model's property names and silently drop
+ * the rest; the JSON name `x-kubernetes-preserve-unknown-fields` is the model's
+ * `x_kubernetes_preserve_unknown_fields`. Without this the installed CRD would prune every
+ * free-form field (autoPause, probes). The Pulumi package sends the JSON as is.
+ */
+function clientModel(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(clientModel);
+  if (typeof v !== "object" || v === null) return v;
+  return Object.fromEntries(Object.entries(v).map(([k, x]) => [k === "x-kubernetes-preserve-unknown-fields" ? "x_kubernetes_preserve_unknown_fields" : k, clientModel(x)]));
 }
 
 export interface TestNamespaces {
