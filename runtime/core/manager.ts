@@ -11,6 +11,7 @@ import { CapacityError, ConflictError, NotFoundError, SbxError, ValidationError 
 import type { Logger } from "./log.ts";
 import { KeyedQueue } from "./keyed-queue.ts";
 import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
+import { ProgressFanout } from "./progress-fanout.ts";
 import { Reaper } from "./reaper.ts";
 import { resolveSpec, validateOwner } from "./spec.ts";
 import {
@@ -74,6 +75,8 @@ export class SandboxManager implements Manager {
   private maintenanceLoops: Promise<void>[] = [];
   /** pause and resume of one sandbox, one at a time (their admission changes must not interleave) */
   private readonly transitions = new KeyedQueue();
+  /** a call queued behind another pause/resume of the sandbox watches that one's bytes too */
+  private readonly progress = new ProgressFanout();
 
   constructor(private readonly deps: ManagerDeps) {
     const { config } = deps;
@@ -311,11 +314,12 @@ export class SandboxManager implements Manager {
    */
   async pause(owner: string, id: string, opts: TransferOptions = {}): Promise<Sandbox> {
     const { backend } = this.deps;
+    const unlisten = this.progress.add(id, "pause", opts.onProgress);
     try {
       return await this.transitions.run(id, async () => {
         await this.owned(owner, id);
         if (!backend.pause) throw new ConflictError(`pause: the ${backend.name} backend does not support pause; kill the sandbox instead`);
-        const s = await backend.pause(id, opts);
+        const s = await backend.pause(id, { onProgress: this.progress.sink(id) });
         this.admission.release(id); // a paused sandbox holds no compute
         this.audit("pause", owner, id);
         return s;
@@ -323,22 +327,27 @@ export class SandboxManager implements Manager {
     } catch (err) {
       this.audit("pause", owner, id, err);
       throw err;
+    } finally {
+      unlisten();
     }
   }
 
   /** Restore a paused sandbox; it reserves its size class's requests first (429 when over budget). */
   async resume(owner: string, id: string, opts: TransferOptions = {}): Promise<Sandbox> {
+    const unlisten = this.progress.add(id, "resume", opts.onProgress);
     try {
-      const r = await this.transitions.run(id, () => this.doResume(owner, id, opts));
+      const r = await this.transitions.run(id, () => this.doResume(owner, id));
       this.audit("resume", owner, id);
       return r;
     } catch (err) {
       this.audit("resume", owner, id, err);
       throw err;
+    } finally {
+      unlisten();
     }
   }
 
-  private async doResume(owner: string, id: string, opts: TransferOptions): Promise<Sandbox> {
+  private async doResume(owner: string, id: string): Promise<Sandbox> {
     const { backend } = this.deps;
     const s = await this.owned(owner, id);
     if (!backend.resume) throw new ConflictError(`resume: the ${backend.name} backend does not support resume`);
@@ -348,7 +357,7 @@ export class SandboxManager implements Manager {
     this.admission.admit({ id, size: { name: s.size, cpuRequestMillis: sc?.cpuRequestMillis ?? s.cpuRequestMillis, memoryRequestBytes: sc?.memoryRequestBytes ?? s.memoryRequestBytes } });
     this.gone.delete(id);
     try {
-      return await backend.resume(id, opts);
+      return await backend.resume(id, { onProgress: this.progress.sink(id) });
     } catch (err) {
       // give back only what this call reserved: a running sandbox's own reservation stays
       if (!reservedBefore) this.admission.release(id);
@@ -365,7 +374,7 @@ export class SandboxManager implements Manager {
     const s = await this.deps.backend.describe(id);
     if (!s) throw new NotFoundError("sandbox", id);
     try {
-      await this.transitions.run(id, () => this.doResume(s.owner, id, {}));
+      await this.transitions.run(id, () => this.doResume(s.owner, id));
       this.audit("resume", s.owner, id, undefined, { auto: op });
     } catch (err) {
       this.audit("resume", s.owner, id, err, { auto: op });

@@ -10,6 +10,7 @@
 //   - delete removes the snapshot with the sandbox; start() runs crash recovery.
 import type { Readable } from "node:stream";
 import { ConflictError } from "../core/errors.ts";
+import { ProgressFanout } from "../core/progress-fanout.ts";
 import type {
   Backend,
   ExecRequest,
@@ -21,7 +22,6 @@ import type {
   SandboxPhase,
   SandboxSpec,
   TransferOptions,
-  TransferProgress,
   WaitOptions,
 } from "../core/types.ts";
 import type { SnapshotRecord, SnapshotState } from "./record.ts";
@@ -40,8 +40,8 @@ export class SnapshottingBackend implements Backend {
   poolStatus?: () => Promise<PoolStatus[]>;
   /** set by routeAutoResume: the Manager's admission-checked resume */
   private autoResumer?: (id: string, op: string) => Promise<void>;
-  /** per sandbox: the progress listeners of every pause/resume call waiting on it */
-  private readonly listeners = new Map<string, Set<(p: TransferProgress) => void>>();
+  /** every pause/resume call waiting on a sandbox's operation gets its progress */
+  private readonly progress = new ProgressFanout();
 
   constructor(
     private readonly inner: Backend,
@@ -84,12 +84,24 @@ export class SnapshottingBackend implements Backend {
     return this.inner.logs(id, opts);
   }
 
+  // The snapshotter shares one operation between concurrent calls and reports progress to the
+  // call that started it; the fan-out lets a call that joined see the same bytes move.
   async pause(id: string, opts: TransferOptions = {}): Promise<Sandbox> {
-    await this.withListener(id, opts, () => this.snapshotter.pause(id, { onProgress: (p) => this.progress(id, p) }));
+    const unlisten = this.progress.add(id, "pause", opts.onProgress);
+    try {
+      await this.snapshotter.pause(id, { onProgress: this.progress.sink(id) });
+    } finally {
+      unlisten();
+    }
     return (await this.describe(id))!;
   }
-  resume(id: string, opts: TransferOptions = {}): Promise<Sandbox> {
-    return this.withListener(id, opts, () => this.snapshotter.resume(id, { onProgress: (p) => this.progress(id, p) }));
+  async resume(id: string, opts: TransferOptions = {}): Promise<Sandbox> {
+    const unlisten = this.progress.add(id, "resume", opts.onProgress);
+    try {
+      return await this.snapshotter.resume(id, { onProgress: this.progress.sink(id) });
+    } finally {
+      unlisten();
+    }
   }
 
   routeAutoResume(resume: (id: string, op: string) => Promise<void>): void {
@@ -137,29 +149,6 @@ export class SnapshottingBackend implements Backend {
 
   close(): Promise<void> {
     return this.inner.close();
-  }
-
-  /**
-   * The snapshotter shares one operation between concurrent calls and reports progress to the
-   * call that started it; fanning out here lets a caller that joined (a CLI resume while an
-   * exec's auto-resume runs) see the same bytes move.
-   */
-  private async withListener<T>(id: string, opts: TransferOptions, run: () => Promise<T>): Promise<T> {
-    const listener = opts.onProgress;
-    if (!listener) return run();
-    let set = this.listeners.get(id);
-    if (!set) this.listeners.set(id, (set = new Set()));
-    set.add(listener);
-    try {
-      return await run();
-    } finally {
-      set.delete(listener);
-      if (set.size === 0 && this.listeners.get(id) === set) this.listeners.delete(id);
-    }
-  }
-
-  private progress(id: string, p: TransferProgress): void {
-    for (const listener of this.listeners.get(id) ?? []) listener(p);
   }
 
   private async ensureRunning(id: string, what: string): Promise<void> {

@@ -335,6 +335,27 @@ describe("auto-resume passes admission", () => {
     }
   });
 
+  it("a resume queued behind another (an exec's auto-resume) watches that one's bytes move", async () => {
+    const id = await running();
+    await sh(id, "head -c 3000000 /dev/urandom > /workspace/q");
+    await rt.manager.pause("alice", id);
+    const first: TransferProgress[] = [];
+    const queued: TransferProgress[] = [];
+    // the Manager runs them one after the other: the second finds the sandbox running and moves nothing itself
+    const [, r] = await Promise.all([
+      rt.manager.resume("alice", id, { onProgress: (p) => first.push(p) }),
+      rt.manager.resume("alice", id, { onProgress: (p) => queued.push(p) }),
+    ]);
+    expect(r.phase).toBe("Running");
+    for (const seen of [first, queued]) {
+      const last = seen.filter((p) => p.path === "/workspace").at(-1)!;
+      expect(last.op).toBe("resume");
+      expect(last.bytes).toBe(last.totalBytes);
+      expect(last.bytes).toBeGreaterThan(3_000_000);
+    }
+    await kill(id);
+  });
+
   it("without auto-resume the 409 names the fix and nothing is reserved", async () => {
     const res = await post("/v1/sandboxes", {}, { size: "nano", metadata: { "sbx.auto-resume": "false" } });
     const id = res.json().id as string;
