@@ -54,8 +54,9 @@ export interface RuntimeParts {
 async function withPauseResume(backend: Backend, config: RuntimeConfig, deps: BackendDeps, catalog: ImageCatalog): Promise<{ backend: Backend; maintenance: MaintenanceTask[] }> {
   // a backend that already pauses (a caller wrapped it, or it does so natively) is used as is
   if (!config.snapshots || backend.pause) return { backend, maintenance: [] };
-  const { withSnapshots } = await import("./snapshot/wire.ts");
-  const wrapped = withSnapshots(backend, { config, clock: deps.clock, logger: deps.logger, imageFor: (p) => catalog.resolve(p).image });
+  const [{ withSnapshots }, { registryLoginFor }] = await Promise.all([import("./snapshot/wire.ts"), import("./snapshot/registryLogin.ts")]);
+  const auth = registryLoginFor(config.snapshots, { clock: deps.clock });
+  const wrapped = withSnapshots(backend, { config, clock: deps.clock, logger: deps.logger, auth, imageFor: (p) => catalog.resolve(p).image });
   return {
     backend: wrapped,
     maintenance: [

@@ -78,6 +78,12 @@ export const runtimeConfigInput = z.object({
       registry: z.string(),
       repository: z.string().default("sbx-snapshots"),
       retentionDays: z.number().int().positive().default(7),
+      /**
+       * Registry login. ECR hosts (<account>.dkr.ecr.<region>.amazonaws.com) log in with the
+       * runtime's AWS identity on their own; set this for an htpasswd registry (the password
+       * file is typically a mounted Secret). Unset: anonymous.
+       */
+      auth: z.object({ username: z.string().min(1), passwordFile: z.string().min(1) }).strict().optional(),
     })
     .optional(),
   audit: z.object({ path: z.string().optional() }).default({}),

@@ -21,7 +21,7 @@ export interface TestRegistry {
 }
 
 /** Starts docker-registry and resolves once /v2/ answers. */
-export async function startRegistry(opts: { binary?: string; startTimeoutMs?: number } = {}): Promise<TestRegistry> {
+export async function startRegistry(opts: { binary?: string; startTimeoutMs?: number; /** htpasswd file content (bcrypt): the registry then requires basic auth */ htpasswd?: string } = {}): Promise<TestRegistry> {
   const binary = opts.binary ?? REGISTRY_BINARY;
   if (!existsSync(binary)) {
     throw new Error(
@@ -48,8 +48,10 @@ export async function startRegistry(opts: { binary?: string; startTimeoutMs?: nu
     "      enabled: false",
     "http:",
     `  addr: ${host}`,
+    ...(opts.htpasswd ? ["auth:", "  htpasswd:", "    realm: sbx-test", `    path: ${join(dir, "htpasswd")}`] : []),
     "",
   ].join("\n");
+  if (opts.htpasswd) await writeFile(join(dir, "htpasswd"), opts.htpasswd);
   const configPath = join(dir, "config.yml");
   await writeFile(configPath, config);
   const child: ChildProcess = spawn(binary, ["serve", configPath], { stdio: ["ignore", "ignore", "pipe"] });
@@ -74,7 +76,7 @@ export async function startRegistry(opts: { binary?: string; startTimeoutMs?: nu
     }
     try {
       const res = await fetch(`http://${host}/v2/`);
-      if (res.status === 200) break;
+      if (res.status === 200 || (opts.htpasswd && res.status === 401)) break;
     } catch {
       // not listening yet
     }
