@@ -8,6 +8,7 @@
 // verified snapshot.
 import type { Readable } from "node:stream";
 import type { Clock } from "../core/clock.ts";
+import { KeyedQueue } from "../core/keyed-queue.ts";
 import { ConflictError, NotFoundError, SbxError, UpstreamError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { TERMINAL_PHASES, type Backend, type Sandbox, type SandboxSpec } from "../core/types.ts";
@@ -73,7 +74,7 @@ export interface OpOptions {
 }
 
 export class Snapshotter {
-  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly locks = new KeyedQueue();
   private readonly resuming = new Map<string, Promise<Sandbox>>();
   private readonly pausing = new Map<string, Promise<SnapshotRecord>>();
   private readonly paths: string[];
@@ -411,14 +412,7 @@ export class Snapshotter {
 
   /** One operation per sandbox at a time, in call order. */
   private serial<T>(id: string, fn: () => Promise<T>): Promise<T> {
-    const prev = this.locks.get(id) ?? Promise.resolve();
-    const run = prev.then(fn, fn);
-    const tail = run.catch(() => undefined);
-    this.locks.set(id, tail);
-    void tail.then(() => {
-      if (this.locks.get(id) === tail) this.locks.delete(id);
-    });
-    return run;
+    return this.locks.run(id, fn);
   }
 }
 
