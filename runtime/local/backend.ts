@@ -184,6 +184,27 @@ class LocalBackend implements Backend {
     return [...this.byId.values()].map((s) => ({ ...s.rec.sandbox! }));
   }
 
+  /** The create-time spec from the slot record, env included (a resume starts from it). */
+  async specOf(id: string): Promise<SandboxSpec | undefined> {
+    const rec = this.byId.get(id)?.rec;
+    const sb = rec?.sandbox;
+    if (!rec || !sb) return undefined;
+    const createdAt = new Date(sb.createdAt);
+    return {
+      id,
+      owner: sb.owner,
+      image: { ...rec.image },
+      size: { ...rec.size },
+      env: { ...(rec.env ?? {}) },
+      ttlSeconds: Math.max(1, Math.round((Date.parse(sb.expiresAt) - createdAt.getTime()) / 1000)),
+      idleTimeoutSeconds: sb.idleTimeoutSeconds ?? this.config.defaults.idleTimeoutSeconds,
+      ...(sb.clientKey ? { clientKey: sb.clientKey } : {}),
+      metadata: { ...sb.metadata },
+      createdAt,
+      ...(sb.autoPause ? { autoPause: sb.autoPause } : {}),
+    };
+  }
+
   async touch(id: string, at: Date): Promise<void> {
     const slot = this.byId.get(id);
     if (!slot?.rec.sandbox) return;

@@ -55,8 +55,8 @@ afterAll(async () => {
 });
 
 describe("pause/resume on the local backend", () => {
-  it("keeps /workspace and /tmp byte for byte (SHA-256) across pause and resume, same id and owner", async () => {
-    const sb = await manager.create({ owner: "alice", profile: "base", size: "nano" });
+  it("keeps /workspace and /tmp byte for byte (SHA-256) across pause and resume, same id, owner, env and expiry", async () => {
+    const sb = await manager.create({ owner: "alice", profile: "base", size: "nano", env: { GREETING: "kept across pause" }, ttlSeconds: 1234 });
     await manager.wait("alice", sb.id, { timeoutMs: 60_000 });
     const fill = "head -c 64000000 /dev/urandom > /workspace/data.bin && mkdir -p /workspace/a/b && echo hi > /workspace/a/b/c.txt && ln -s a/b/c.txt /workspace/link && echo scratch > /tmp/s.txt";
     await run(manager, "alice", sb.id, fill);
@@ -72,8 +72,9 @@ describe("pause/resume on the local backend", () => {
     expect(rec!.snapshot!.sizeBytes).toBeGreaterThan(64_000_000);
 
     const resumed = await manager.resume!("alice", sb.id);
-    expect(resumed).toMatchObject({ id: sb.id, owner: "alice", phase: "Running", ready: true });
+    expect(resumed).toMatchObject({ id: sb.id, owner: "alice", phase: "Running", ready: true, createdAt: sb.createdAt, expiresAt: sb.expiresAt });
     expect(await run(manager, "alice", sb.id, digest)).toBe(before);
+    expect(await run(manager, "alice", sb.id, 'printf %s "$GREETING"')).toBe("kept across pause");
     await manager.kill("alice", sb.id);
     expect(await backend.snapshotter.status(sb.id)).toBeUndefined();
   });
