@@ -106,17 +106,18 @@ export function createComputeRelease(d: ComputeReleaseDeps) {
       try {
         const cr = await d.resource(id);
         if (cr.spec.desiredState === "Running" && d.index.podOf(id)) return d.derived(id); // already adopted
-        // A cold pod is named after the sandbox: the old one must be gone before a new one can be made.
-        if (!cr.spec.podName) await deletePodAndWait(id, id);
-        await patchStatus(id, clearedPodStatus("Pending"));
         const pod = d.pooled(spec) ? await d.warmPool.claim(spec) : undefined;
         try {
+          // a cold pod is named after the sandbox: an old one of that name must be gone first
+          if (!pod) await deletePodAndWait(id, id);
+          await patchStatus(id, clearedPodStatus("Pending"));
           await patchSpec(id, {
             metadata: { annotations: { [ANNOTATIONS.credentialsExpiresAt]: null } },
             spec: { desiredState: "Running", podName: pod ? pod.metadata!.name! : null },
           });
         } catch (err) {
-          // a claimed pod is never returned to the pool
+          // a claimed pod is never returned to the pool (if this delete fails too, the
+          // reconciler removes it: a second pod carrying the sandbox's label)
           if (pod) await d.core.deleteNamespacedPod({ name: pod.metadata!.name!, namespace: d.namespace, gracePeriodSeconds: POD_DELETE_GRACE_SECONDS }).catch(() => undefined);
           throw err;
         }
