@@ -9,14 +9,12 @@
 //       [--settle-seconds 60] [--output out.jsonl] [--warm 1]
 //       [--platform kubernetes | --kubeconfig k.yaml --namespace ns --registry URL --image IMG]
 //       [--server URL --token T --registry URL]
-import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { Readable, Writable } from "node:stream";
-import { finished, pipeline } from "node:stream/promises";
+import { finished } from "node:stream/promises";
 import { NotFoundError } from "../runtime/core/errors.ts";
-import { OciClient } from "../runtime/snapshot/oci.ts";
 import { openResults } from "./lib/jsonl.ts";
-import { BENCH_SEED, shakeBlock, shakeStream } from "./lib/shake.ts";
+import { rawThroughput } from "./lib/rawRegistry.ts";
+import { BENCH_SEED, shakeStream } from "./lib/shake.ts";
 import { exitCodeFor, formatTable, summarize, type TrialRecord } from "./lib/summary.ts";
 import { singleFileTar } from "./lib/tar.ts";
 import { flags, intFlag, openTarget, runnerEnvironment, targetArgs, type BenchTarget } from "./lib/target.ts";
@@ -83,31 +81,6 @@ async function main(): Promise<void> {
   process.exitCode = exit;
 }
 
-async function rawThroughput(registry: string, bytes: number): Promise<{ bytes: number; push_ms: number; pull_ms: number; push_MBps: number; pull_MBps: number }> {
-  const oci = new OciClient({ registry });
-  const repo = `sbx-bench-raw/${randomBytes(4).toString("hex")}`;
-  // the source costs nothing (one pre-generated block repeated) so this is the registry's own speed
-  const block = shakeBlock(BENCH_SEED, 0, Math.min(bytes, 8 << 20));
-  let left = bytes;
-  const source = new Readable({
-    read() {
-      if (left === 0) return void this.push(null);
-      const n = Math.min(left, block.length);
-      left -= n;
-      this.push(n === block.length ? block : block.subarray(0, n));
-    },
-  });
-  const t0 = performance.now();
-  const { digest } = await oci.pushBlob(repo, source);
-  const push = performance.now() - t0;
-  const t1 = performance.now();
-  await pipeline(await oci.pullBlob(repo, digest, { size: bytes }), new Writable({ write: (_c, _e, cb) => cb() }));
-  const pull = performance.now() - t1;
-  oci.close();
-  const pushMs = push;
-  return { bytes, push_ms: pushMs, pull_ms: pull, push_MBps: bytes / 1e6 / (pushMs / 1000), pull_MBps: bytes / 1e6 / (pull / 1000) };
-}
-
 async function trial(t: BenchTarget, v: Variant, index: number, settleMs: number): Promise<TrialRecord & Record<string, unknown>> {
   const m = t.manager;
   const timings: Record<string, number> = {};
@@ -131,6 +104,7 @@ async function trial(t: BenchTarget, v: Variant, index: number, settleMs: number
     let t0 = performance.now();
     await m.pause(t.owner, sb.id);
     timings.pause_ms = performance.now() - t0;
+    if (t.stepsSince) rec.pause_steps = t.stepsSince(sb.id, t0);
     if (t.snapshotOf) rec.snapshot = await t.snapshotOf(sb.id);
     if (t.beforeResume) rec.before_resume = await t.beforeResume();
     stage = "resume";
@@ -138,6 +112,7 @@ async function trial(t: BenchTarget, v: Variant, index: number, settleMs: number
     await m.resume(t.owner, sb.id);
     timings.resume_ms = performance.now() - t0;
     if (t.computeOf) rec.restored_compute = await t.computeOf(sb.id);
+    if (t.stepsSince) rec.resume_steps = t.stepsSince(sb.id, t0);
     stage = "read";
     t0 = performance.now();
     const read = await sh(

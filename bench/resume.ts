@@ -138,6 +138,7 @@ async function runTrial(t: BenchTarget, o: TrialOptions): Promise<TrialRecord> {
     if (r.exitCode !== 0 || r.stdout !== marker) throw new Error(`marker command exited ${r.exitCode} and printed ${JSON.stringify(r.stdout.slice(0, 100))}, expected ${JSON.stringify(marker)}`);
     timings.command_ms = performance.now() - t0;
     if (t.computeOf) rec.restored_compute = await t.computeOf(sb.id);
+    if (t.stepsSince) rec.resume_steps = t.stepsSince(sb.id, t0);
     rec.ok = true;
   } catch (err) {
     rec.failed_stage = stage;

@@ -9,6 +9,7 @@
 // "Compute is gone" = the API server lists no pod labelled with the sandbox id, and the
 // Sandbox reports Paused.
 import { randomBytes } from "node:crypto";
+import { performance } from "node:perf_hooks";
 import { VersionApi } from "@kubernetes/client-node";
 import { buildManager } from "../../runtime/backends.ts";
 import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
@@ -18,6 +19,7 @@ import { createKubernetesBackend } from "../../runtime/k8s/backend.ts";
 import { loadKubeClients } from "../../runtime/k8s/client.ts";
 import { API_GROUP, API_VERSION, LABELS, SANDBOX_NODE_LABEL, SANDBOX_PLURAL } from "../../runtime/k8s/contract.ts";
 import type { SandboxResource } from "../../runtime/k8s/resource.ts";
+import { withSnapshots } from "../../runtime/snapshot/wire.ts";
 import { startRegistry } from "../../test/support/registry.ts";
 import { kubeconfig } from "../k8s/env.ts";
 import { freshNamespaces, installSandboxCrd } from "../../test/k8s/runtime/support.ts";
@@ -27,7 +29,12 @@ import type { BenchTarget, TargetArgs } from "./target.ts";
 const TEST_CLUSTER_IMAGE = "registry.local/sbx/base:1";
 const LEADER_TIMEOUT_MS = 60_000;
 
-export async function openKubernetes(a: TargetArgs): Promise<BenchTarget> {
+export interface KubernetesBenchTarget extends BenchTarget {
+  /** for diagnostics (bench/k8s/transfer.ts): where the sandboxes are and how to reach them */
+  kube: { kubeconfigPath: string; namespace: string; podOf(id: string): Promise<string> };
+}
+
+export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarget> {
   const real = a.kubeconfig !== undefined;
   if (real) {
     for (const [flag, v] of [["namespace", a.namespace], ["registry", a.registry], ["image", a.image]] as const) {
@@ -74,7 +81,11 @@ export async function openKubernetes(a: TargetArgs): Promise<BenchTarget> {
     const logger = silentLogger();
     // the production construction: the backend loads the kubeconfig from config itself
     const backend = createKubernetesBackend(config, { logger, clock: systemClock }, { identity: `sbx-bench-${runId}` });
-    const { manager } = await buildManager(config, { logger, clock: systemClock, backend, reaperIntervalMs: 3_600_000 });
+    // wrapped here (as buildManager would) only to observe the snapshotter's durable steps
+    const steps = new Map<string, { step: string; at: number }[]>();
+    const onStep = (id: string, step: string) => void steps.set(id, [...(steps.get(id) ?? []), { step, at: performance.now() }]);
+    const snapshotting = withSnapshots(backend, { config, clock: systemClock, logger, onStep });
+    const { manager } = await buildManager(config, { logger, clock: systemClock, backend: snapshotting, reaperIntervalMs: 3_600_000 });
     await manager.start({ reaper: false });
     cleanups.push(() => manager.close());
     await until(`leadership of lease ${namespaces.runtime}/sbx-bench (another bench run or runtime may hold it)`, LEADER_TIMEOUT_MS, async () => backend.controller.isLeader());
@@ -121,7 +132,13 @@ export async function openKubernetes(a: TargetArgs): Promise<BenchTarget> {
         const pod = cr.spec.podName ?? cr.metadata.name;
         return { pod, warm: pod !== id, node: cr.status?.node ?? null };
       },
+      kube: { kubeconfigPath: cp.path, namespace: namespaces.sandboxes, podOf: async (id) => (await crOf(id)).spec.podName ?? id },
       beforeResume: awaitWarm,
+      stepsSince: (id, t0) => {
+        const marks = (steps.get(id) ?? []).filter((m) => m.at >= t0).map((m) => ({ step: m.step, ms: Math.round((m.at - t0) * 10) / 10 }));
+        steps.delete(id);
+        return marks;
+      },
       environment,
       close,
     };

@@ -54,6 +54,8 @@ export interface BenchTarget {
   computeOf?(id: string): Promise<Record<string, unknown>>;
   /** untimed, just before a resume: bring the target to its stated condition (a full warm pool); returns evidence */
   beforeResume?(): Promise<Record<string, unknown>>;
+  /** the snapshotter's durable steps of `id` since performance.now() `t0`, in ms from t0 (then forgotten) */
+  stepsSince?(id: string, t0: number): { step: string; ms: number }[];
   environment: Record<string, unknown>;
   close(): Promise<void>;
 }

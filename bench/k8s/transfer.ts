@@ -1,0 +1,198 @@
+// Where a Kubernetes pause/resume's bytes spend their time: one payload moved along each piece of
+// the path separately, in one sandbox, in one run. Each row gives wall time, MB/s and the CPU
+// seconds each process spent (this Node process; on the test control plane also kube-apiserver,
+// sbx-kubelet with the bubblewrap/tar children it reaped, etcd, docker-registry), so a row that
+// is CPU-bound shows who burned it. Prints numbers; asserts nothing.
+//
+//   npx tsx bench/k8s/transfer.ts [--mib 1024] [--platform kubernetes | --kubeconfig ... (as bench/pause-data.ts)]
+//       [--rows put,stdin,dd,tar,stdout,get,kubectl-stdout,kubectl-stdin,raw,pause-resume]
+import { spawn } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { performance } from "node:perf_hooks";
+import { Readable, Writable } from "node:stream";
+import { finished, pipeline } from "node:stream/promises";
+import { SANDBOX_CONTAINER } from "../../runtime/k8s/contract.ts";
+import { openKubernetes, type KubernetesBenchTarget } from "../lib/kubernetesTarget.ts";
+import { rawThroughput } from "../lib/rawRegistry.ts";
+import { BENCH_SEED, shakeBlock, shakeStream } from "../lib/shake.ts";
+import { singleFileTar } from "../lib/tar.ts";
+import { flags, intFlag, runnerEnvironment, targetArgs } from "../lib/target.ts";
+import { table } from "./env.ts";
+
+const ALL_ROWS = ["put", "stdin", "dd", "tar", "stdout", "get", "kubectl-stdout", "kubectl-stdin", "raw", "pause-resume"];
+const FILE = "/workspace/payload.bin";
+
+interface Row {
+  row: string;
+  what: string;
+  ms: number;
+  MBps: number | null;
+  cpu: Record<string, number>;
+  note?: string;
+}
+
+async function main(): Promise<void> {
+  const f = flags(process.argv.slice(2));
+  const bytes = intFlag(f, "mib", 1024, 1) * 1048576;
+  const rows = (f.get("rows") ?? ALL_ROWS.join(",")).split(",");
+  for (const r of rows) if (!ALL_ROWS.includes(r)) throw new Error(`--rows: unknown row ${JSON.stringify(r)}: use ${ALL_ROWS.join(", ")}`);
+  const t = await openKubernetes({ ...targetArgs(f, { size: "bench", profile: "base", warm: 0, workspace: "10Gi", tmp: "1100Mi", memoryLimit: "3Gi" }), platform: "kubernetes" });
+  const m = t.manager;
+  const procs = clusterProcesses(t.kube.kubeconfigPath);
+  const results: Row[] = [];
+  const measure = async (row: string, what: string, moved: number | null, fn: () => Promise<string | void>) => {
+    const before = cpuNow(procs);
+    const t0 = performance.now();
+    const note = await fn();
+    const ms = performance.now() - t0;
+    const after = cpuNow(procs);
+    const cpu = Object.fromEntries(Object.keys(after).map((k) => [k, Math.round((after[k] - (before[k] ?? 0)) * 100) / 100]));
+    const r: Row = { row, what, ms: Math.round(ms), MBps: moved ? Math.round((moved / 1e6 / (ms / 1000)) * 10) / 10 : null, cpu, ...(note ? { note } : {}) };
+    results.push(r);
+    process.stderr.write(`${JSON.stringify(r)}\n`);
+  };
+  try {
+    const sb = await m.create({ owner: t.owner, profile: "base", size: "bench" });
+    await m.wait(t.owner, sb.id, { timeoutMs: 300_000 });
+    const id = sb.id;
+    const sh = async (script: string, stdin?: Readable) => {
+      const s = await m.exec(t.owner, id, { command: ["sh", "-c", script], timeoutMs: 15 * 60_000, stdin });
+      let out = "";
+      let err = "";
+      s.stdout.on("data", (d: Buffer) => (out += d.toString()));
+      s.stderr.on("data", (d: Buffer) => (err += d.toString()));
+      const [r] = await Promise.all([s.result, finished(s.stdout).catch(() => undefined), finished(s.stderr).catch(() => undefined)]);
+      if (r.exitCode !== 0) throw new Error(`${script} exited ${r.exitCode}: ${err.trim()}`);
+      return (out + err).trim();
+    };
+    // the reading rows need the file; putting it is the "put" row
+    const needsFile = rows.some((r) => ["put", "dd", "tar", "stdout", "get", "kubectl-stdout", "pause-resume"].includes(r));
+    if (needsFile) await measure("put", "putArchive: Node -> apiserver -> sbx-kubelet -> tar -x (stdin channel)", bytes, () =>
+      m.putArchive(t.owner, id, "/workspace", singleFileTar("payload.bin", bytes, shakeStream(BENCH_SEED, bytes))),
+    );
+    if (rows.includes("stdin"))
+      await measure("stdin", "exec stdin into `cat > /dev/null` (stdin channel, no disk, no tar)", bytes, async () => void (await sh("cat > /dev/null", repeated(bytes))));
+    if (rows.includes("dd")) await measure("dd", "in the pod: dd of the file to /dev/null (disk read, no network)", bytes, () => sh(`dd if=${FILE} of=/dev/null bs=4M 2>&1 | tail -1`));
+    if (rows.includes("tar")) await measure("tar", "in the pod: tar -c of the file | cat > /dev/null", bytes, () => sh(`tar -c -f - -C /workspace payload.bin | cat > /dev/null`));
+    if (rows.includes("stdout")) await measure("stdout", "exec `cat file` to Node, discarded (stdout channel)", bytes, () => drainExec(m, t.owner, id, ["cat", FILE]));
+    if (rows.includes("get")) await measure("get", "getArchive of the file to Node, discarded (stdout channel + tar)", bytes, async () => drain(await m.getArchive(t.owner, id, FILE)));
+    const kubectl = kubectlPath();
+    const pod = await t.kube.podOf(id);
+    const kargs = ["--kubeconfig", t.kube.kubeconfigPath, "-n", t.kube.namespace, "exec", pod, "-c", SANDBOX_CONTAINER];
+    if (rows.includes("kubectl-stdout") && kubectl)
+      await measure("kubectl-stdout", "kubectl exec `cat file` > /dev/null (Go client, same apiserver path)", bytes, () => run(kubectl, [...kargs, "--", "cat", FILE]));
+    if (rows.includes("kubectl-stdin") && kubectl)
+      await measure("kubectl-stdin", "kubectl exec -i `cat > /dev/null` fed from Node (Go client, same path)", bytes, () => run(kubectl, [...kargs, "-i", "--", "sh", "-c", "cat > /dev/null"], repeated(bytes)));
+    if (rows.includes("raw") && t.registry) {
+      await measure("raw", "registry: raw push then pull of one blob from Node (see note)", 2 * bytes, async () => {
+        const r = await rawThroughput(t.registry!, bytes);
+        return `push ${r.push_MBps.toFixed(1)} MB/s, pull ${r.pull_MBps.toFixed(1)} MB/s`;
+      });
+    }
+    if (rows.includes("pause-resume")) {
+      await measure("pause", "Manager.pause of the sandbox (the file plus an empty /tmp)", bytes, async () => void (await m.pause(t.owner, id)));
+      await measure("resume", "Manager.resume (cold pod: no warm pool)", bytes, async () => void (await m.resume(t.owner, id)));
+    }
+    await m.kill(t.owner, id);
+  } finally {
+    await t.close();
+  }
+  const env = { ...runnerEnvironment(), ...t.environment, bytes, load_average_end: readFileSync("/proc/loadavg", "utf8").trim() };
+  console.log(JSON.stringify({ type: "environment", ...env }));
+  for (const r of results) console.log(JSON.stringify({ type: "row", ...r }));
+  const cpuCols = [...new Set(results.flatMap((r) => Object.keys(r.cpu)))];
+  console.log(table(results.map((r) => ({ row: r.row, ms: r.ms, "MB/s": r.MBps, ...Object.fromEntries(cpuCols.map((c) => [`cpu ${c} s`, r.cpu[c] ?? null])), note: r.note ?? "" }))));
+}
+
+/** `bytes` of the seeded stream's first block repeated: free to produce, so the row measures the path */
+function repeated(bytes: number): Readable {
+  const block = shakeBlock(BENCH_SEED, 0);
+  let left = bytes;
+  return new Readable({
+    read() {
+      if (left === 0) return void this.push(null);
+      const n = Math.min(left, block.length);
+      left -= n;
+      this.push(n === block.length ? block : block.subarray(0, n));
+    },
+  });
+}
+
+async function drain(s: Readable): Promise<void> {
+  await pipeline(s, new Writable({ write: (_c, _e, cb) => cb() }));
+}
+
+async function drainExec(m: KubernetesBenchTarget["manager"], owner: string, id: string, command: string[]): Promise<void> {
+  const s = await m.exec(owner, id, { command, timeoutMs: 15 * 60_000 });
+  s.stderr.resume();
+  const [r] = await Promise.all([s.result, drain(s.stdout)]);
+  if (r.exitCode !== 0) throw new Error(`${command.join(" ")} exited ${r.exitCode}`);
+}
+
+function run(cmd: string, args: string[], stdin?: Readable): Promise<void> {
+  return new Promise((res, rej) => {
+    const c = spawn(cmd, args, { stdio: [stdin ? "pipe" : "ignore", "ignore", "pipe"] });
+    let err = "";
+    c.stderr!.on("data", (d: Buffer) => (err += d.toString()));
+    if (stdin) stdin.pipe(c.stdin!);
+    c.on("error", rej);
+    c.on("close", (code) => (code === 0 ? res() : rej(new Error(`${cmd} ${args.join(" ")} exited ${code}: ${err.trim()}`))));
+  });
+}
+
+function kubectlPath(): string | undefined {
+  const repo = resolve(import.meta.dirname, "../..");
+  const cache = join(repo, ".cache/control-plane");
+  const built = existsSync(cache) ? readdirSync(cache).map((v) => join(cache, v, "bin/kubectl")).find((p) => existsSync(p)) : undefined;
+  return process.env.SBX_KUBECTL ?? built ?? ["/usr/local/bin/kubectl", "/usr/bin/kubectl"].find((p) => existsSync(p));
+}
+
+/**
+ * The control plane's processes on this machine, found by the run directory in their command
+ * line (the booted test cluster keeps its kubeconfig there); none for a remote cluster.
+ */
+function clusterProcesses(kubeconfigPath: string): Map<string, number[]> {
+  const dir = dirname(kubeconfigPath);
+  const out = new Map<string, number[]>();
+  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+    } catch {
+      continue;
+    }
+    if (!argv.some((a) => a.includes(dir))) continue;
+    const name = argv[0].split("/").pop()!;
+    if (!["kube-apiserver", "sbx-kubelet", "etcd", "docker-registry", "kwok", "kube-controller-manager", "kube-scheduler"].includes(name)) continue;
+    out.set(name, [...(out.get(name) ?? []), Number(pid)]);
+  }
+  return out;
+}
+
+const TICKS = 100; // USER_HZ on Linux
+
+/** CPU seconds so far: this process, and each named process including the children it reaped. */
+function cpuNow(procs: Map<string, number[]>): Record<string, number> {
+  const u = process.cpuUsage();
+  const r: Record<string, number> = { node: (u.user + u.system) / 1e6 };
+  for (const [name, pids] of procs) {
+    let s = 0;
+    for (const pid of pids) {
+      try {
+        const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+        // fields 14-17 (utime stime cutime cstime) are indexes 11-14 after the comm field
+        s += (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / TICKS;
+      } catch {
+        // gone
+      }
+    }
+    r[name] = s;
+  }
+  return r;
+}
+
+main().catch((err: unknown) => {
+  console.error(`transfer benchmark: ${(err as Error).message}`);
+  process.exit(2);
+});
