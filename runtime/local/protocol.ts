@@ -2,6 +2,7 @@
 // frames of type (1 byte) + length (4 bytes big endian) + payload.
 import net from "node:net";
 import { PassThrough, type Readable } from "node:stream";
+import { MAX_STDIN_FRAME, StdinFrames } from "./stdin-frames.ts";
 
 export interface HelperExecRequest {
   /** name of the per-command cgroup the helper creates: [a-z0-9-] */
@@ -23,7 +24,7 @@ export interface HelperExec {
   destroy(): void;
 }
 
-const MAX_STDIN_FRAME = 64 * 1024;
+const OUTPUT_FRAMES: ReadonlySet<string> = new Set(["1", "2"]);
 /** output buffered for a slow reader before the command is throttled */
 const OUTPUT_HIGH_WATER = 4 * 1024 * 1024;
 
@@ -43,19 +44,58 @@ export function encodeRequest(req: HelperExecRequest): Buffer {
   return frame("R", fields.map((f) => f + "\0").join(""));
 }
 
-/** Incremental frame parser. */
+export interface FrameHandlers {
+  /** a whole frame of any type not streamed */
+  frame(type: string, payload: Buffer): void;
+  /** a piece of a streamed frame's payload, as it arrives */
+  piece?(type: string, piece: Buffer): void;
+}
+
+/**
+ * Incremental frame parser. Frames of the `streamed` types (the command's output) are handed
+ * on in pieces as they arrive, as views of the received chunks: no copy and no reassembly, so
+ * a megabyte output frame costs no more than its bytes. Other frames are collected whole.
+ */
 export class FrameReader {
-  private buf: Buffer = Buffer.alloc(0);
-  push(chunk: Buffer, onFrame: (type: string, payload: Buffer) => void): void {
-    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
-    let off = 0;
-    while (this.buf.length - off >= 5) {
-      const len = this.buf.readUInt32BE(off + 1);
-      if (this.buf.length - off - 5 < len) break;
-      onFrame(String.fromCharCode(this.buf[off]), this.buf.subarray(off + 5, off + 5 + len));
-      off += 5 + len;
+  private readonly head = Buffer.alloc(5);
+  private headLen = 0;
+  private type = "";
+  /** payload bytes of the current frame still to come */
+  private left = 0;
+  private parts: Buffer[] = [];
+  constructor(private readonly streamed: ReadonlySet<string> = new Set()) {}
+
+  push(chunk: Buffer, on: FrameHandlers): void {
+    let at = 0;
+    while (at < chunk.length) {
+      if (this.headLen < 5) {
+        const n = Math.min(5 - this.headLen, chunk.length - at);
+        chunk.copy(this.head, this.headLen, at, at + n);
+        this.headLen += n;
+        at += n;
+        if (this.headLen < 5) break;
+        this.type = String.fromCharCode(this.head[0]);
+        this.left = this.head.readUInt32BE(1);
+        if (this.left > 0) continue;
+      } else {
+        const n = Math.min(this.left, chunk.length - at);
+        const part = chunk.subarray(at, at + n);
+        this.left -= n;
+        at += n;
+        if (this.streamed.has(this.type) && on.piece) {
+          on.piece(this.type, part);
+          if (this.left > 0) continue;
+          this.headLen = 0;
+          continue;
+        }
+        this.parts.push(part);
+        if (this.left > 0) continue;
+      }
+      const payload = this.parts.length === 1 ? this.parts[0] : Buffer.concat(this.parts);
+      this.parts = [];
+      this.headLen = 0;
+      on.frame(this.type, payload);
     }
-    this.buf = off === this.buf.length ? Buffer.alloc(0) : this.buf.subarray(off);
   }
 }
 
@@ -91,7 +131,7 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
   const started = new Promise<HelperStart>((r) => (resolveStart = r));
   const exited = new Promise<HelperExit>((r) => (resolveExit = r));
   let done = false;
-  const reader = new FrameReader();
+  const reader = new FrameReader(OUTPUT_FRAMES);
 
   const head = [encodeRequest(req)];
   if (stdin === undefined || stdin instanceof Uint8Array) {
@@ -106,15 +146,23 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
     stderr.end();
   };
   const wire = (sock: net.Socket) => {
-    const deliver = (out: PassThrough, payload: Buffer) => {
-      // copy: payload is a view into the reader's buffer, which is reused
-      if (!out.write(Buffer.from(payload))) {
+    // one drain listener at most: a chunk can carry many output frames
+    let waiting = false;
+    const piece = (type: string, bytes: Buffer) => {
+      const out = type === "1" ? stdout : stderr;
+      // bytes is a view of the socket's chunk, which is never reused: no copy needed
+      if (!out.write(bytes) && !waiting) {
+        waiting = true;
         sock.pause();
-        out.once("drain", () => sock.resume());
+        out.once("drain", () => {
+          waiting = false;
+          sock.resume();
+        });
       }
     };
-    sock.on("data", (chunk: Buffer) =>
-      reader.push(chunk, (type, payload) => {
+    const handlers: FrameHandlers = {
+      piece,
+      frame: (type, payload) => {
         switch (type) {
           case "P":
             resolveStart({ kind: "started", pid: Number(payload.toString()) });
@@ -125,12 +173,6 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
             sock.destroy();
             break;
           }
-          case "1":
-            deliver(stdout, payload);
-            break;
-          case "2":
-            deliver(stderr, payload);
-            break;
           case "X": {
             const [kind, n] = payload.toString().split(":");
             done = true;
@@ -140,8 +182,9 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
             break;
           }
         }
-      }),
-    );
+      },
+    };
+    sock.on("data", (chunk: Buffer) => reader.push(chunk, handlers));
     sock.on("error", finish);
     sock.on("close", () => finish());
     sock.write(Buffer.concat(head));
@@ -171,23 +214,16 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
 }
 
 function pumpStdin(stdin: Readable, sock: net.Socket): void {
-  const onData = (chunk: Buffer | string) => {
-    const bytes = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
-    for (let off = 0; off < bytes.length; off += MAX_STDIN_FRAME) {
-      if (!sock.write(frame("I", bytes.subarray(off, off + MAX_STDIN_FRAME)))) {
-        stdin.pause();
-        sock.once("drain", () => stdin.resume());
-      }
-    }
-  };
-  const onEnd = () => sock.writable && sock.write(frame("E"));
-  stdin.on("data", onData);
-  stdin.on("end", onEnd);
-  stdin.on("error", onEnd);
+  const sink = new StdinFrames(sock);
+  // a socket that failed is reported by the connection's own error and close handlers
+  sink.on("error", () => undefined);
+  // input that failed ends the command's stdin (its consumer sees the end of its input)
+  stdin.on("error", () => sink.end());
+  stdin.pipe(sink);
   // the command ended before its input did: discard the rest so the producer is not stuck
   sock.once("close", () => {
-    stdin.off("data", onData);
-    stdin.off("end", onEnd);
+    stdin.unpipe(sink);
+    sink.destroy();
     stdin.resume();
   });
 }

@@ -92,8 +92,32 @@ describe("helper frames", () => {
     for (const step of [1, 3, 5, 4096, wire.length]) {
       const got: string[] = [];
       const r = new FrameReader();
-      for (let i = 0; i < wire.length; i += step) r.push(wire.subarray(i, i + step), (t, p) => got.push(`${t}:${p.length}`));
+      for (let i = 0; i < wire.length; i += step) r.push(wire.subarray(i, i + step), { frame: (t, p) => got.push(`${t}:${p.length}`) });
       expect(got).toEqual(["P:2", "1:3", "2:70000", "X:6"]);
+    }
+  });
+
+  it("hands on output frames in pieces, as views of the received bytes, at any split", () => {
+    const big = Buffer.alloc(70_000);
+    for (let i = 0; i < big.length; i++) big[i] = i % 251;
+    const wire = Buffer.concat([frame("P", "42"), frame("1", "out"), frame("2", big), frame("1"), frame("X", "exit:3")]);
+    for (const step of [1, 3, 5, 4096, wire.length]) {
+      const frames: string[] = [];
+      const pieces: Record<string, Buffer[]> = { "1": [], "2": [] };
+      const r = new FrameReader(new Set(["1", "2"]));
+      for (let i = 0; i < wire.length; i += step) {
+        const chunk = Buffer.from(wire.subarray(i, i + step));
+        r.push(chunk, {
+          frame: (t, p) => frames.push(`${t}:${p.length}`),
+          piece: (t, p) => {
+            expect(p.buffer).toBe(chunk.buffer);
+            pieces[t].push(p);
+          },
+        });
+      }
+      expect(frames).toEqual(["P:2", "1:0", "X:6"]);
+      expect(Buffer.concat(pieces["1"]).toString()).toBe("out");
+      expect(Buffer.concat(pieces["2"]).equals(big)).toBe(true);
     }
   });
 

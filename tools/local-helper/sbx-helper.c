@@ -42,6 +42,12 @@
 #define MAX_CG 8
 #define MAX_REQUEST (1 << 20)
 #define CHUNK 65536
+// Largest frame either side sends (the host refuses nothing; this relay refuses larger stdin
+// frames), and the size asked for the command's stdin and stdout pipes. Bulk data (tar
+// streams of pause, resume and sbx cp) moves between the connection and these pipes with
+// splice, so it is never copied through the relay's memory; a pipe this size lets a frame
+// carry up to a megabyte, so a gigabyte costs about a thousand frames, not sixteen thousand.
+#define MAX_FRAME (1 << 20)
 
 extern char **environ;
 static int cg_fds[MAX_CG];
@@ -294,25 +300,69 @@ fail:
   _exit(127);
 }
 
+// Moves exactly len bytes from the pipe `from` to the socket; the bytes are known to be in the
+// pipe (FIONREAD said so and only this process reads it). splice hands the pipe's pages to the
+// socket; a kernel that cannot splice into this socket gets a plain read and send.
+static int splice_out(int from, int sock, size_t len) {
+  while (len > 0) {
+    ssize_t n = splice(from, NULL, sock, NULL, len, SPLICE_F_MOVE);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EINVAL || errno == ENOSYS)) {
+      char buf[CHUNK];
+      n = read(from, buf, len < sizeof buf ? len : sizeof buf);
+      if (n <= 0 || write_all(sock, buf, (size_t)n) < 0) return -1;
+    } else if (n <= 0) {
+      return -1;
+    }
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+// Relays what the command's output pipe holds as one frame. Returns 0 at end of output.
+static int relay_output_once(int sock, int fd, char type) {
+  int avail = 0;
+  if (ioctl(fd, FIONREAD, &avail) < 0 || avail <= 0) {
+    // nothing buffered: end of output, or a wakeup without data
+    char buf[CHUNK];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) {
+      if (send_frame(sock, type, buf, (uint32_t)n) < 0) _exit(0);
+      return 1;
+    }
+    return n < 0 && (errno == EINTR || errno == EAGAIN) ? 1 : 0;
+  }
+  uint32_t len = avail > MAX_FRAME ? MAX_FRAME : (uint32_t)avail;
+  unsigned char hdr[5] = {(unsigned char)type, len >> 24, len >> 16, len >> 8, len};
+  if (write_all(sock, hdr, 5) < 0 || splice_out(fd, sock, len) < 0) _exit(0);
+  return 1;
+}
+
 static void relay_output(int sock, int *fd, char type) {
-  char buf[CHUNK];
-  ssize_t n = read(*fd, buf, sizeof buf);
-  if (n > 0) {
-    if (send_frame(sock, type, buf, (uint32_t)n) < 0) _exit(0);
-  } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+  if (!relay_output_once(sock, *fd, type)) {
     close(*fd);
     *fd = -1;
   }
 }
 
+// After the command exited: relays what its pipe still holds (background processes it left may
+// keep the pipe open, so the end of output is not waited for).
 static void drain_output(int sock, int fd, char type) {
   if (fd < 0) return;
-  fcntl(fd, F_SETFL, O_NONBLOCK);
+  int avail = 0;
+  while (ioctl(fd, FIONREAD, &avail) == 0 && avail > 0) relay_output_once(sock, fd, type);
+}
+
+// Discards n payload bytes of a stdin frame whose command no longer reads its input.
+static int skip_input(int sock, uint32_t n) {
   char buf[CHUNK];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0) {
-    if (send_frame(sock, type, buf, (uint32_t)n) < 0) _exit(0);
+  while (n > 0) {
+    ssize_t r = read(sock, buf, n < sizeof buf ? n : sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    n -= (uint32_t)r;
   }
+  return 0;
 }
 
 static void relay_exec(int sock, char *buf, uint32_t len) {
@@ -349,16 +399,18 @@ static void relay_exec(int sock, char *buf, uint32_t len) {
   if (pidfd < 0) fail_start(sock, "pidfd_open", errno);
   int stdin_fd = in[1], out_fd = out[0], err_fd = err[0];
   fcntl(stdin_fd, F_SETFL, O_NONBLOCK);
-  char *pending = NULL;
-  uint32_t pending_len = 0, pending_off = 0;
-  int sock_open = 1;
+  // best effort: past the uid's pipe allowance the kernel keeps the default 64 KiB
+  fcntl(stdin_fd, F_SETPIPE_SZ, MAX_FRAME);
+  fcntl(out_fd, F_SETPIPE_SZ, MAX_FRAME);
+  uint32_t in_left = 0; /* bytes of the current stdin frame still in the socket */
+  int in_full = 0;      /* the command's stdin pipe had no room at the last splice */
   for (;;) {
     struct pollfd p[5];
     int np = 0, i_sock = -1, i_in = -1, i_out = -1, i_err = -1;
     p[np] = (struct pollfd){pidfd, POLLIN, 0};
     int i_pid = np++;
-    if (sock_open && pending_len == 0) p[i_sock = np++] = (struct pollfd){sock, POLLIN, 0};
-    if (stdin_fd >= 0 && pending_len > 0) p[i_in = np++] = (struct pollfd){stdin_fd, POLLOUT, 0};
+    if (!in_full) p[i_sock = np++] = (struct pollfd){sock, POLLIN, 0};
+    else p[i_in = np++] = (struct pollfd){stdin_fd, POLLOUT, 0};
     if (out_fd >= 0) p[i_out = np++] = (struct pollfd){out_fd, POLLIN, 0};
     if (err_fd >= 0) p[i_err = np++] = (struct pollfd){err_fd, POLLIN, 0};
     if (poll(p, (nfds_t)np, -1) < 0) {
@@ -367,29 +419,37 @@ static void relay_exec(int sock, char *buf, uint32_t len) {
     }
     if (i_out >= 0 && p[i_out].revents) relay_output(sock, &out_fd, '1');
     if (i_err >= 0 && p[i_err].revents) relay_output(sock, &err_fd, '2');
-    if (i_in >= 0 && p[i_in].revents) {
-      ssize_t w = write(stdin_fd, pending + pending_off, pending_len - pending_off);
-      if (w < 0 && errno != EAGAIN && errno != EINTR) {
-        close(stdin_fd); /* the command closed its stdin: drop what is left */
-        stdin_fd = -1;
-        pending_len = 0;
-      } else if (w > 0 && (pending_off += (uint32_t)w) == pending_len) {
-        pending_len = 0;
-      }
-    }
+    if (i_in >= 0 && p[i_in].revents) in_full = 0;
     if (i_sock >= 0 && p[i_sock].revents) {
-      uint32_t len2;
-      int type = read_header(sock, &len2);
-      if (type < 0 || len2 > CHUNK * 16) goto host_gone;
-      free(pending);
-      pending = malloc(len2 ? len2 : 1);
-      if (read_full(sock, pending, len2) < 0) goto host_gone;
-      if (type == 'I' && stdin_fd >= 0 && len2 > 0) {
-        pending_len = len2;
-        pending_off = 0;
-      } else if (type == 'E' && stdin_fd >= 0) {
-        close(stdin_fd);
-        stdin_fd = -1;
+      if (in_left == 0) {
+        // a new frame; its payload is moved once the next poll says it is here
+        uint32_t len2;
+        int type = read_header(sock, &len2);
+        if (type < 0 || len2 > MAX_FRAME) goto host_gone;
+        if (type == 'I' && stdin_fd >= 0) {
+          in_left = len2;
+        } else {
+          if (skip_input(sock, len2) < 0) goto host_gone;
+          if (type == 'E' && stdin_fd >= 0) {
+            close(stdin_fd);
+            stdin_fd = -1;
+          }
+        }
+      } else {
+        ssize_t n = splice(sock, NULL, stdin_fd, NULL, in_left, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (n > 0) {
+          in_left -= (uint32_t)n;
+        } else if (n == 0) {
+          goto host_gone;
+        } else if (errno == EAGAIN) {
+          in_full = 1; /* the socket had data (poll said so): the pipe is full */
+        } else if (errno != EINTR) {
+          // EPIPE: the command closed its stdin; drop the rest of this frame and later ones
+          close(stdin_fd);
+          stdin_fd = -1;
+          if (skip_input(sock, in_left) < 0) goto host_gone;
+          in_left = 0;
+        }
       }
     }
     if (p[i_pid].revents) break;
