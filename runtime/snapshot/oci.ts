@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import type { Readable } from "node:stream";
+import { finished, type Readable } from "node:stream";
 import { NotFoundError, UpstreamError } from "../core/errors.ts";
 import { parseChallenge, type RegistryAuth } from "./auth.ts";
 import { DigestMismatchError, sha256Digest, VerifyingStream } from "./digest.ts";
@@ -96,19 +96,22 @@ export class OciClient {
       // surfaced by the next await; never an unhandled rejection in between
       inflight.catch(() => undefined);
     };
+    // Waits for an upload slot only when a chunk is full: the source keeps flowing otherwise.
+    const take = (piece: Buffer, from: number): Promise<void> | undefined => {
+      for (let at = from; at < piece.length; ) {
+        const n = piece.copy(chunk, filled, at);
+        filled += n;
+        at += n;
+        if (filled === chunk.length) return flush().then(() => take(piece, at));
+      }
+      return undefined;
+    };
     try {
-      for await (const piece of source as AsyncIterable<Buffer>) {
+      await eachChunk(source, (piece) => {
         opts.signal?.throwIfAborted();
         hash.update(piece);
-        let at = 0;
-        while (at < piece.length) {
-          const n = Math.min(piece.length - at, chunk.length - filled);
-          piece.copy(chunk, filled, at, at + n);
-          filled += n;
-          at += n;
-          if (filled === chunk.length) await flush();
-        }
-      }
+        return take(piece, 0);
+      });
       await flush();
       if (inflight) await inflight;
       const digest = `sha256:${hash.digest("hex")}`;
@@ -303,6 +306,41 @@ export class OciClient {
     }
     throw new UpstreamError(`registry ${this.base.host}: ${method} ${path}: too many redirects; check the registry's storage redirect settings`);
   }
+}
+
+/**
+ * Calls `onChunk` with every chunk `source` emits, as emitted; a returned promise pauses the
+ * source until it settles. (A Readable's async iterator reads whatever is buffered as one
+ * concatenated copy: for a gigabyte layer that is a gigabyte of copying.)
+ */
+export function eachChunk(source: Readable, onChunk: (chunk: Buffer) => Promise<void> | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let failed = false;
+    const fail = (err: unknown) => {
+      if (failed) return;
+      failed = true;
+      source.off("data", onData);
+      source.pause();
+      reject(err);
+    };
+    // the consumer gave up: the source has no reader any more, so it is destroyed
+    const abandon = (err: unknown) => {
+      fail(err);
+      source.destroy();
+    };
+    const onData = (c: Buffer | string) => {
+      try {
+        const wait = onChunk(typeof c === "string" ? Buffer.from(c) : c);
+        if (!wait) return;
+        source.pause();
+        wait.then(() => failed || source.resume(), abandon);
+      } catch (err) {
+        abandon(err);
+      }
+    };
+    finished(source, (err) => (err ? fail(err) : failed || resolve()));
+    source.on("data", onData);
+  });
 }
 
 function send(method: string, url: URL, headers: Record<string, string>, body: Buffer | undefined, agent: HttpAgent | undefined): Promise<Response> {
