@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,12 +23,12 @@ type podDirs struct {
 	root  string
 	bwrap string
 	mu    sync.Mutex
-	// main holds the running main process of each started container, keyed by pod UID.
-	main map[types.UID]map[string]*exec.Cmd
+	// main holds each started container (its main process), keyed by pod UID.
+	main map[types.UID]map[string]*container
 }
 
 func newPodDirs(root, bwrap string) *podDirs {
-	return &podDirs{root: root, bwrap: bwrap, main: map[types.UID]map[string]*exec.Cmd{}}
+	return &podDirs{root: root, bwrap: bwrap, main: map[types.UID]map[string]*container{}}
 }
 
 func (d *podDirs) dir(uid types.UID) string { return filepath.Join(d.root, string(uid)) }
@@ -84,64 +82,67 @@ func (d *podDirs) sync(obj any) {
 		}
 		for i := range pod.Spec.Containers {
 			if c := &pod.Spec.Containers[i]; c.Name == st.Name {
-				if err := d.startMain(pod, c); err != nil {
-					d.appendLog(pod.UID, c.Name, fmt.Sprintf("sbx-kubelet: cannot start container: %v\n", err))
-				}
+				d.container(pod, c)
 			}
 		}
 	}
 }
 
-// startMain runs the container's command (the image is ignored: the host's tools serve
-// every image) with stdout and stderr going to the container log, once per container.
-func (d *podDirs) startMain(pod *corev1.Pod, c *corev1.Container) error {
+// container returns the pod's container, starting its main process on first use: when
+// kwok reports it running, or at the first exec if that comes earlier. The command runs with
+// stdout and stderr going to the container log (the image is ignored: the host's tools serve
+// every image). A container is started once; after it ends it is not restarted.
+func (d *podDirs) container(pod *corev1.Pod, c *corev1.Container) *container {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.main[pod.UID] == nil {
-		d.main[pod.UID] = map[string]*exec.Cmd{}
+		d.main[pod.UID] = map[string]*container{}
 	}
-	if _, started := d.main[pod.UID][c.Name]; started {
-		return nil
+	if ctr, started := d.main[pod.UID][c.Name]; started {
+		return ctr
 	}
-	d.main[pod.UID][c.Name] = nil // mark as started even if it fails: no retry storm
+	ctr, err := d.startMain(pod, c)
+	if err != nil {
+		d.appendLog(pod.UID, c.Name, fmt.Sprintf("sbx-kubelet: cannot start container: %v\n", err))
+		ctr = &container{ready: make(chan struct{}), exited: make(chan struct{}), err: err}
+		close(ctr.ready)
+		close(ctr.exited)
+	}
+	d.main[pod.UID][c.Name] = ctr
+	return ctr
+}
+
+func (d *podDirs) startMain(pod *corev1.Pod, c *corev1.Container) (*container, error) {
 	dir, err := d.ensure(pod)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd := append(append([]string{}, c.Command...), c.Args...)
 	if len(c.Command) == 0 {
-		return nil // image entrypoint unknown here: the container just "runs" with empty logs
+		cmd = holdCommand // image entrypoint unknown here: the container idles with an empty log
 	}
 	mounts, err := planMounts(pod, c, dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	args, err := bwrapArgs(pod, c, mounts, cmd)
+	args, err := bwrapArgs(pod, c, mounts, withReadyShim(cmd))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	log, err := os.OpenFile(d.logPath(pod.UID, c.Name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	proc := exec.Command(d.bwrap, args...)
-	proc.Stdout, proc.Stderr = log, log
-	proc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := proc.Start(); err != nil {
-		log.Close()
-		return err
-	}
-	d.main[pod.UID][c.Name] = proc
-	go func() { _ = proc.Wait(); log.Close() }()
-	return nil
+	ctr := startContainer(d.bwrap, args, log)
+	go func() { <-ctr.exited; log.Close() }()
+	return ctr, nil
 }
 
 func (d *podDirs) stopMain(uid types.UID, container string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if p := d.main[uid][container]; p != nil {
-		kill(p)
-		d.main[uid][container] = nil // stays "started": a terminated container is not restarted
+	if ctr := d.main[uid][container]; ctr != nil {
+		ctr.kill() // stays "started": a terminated container is not restarted
 	}
 }
 
@@ -162,8 +163,8 @@ func (d *podDirs) remove(uid types.UID) {
 	procs := d.main[uid]
 	delete(d.main, uid)
 	d.mu.Unlock()
-	for _, p := range procs {
-		kill(p)
+	for _, ctr := range procs {
+		ctr.kill()
 	}
 	_ = os.RemoveAll(d.dir(uid))
 }
@@ -172,16 +173,10 @@ func (d *podDirs) stopAll() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for uid, procs := range d.main {
-		for _, p := range procs {
-			kill(p)
+		for _, ctr := range procs {
+			ctr.kill()
 		}
 		delete(d.main, uid)
-	}
-}
-
-func kill(p *exec.Cmd) {
-	if p != nil && p.Process != nil {
-		_ = p.Process.Signal(syscall.SIGKILL)
 	}
 }
 

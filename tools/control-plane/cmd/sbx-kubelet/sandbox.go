@@ -105,9 +105,10 @@ func isDefaultPath(p string) bool {
 	return false
 }
 
-// bwrapArgs builds the bubblewrap command line: the host's top-level entries bound
-// read-only (so the sandbox sees the host's tools), fresh /proc and /dev, the planned
-// per-pod mounts, and the container's environment and working directory.
+// bwrapArgs builds the bubblewrap command line of a container's main process: the host's
+// top-level entries bound read-only (so the sandbox sees the host's tools), fresh /proc
+// and /dev, the planned per-pod mounts, and the container's environment and working
+// directory. Execs do not get a sandbox of their own: they join this one (container.go).
 func bwrapArgs(pod *corev1.Pod, c *corev1.Container, mounts []mount, cmd []string) ([]string, error) {
 	hidden := map[string]bool{"/proc": true, "/dev": true}
 	for _, m := range mounts {
@@ -144,20 +145,34 @@ func bwrapArgs(pod *corev1.Pod, c *corev1.Container, mounts []mount, cmd []strin
 		}
 		args = append(args, flag, m.source, m.target)
 	}
-	workDir := c.WorkingDir
-	if workDir == "" {
-		workDir = "/"
-	}
-	args = append(args, "--chdir", workDir, "--clearenv",
-		"--setenv", "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"--setenv", "HOSTNAME", hostname(pod.Name), "--setenv", "HOME", "/root")
-	for _, e := range c.Env {
-		if e.ValueFrom == nil {
-			args = append(args, "--setenv", e.Name, e.Value)
-		}
+	args = append(args, "--chdir", workDir(c), "--clearenv")
+	for _, kv := range containerEnv(pod, c) {
+		k, v, _ := strings.Cut(kv, "=")
+		args = append(args, "--setenv", k, v)
 	}
 	args = append(args, "--")
 	return append(args, cmd...), nil
+}
+
+func workDir(c *corev1.Container) string {
+	if c.WorkingDir == "" {
+		return "/"
+	}
+	return c.WorkingDir
+}
+
+// containerEnv is the environment of every process of the container, main process and
+// execs alike: a fixed PATH, HOSTNAME and HOME, then the container's literal env values
+// (valueFrom is not resolved here).
+func containerEnv(pod *corev1.Pod, c *corev1.Container) []string {
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOSTNAME=" + hostname(pod.Name), "HOME=/root"}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env = append(env, e.Name+"="+e.Value)
+		}
+	}
+	return env
 }
 
 func hostname(podName string) string {

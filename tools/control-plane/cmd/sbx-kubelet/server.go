@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,9 +31,10 @@ import (
 )
 
 type server struct {
-	client kubernetes.Interface
-	pods   *podDirs
-	bwrap  string
+	client  kubernetes.Interface
+	pods    *podDirs
+	nsenter string
+	setpriv string
 }
 
 func runServe(args []string) error {
@@ -43,6 +45,8 @@ func runServe(args []string) error {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig used to read pods")
 	root := fs.String("root", "", "directory holding one directory per pod")
 	bwrap := fs.String("bwrap", "/usr/bin/bwrap", "bubblewrap binary")
+	nsenter := fs.String("nsenter", "/usr/bin/nsenter", "nsenter binary (util-linux): execs join the container's namespaces")
+	setpriv := fs.String("setpriv", "/usr/bin/setpriv", "setpriv binary (util-linux): drops an exec's capabilities; run inside the container, so at the same path there")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -51,6 +55,11 @@ func runServe(args []string) error {
 	}
 	if _, err := os.Stat(*bwrap); err != nil {
 		return fmt.Errorf("serve: bubblewrap not found at %s (install the Debian package bubblewrap): %w", *bwrap, err)
+	}
+	for _, tool := range []string{*nsenter, *setpriv} {
+		if _, err := os.Stat(tool); err != nil {
+			return fmt.Errorf("serve: %s not found (install the Debian package util-linux): %w", tool, err)
+		}
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -62,7 +71,7 @@ func runServe(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	s := &server{client: client, bwrap: *bwrap, pods: newPodDirs(*root, *bwrap)}
+	s := &server{client: client, nsenter: *nsenter, setpriv: *setpriv, pods: newPodDirs(*root, *bwrap)}
 	go s.pods.watch(ctx, client)
 
 	mux := http.NewServeMux()
@@ -160,53 +169,86 @@ func (s *server) handleExec(w http.ResponseWriter, req *http.Request) {
 		4*time.Hour, 30*time.Second, remotecommandconsts.SupportedStreamingProtocols)
 }
 
-// sandboxExec runs one exec request in the pod's bubblewrap sandbox.
+// sandboxExec runs one exec request in the namespaces of the pod's container.
 type sandboxExec struct {
 	s         *server
 	pod       *corev1.Pod
 	container *corev1.Container
 }
 
-func (e *sandboxExec) ExecInContainer(ctx context.Context, _ string, _ types.UID, _ string, cmd []string,
+// ExecInContainer runs cmd inside the container the way a container runtime does: it
+// enters the namespaces of the container's main process, so it shares the container's
+// processes, root and hostname. The command is not tied to the stream: a client that goes
+// away leaves it running (its stdin ends, its output is drained and dropped), as the
+// kubelet with containerd does; the stream's handler waits for it to exit.
+func (e *sandboxExec) ExecInContainer(_ context.Context, _ string, _ types.UID, _ string, cmd []string,
 	in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
-	podDir, err := e.s.pods.ensure(e.pod)
+	pid, err := e.s.pods.container(e.pod, e.container).running()
 	if err != nil {
-		return err
+		return apierrors.NewBadRequest(fmt.Sprintf("container %s in pod %s/%s: %v", e.container.Name, e.pod.Namespace, e.pod.Name, err))
 	}
-	mounts, err := planMounts(e.pod, e.container, podDir)
-	if err != nil {
-		return err
-	}
-	args, err := bwrapArgs(e.pod, e.container, mounts, cmd)
-	if err != nil {
-		return err
-	}
-	proc := exec.CommandContext(ctx, e.s.bwrap, args...)
+	proc := exec.Command(e.s.nsenter, nsenterArgs(pid, workDir(e.container), e.s.setpriv, cmd)...)
+	proc.Env = containerEnv(e.pod, e.container)
 	if tty {
 		return runTTY(proc, in, out, resize)
 	}
 	return runPiped(proc, in, out, errw)
 }
 
-// runPiped copies stdin through a pipe we own, rather than letting os/exec copy it: Wait
-// would otherwise block until the client closes stdin, even after the command has exited.
+// runPiped gives the command pipes we own rather than letting os/exec copy: Wait would
+// otherwise block until the client closes stdin, even after the command has exited, and a
+// failed write to a gone client would stop the copy and leave the command blocked on a
+// full pipe.
 func runPiped(proc *exec.Cmd, in io.Reader, out, errw io.WriteCloser) error {
-	// A background child still holding stdout must not keep the exec open forever.
-	proc.WaitDelay = 2 * time.Second
-	if out != nil {
-		proc.Stdout = out
-	}
-	if errw != nil {
-		proc.Stderr = errw
-	}
-	var stdin io.WriteCloser
-	if in != nil {
-		var err error
-		if stdin, err = proc.StdinPipe(); err != nil {
-			return err
+	var copies sync.WaitGroup
+	// the child's ends of the pipes: closed once it has them (or failed to start), so
+	// the copies see EOF when the last holder exits
+	var closeAfterStart []io.Closer
+	closeChildEnds := func() {
+		for _, c := range closeAfterStart {
+			_ = c.Close()
 		}
 	}
-	if err := proc.Start(); err != nil {
+	outputs := []struct {
+		w   io.Writer
+		set func(*os.File)
+	}{
+		{out, func(f *os.File) { proc.Stdout = f }},
+		{errw, func(f *os.File) { proc.Stderr = f }},
+	}
+	for _, o := range outputs {
+		if o.w == nil {
+			continue
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		o.set(w)
+		closeAfterStart = append(closeAfterStart, w)
+		copies.Add(1)
+		go func(dst io.Writer) {
+			defer copies.Done()
+			defer r.Close()
+			_, _ = io.Copy(&discardOnError{w: dst}, r)
+		}(o.w)
+	}
+	var stdin *os.File
+	if in != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		proc.Stdin, stdin = r, w
+		closeAfterStart = append(closeAfterStart, r)
+	}
+	err := proc.Start()
+	closeChildEnds()
+	if err != nil {
+		if stdin != nil {
+			stdin.Close()
+		}
+		copies.Wait()
 		return err
 	}
 	if stdin != nil {
@@ -215,7 +257,16 @@ func runPiped(proc *exec.Cmd, in io.Reader, out, errw io.WriteCloser) error {
 			_ = stdin.Close()
 		}()
 	}
-	return exitError(proc.Wait())
+	err = proc.Wait()
+	// Deliver the output before the status; a background process still holding stdout must
+	// not keep the exec open forever (its output is drained and dropped after that).
+	copied := make(chan struct{})
+	go func() { copies.Wait(); close(copied) }()
+	select {
+	case <-copied:
+	case <-time.After(2 * time.Second):
+	}
+	return exitError(err)
 }
 
 func runTTY(proc *exec.Cmd, in io.Reader, out io.WriteCloser, resize <-chan remotecommand.TerminalSize) error {
@@ -223,7 +274,6 @@ func runTTY(proc *exec.Cmd, in io.Reader, out io.WriteCloser, resize <-chan remo
 	if err != nil {
 		return err
 	}
-	defer tty.Close()
 	go func() {
 		for size := range resize {
 			_ = pty.Setsize(tty, &pty.Winsize{Rows: size.Height, Cols: size.Width})
@@ -235,8 +285,11 @@ func runTTY(proc *exec.Cmd, in io.Reader, out io.WriteCloser, resize <-chan remo
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
+		defer tty.Close() // the terminal stays open (drained) while anything holds it
 		if out != nil {
-			_, _ = io.Copy(out, tty) // ends with EIO once every holder of the terminal has exited
+			_, _ = io.Copy(&discardOnError{w: out}, tty) // ends with EIO once every holder of the terminal has exited
+		} else {
+			_, _ = io.Copy(io.Discard, tty)
 		}
 	}()
 	err = exitError(proc.Wait())

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// container is one container's main process: a bubblewrap sandbox with its own mount, PID,
+// IPC and UTS namespaces. Every exec into the container joins those namespaces (nsenter,
+// as runc exec joins the namespaces of a container's init), so execs see each other's and
+// the main process's processes, share one root, and outlive their stream, as on a node
+// running containerd. When the main process exits, the kernel kills every process left in
+// its PID namespace: the container's execs end with it.
+type container struct {
+	// ready is closed once the namespaces are set up or starting failed (err says why).
+	ready chan struct{}
+	err   error
+	// pid is the host PID of the sandbox's PID 1 (bubblewrap's init), the process whose
+	// namespaces an exec enters.
+	pid  int
+	proc *exec.Cmd
+	// exited is closed when the main process has ended (or never started).
+	exited chan struct{}
+	mu     sync.Mutex
+	killed bool
+}
+
+// containerStartTimeout bounds how long an exec waits for a container being set up.
+const containerStartTimeout = 15 * time.Second
+
+// readyShim runs as the sandbox's first command: it tells the kubelet the mounts are in
+// place (a byte on fd 4), closes the kubelet's fds and becomes the container's command.
+// bubblewrap reports the init's PID on --info-fd before it sets the mounts up, so the PID
+// alone would let an exec enter a half-built mount namespace.
+const readyShim = `exec 3>&-; printf . >&4; exec 4>&-; exec "$@"`
+
+// holdCommand keeps a container without a command running: the image's entrypoint is
+// unknown here, and a running container must have namespaces to exec into.
+var holdCommand = []string{"sleep", "infinity"}
+
+// withReadyShim is the command the sandbox runs for a container command cmd.
+func withReadyShim(cmd []string) []string {
+	return append([]string{"/bin/sh", "-c", readyShim, "sbx-init"}, cmd...)
+}
+
+// startContainer launches the main process (bubblewrap with args, whose command is
+// withReadyShim(...)) with stdout and stderr going to log, and returns at once; callers
+// wait on ready through running().
+func startContainer(bwrap string, args []string, log *os.File) *container {
+	c := &container{ready: make(chan struct{}), exited: make(chan struct{})}
+	fail := func(err error) *container {
+		c.err = err
+		close(c.ready)
+		close(c.exited)
+		return c
+	}
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		infoR.Close()
+		infoW.Close()
+		return fail(err)
+	}
+	proc := exec.Command(bwrap, append([]string{"--info-fd", "3"}, args...)...)
+	proc.Stdout, proc.Stderr = log, log
+	proc.ExtraFiles = []*os.File{infoW, readyW} // fds 3 and 4
+	proc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	err = proc.Start()
+	infoW.Close()
+	readyW.Close()
+	if err != nil {
+		infoR.Close()
+		readyR.Close()
+		return fail(err)
+	}
+	c.proc = proc
+	go func() { _ = proc.Wait(); close(c.exited) }()
+	go func() {
+		defer infoR.Close()
+		defer readyR.Close()
+		c.err = awaitSetup(infoR, readyR, &c.pid)
+		if c.err != nil {
+			c.kill()
+		}
+		close(c.ready)
+	}()
+	return c
+}
+
+// awaitSetup reads the init's PID from bubblewrap's info and then the shim's ready byte.
+func awaitSetup(info, ready *os.File, pid *int) error {
+	deadline := time.Now().Add(containerStartTimeout)
+	_ = info.SetReadDeadline(deadline)
+	_ = ready.SetReadDeadline(deadline)
+	var st struct {
+		ChildPid int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(info).Decode(&st); err != nil || st.ChildPid <= 0 {
+		return fmt.Errorf("the sandbox did not start (bubblewrap reported no PID: %v); its error is in the container log", err)
+	}
+	*pid = st.ChildPid
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(ready, b); err != nil {
+		return fmt.Errorf("the sandbox did not finish setting up (%v); its error is in the container log", err)
+	}
+	return nil
+}
+
+// running waits for the container to be set up and answers the PID to enter, or why an
+// exec cannot run in it (as a kubelet refuses exec into a container that is not running).
+func (c *container) running() (int, error) {
+	select {
+	case <-c.ready:
+	case <-time.After(containerStartTimeout):
+		return 0, fmt.Errorf("the container is still starting after %s", containerStartTimeout)
+	}
+	if c.err != nil {
+		return 0, fmt.Errorf("the container could not start: %w", c.err)
+	}
+	select {
+	case <-c.exited:
+		return 0, fmt.Errorf("the container is not running: its main process has exited")
+	default:
+		return c.pid, nil
+	}
+}
+
+// kill ends the main process; --die-with-parent takes the sandbox's PID 1 with it, and the
+// kernel then kills every process in the PID namespace, execs included.
+func (c *container) kill() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.proc != nil && c.proc.Process != nil && !c.killed {
+		c.killed = true
+		_ = c.proc.Process.Signal(syscall.SIGKILL)
+	}
+}
+
+// nsenterArgs enters every namespace of the container's init, its root and the working
+// directory, then drops all capabilities and sets no_new_privs (what bubblewrap does for
+// the main process), so an exec runs with exactly the main process's privileges.
+func nsenterArgs(pid int, workDir, setpriv string, cmd []string) []string {
+	args := []string{"--target", fmt.Sprint(pid), "--mount", "--pid", "--ipc", "--uts", "--root", "--wdns=" + workDir,
+		"--", setpriv, "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"}
+	return append(args, cmd...)
+}
+
+// discardOnError forwards writes until the first failure (the client's stream is gone),
+// then swallows them: the command keeps running with its output drained, as a container
+// runtime keeps serving an exec's pipes after its client left.
+type discardOnError struct {
+	w      io.Writer
+	mu     sync.Mutex
+	broken bool
+}
+
+func (d *discardOnError) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.broken {
+		if _, err := d.w.Write(p); err != nil {
+			d.broken = true
+		}
+	}
+	return len(p), nil
+}
