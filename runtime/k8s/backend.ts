@@ -24,6 +24,7 @@ import { ANNOTATIONS, API_GROUP, API_VERSION, LABELS, SANDBOX_CONTAINER, SANDBOX
 import { createStsCredentialBroker, credentialsEnv, renderCredentialsFile, WRITE_CREDENTIALS_ARGV, type CredentialBroker } from "./credentials.ts";
 import { startExec } from "./exec.ts";
 import { buildExecArgv } from "./execCommand.ts";
+import { newExecId, withProcessKill } from "./execKill.ts";
 import { startSupervisedInformer, type SupervisedInformer } from "./informer.ts";
 import { buildSandboxResource, labelSafe, podNameOf, specFromResource, type SandboxResource } from "./resource.ts";
 import { SandboxIndex } from "./sandboxIndex.ts";
@@ -287,7 +288,11 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
     async exec(id, req: ExecRequest): Promise<ExecSession> {
       const { cr, podName } = await runningPod(id);
       const baseEnv = { ...(cr.spec.env ?? {}), ...(config.credentials ? credentialsEnv(config.credentials, id) : {}) };
-      return runInPod(podName, buildExecArgv(req, baseEnv), req.stdin, req.timeoutMs);
+      // Closing the stream leaves the command running on a real kubelet: kill() also runs a
+      // second exec that kills every process marked with this exec's id (execKill.ts).
+      const execId = newExecId();
+      const session = await runInPod(podName, buildExecArgv(req, baseEnv, execId), req.stdin, req.timeoutMs);
+      return withProcessKill(session, { execId, timeoutMs: req.timeoutMs, run: (argv) => runInPod(podName, argv), clock, logger: logger.child({ sandbox: id, pod: podName }) });
     },
 
     async putArchive(id, dir, tar) {

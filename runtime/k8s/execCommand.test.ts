@@ -5,38 +5,48 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { buildExecArgv, classifyExit, exitCodeFromStatus, timeoutSeconds } from "./execCommand.ts";
 
+const ID = "0123456789abcdef01234567";
+
 describe("buildExecArgv", () => {
   it.each([
     [{ command: [] }, "command: invalid value []"],
     [{ command: ["ls"], env: { "1BAD": "x" } }, 'env.1BAD: invalid value "1BAD"'],
     [{ command: ["ls"], cwd: "relative" }, 'cwd: invalid value "relative"'],
     [{ command: ["A=B"] }, "command[0]"],
+    [{ command: ["ls"], env: { SBX_EXEC_ID: "mine" } }, 'env.SBX_EXEC_ID: invalid value "SBX_EXEC_ID": SBX_EXEC_ID is set by the runtime'],
   ])("refuses %j", (req, msg) => {
-    expect(() => buildExecArgv(req)).toThrow(msg);
+    expect(() => buildExecArgv(req, {}, ID)).toThrow(msg);
+  });
+  it("refuses a malformed exec id", () => {
+    expect(() => buildExecArgv({ command: ["ls"] }, {}, "x; rm")).toThrow('execId: invalid value "x; rm"');
   });
 
   it("defaults cwd to /workspace and has no timeout", () => {
-    const argv = buildExecArgv({ command: ["echo", "hi"] });
-    expect(argv.slice(3)).toEqual(["sbx-exec", "/workspace", "0", "echo", "hi"]);
+    const argv = buildExecArgv({ command: ["echo", "hi"] }, {}, ID);
+    expect(argv.slice(3)).toEqual(["sbx-exec", "/workspace", ID, "0", "echo", "hi"]);
   });
 
   it("lets request env override the sandbox's env", () => {
-    const argv = buildExecArgv({ command: ["env"], env: { A: "2" } }, { A: "1", B: "x" });
-    expect(argv.slice(6)).toEqual(["A=2", "B=x", "env"]);
+    const argv = buildExecArgv({ command: ["env"], env: { A: "2" } }, { A: "1", B: "x" }, ID);
+    expect(argv.slice(7)).toEqual(["A=2", "B=x", "env"]);
   });
 
   // The wrapper is real shell: run it here to prove cwd, env, exit codes and the timeout.
   const dir = mkdtempSync(join(tmpdir(), "sbx-exec-"));
   const run = (argv: string[]) => spawnSync(argv[0], argv.slice(1), { encoding: "utf8" });
   it("runs in cwd with env and passes the exit code through", () => {
-    const r = run(buildExecArgv({ command: ["sh", "-c", 'echo "$PWD $GREETING"; exit 7'], cwd: dir, env: { GREETING: "hello world" } }));
+    const r = run(buildExecArgv({ command: ["sh", "-c", 'echo "$PWD $GREETING"; exit 7'], cwd: dir, env: { GREETING: "hello world" } }, {}, ID));
     expect(r.stdout.trim()).toBe(`${dir} hello world`);
     expect(r.status).toBe(7);
+  });
+  it("marks the command and timeout with the exec id, and nothing else from the wrapper leaks into its env", () => {
+    const r = run(buildExecArgv({ command: ["sh", "-c", 'echo "$SBX_EXEC_ID"; tr "\\0" "\\n" < /proc/$PPID/environ | grep -c "^SBX_EXEC_ID=$SBX_EXEC_ID$"; echo "${t-unset}"'], cwd: dir }, {}, ID));
+    expect(r.stdout).toBe(`${ID}\n1\nunset\n`); // $PPID is `timeout`: it carries the marker too
   });
   it("kills the whole process group on timeout", () => {
     const marker = join(dir, "survivor");
     const started = Date.now();
-    const r = run(buildExecArgv({ command: ["sh", "-c", `(sleep 2; touch ${marker}) & sleep 30`], timeoutMs: 300 }));
+    const r = run(buildExecArgv({ command: ["sh", "-c", `(sleep 2; touch ${marker}) & sleep 30`], timeoutMs: 300 }, {}, ID));
     const took = Date.now() - started;
     expect(r.signal ?? r.status).toBeTruthy();
     expect(took).toBeLessThan(5_000);
@@ -44,7 +54,7 @@ describe("buildExecArgv", () => {
     expect(spawnSync("test", ["-e", marker]).status).toBe(1); // the background child died too
   });
   it("exits 126 when cwd does not exist", () => {
-    expect(run(buildExecArgv({ command: ["true"], cwd: join(dir, "nope") })).status).toBe(126);
+    expect(run(buildExecArgv({ command: ["true"], cwd: join(dir, "nope") }, {}, ID)).status).toBe(126);
   });
 });
 

@@ -3,19 +3,27 @@
 // changes directory, sets the environment and runs the command under `timeout -s KILL`,
 // which puts the command in its own process group and kills the whole group when time is up
 // (a plain kill of the direct child would leave its background processes running).
+// The wrapper also exports SBX_EXEC_ID=<id> before `timeout`, so `timeout`, the command and
+// everything it starts carry that marker in their environment: closing the exec stream does
+// not end the command on a real kubelet, and the marker is how execKill.ts finds it.
 import { ValidationError } from "../core/errors.ts";
 import type { ExecRequest } from "../core/types.ts";
 import { WORKSPACE_DIR } from "./podTemplate.ts";
 
-const WRAPPER = 'cd -- "$1" || exit 126; t="$2"; shift 2; exec timeout -s KILL "$t" env "$@"';
+const WRAPPER = 'cd -- "$1" || exit 126; SBX_EXEC_ID="$2"; export SBX_EXEC_ID; t="$3"; shift 3; exec timeout -s KILL "$t" env "$@"';
+/** the environment variable that marks every process of one exec (see execKill.ts) */
+export const EXEC_ID_VAR = "SBX_EXEC_ID";
+const EXEC_ID = /^[A-Za-z0-9_-]{8,64}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-/** argv for `sh -c WRAPPER sbx-exec <cwd> <seconds> [K=V ...] -- <command...>` */
-export function buildExecArgv(req: ExecRequest, baseEnv: Record<string, string> = {}): string[] {
+/** argv for `sh -c WRAPPER sbx-exec <cwd> <exec id> <seconds> [K=V ...] <command...>` */
+export function buildExecArgv(req: ExecRequest, baseEnv: Record<string, string>, execId: string): string[] {
+  if (!EXEC_ID.test(execId)) throw new ValidationError("execId", execId, "use 8-64 letters, digits, '-' or '_' (newExecId() makes one)");
   if (!req.command.length) throw new ValidationError("command", req.command, "give at least the program to run, e.g. [\"python3\", \"-c\", \"print(1)\"]");
   const env = { ...baseEnv, ...(req.env ?? {}) };
   for (const k of Object.keys(env)) {
     if (!ENV_NAME.test(k)) throw new ValidationError(`env.${k}`, k, "environment variable names are letters, digits and '_', not starting with a digit");
+    if (k === EXEC_ID_VAR) throw new ValidationError(`env.${k}`, k, `${EXEC_ID_VAR} is set by the runtime to find an exec's processes when it is killed; use another name`);
   }
   const cwd = req.cwd ?? WORKSPACE_DIR;
   if (!cwd.startsWith("/")) throw new ValidationError("cwd", cwd, "use an absolute path inside the sandbox, e.g. /workspace/project");
@@ -24,7 +32,7 @@ export function buildExecArgv(req: ExecRequest, baseEnv: Record<string, string> 
   // `env` treats a first word containing '=' as an assignment; `--` is not portable across
   // env implementations, so a command whose program name contains '=' is refused instead.
   if (req.command[0].includes("=")) throw new ValidationError("command[0]", req.command[0], "the program name must not contain '='");
-  return ["sh", "-c", WRAPPER, "sbx-exec", cwd, seconds, ...pairs, ...req.command];
+  return ["sh", "-c", WRAPPER, "sbx-exec", cwd, execId, seconds, ...pairs, ...req.command];
 }
 
 /** `timeout` takes fractional seconds; 0 disables it. Rounded up so a timeout never fires early. */
