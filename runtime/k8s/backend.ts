@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { PassThrough, Readable } from "node:stream";
-import { Exec, Log, type KubernetesObject, type V1Pod } from "@kubernetes/client-node";
+import { Log, type KubernetesObject, type V1Pod } from "@kubernetes/client-node";
 import type { RuntimeConfig } from "../config/schema.ts";
 import type { Clock } from "../core/clock.ts";
 import { ConflictError, NotFoundError, SandboxFailedError, UpstreamError } from "../core/errors.ts";
@@ -22,7 +22,7 @@ import { POD_DELETE_GRACE_SECONDS } from "./podTemplate.ts";
 import { RecordWriter } from "./recordWriter.ts";
 import { ANNOTATIONS, API_GROUP, API_VERSION, LABELS, SANDBOX_CONTAINER, SANDBOX_PLURAL } from "./contract.ts";
 import { createStsCredentialBroker, credentialsEnv, renderCredentialsFile, WRITE_CREDENTIALS_ARGV, type CredentialBroker } from "./credentials.ts";
-import { startExec } from "./exec.ts";
+import { createExecApi, startExec } from "./exec.ts";
 import { buildExecArgv } from "./execCommand.ts";
 import { newExecId, withProcessKill } from "./execKill.ts";
 import { startSupervisedInformer, type SupervisedInformer } from "./informer.ts";
@@ -71,7 +71,8 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
   const ns = config.kubernetes.namespace;
   const broker = overrides.broker ?? (config.credentials ? createStsCredentialBroker(config.credentials) : undefined);
   const index = new SandboxIndex({ credentialsRequired: !!broker, clock, logger });
-  const execApi = new Exec(kc);
+  // unmasked client frames: masking every stdin byte in JavaScript was most of a resume's CPU (runtime/k8s/exec.ts)
+  const execApi = createExecApi(kc);
   const crApi = { group: API_GROUP, version: API_VERSION, namespace: ns, plural: SANDBOX_PLURAL };
   const resolveImage = (profile: string) => readCatalog(config)[profile];
 
