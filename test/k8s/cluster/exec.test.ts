@@ -1,5 +1,5 @@
-// exec, logs and tar streams go through the real API server to sbx-kubelet, which runs
-// each command in the pod's own bubblewrap sandbox.
+// exec, logs and tar streams go through the real API server to sbx-kubelet, which runs each
+// container's main process in a bubblewrap sandbox and every exec in that sandbox's namespaces.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -19,17 +19,31 @@ import {
   type TestNamespace,
 } from "../../support/cluster.ts";
 
-/** How many processes name `dir` on their command line (a pod's sandboxed main process does). */
-function processesUsing(dir: string): number {
+/** How many host processes' command lines pass `match` (e.g. name a pod's directory, as its sandboxed main process does). */
+function hostProcesses(match: (cmdline: string) => boolean): number {
   return readdirSync("/proc")
     .filter((p) => /^\d+$/.test(p))
     .filter((p) => {
       try {
-        return readFileSync(`/proc/${p}/cmdline`, "utf8").includes(dir);
+        return match(readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0").join(" ").trim());
       } catch {
         return false;
       }
     }).length;
+}
+const processesUsing = (dir: string) => hostProcesses((c) => c.includes(dir));
+
+/** The command lines of every process a command in `pod` can see, as `ps` would list them. */
+async function processesSeenIn(pod: string): Promise<string[]> {
+  const script = `for d in /proc/[0-9]*; do { tr '\\0' ' ' < "$d/cmdline"; } 2>/dev/null | sed 's/ $//'; echo; done`;
+  const r = await execInPod(kc, ns.name, pod, ["sh", "-c", script]);
+  return r.stdout.toString().split("\n").filter(Boolean);
+}
+
+/** Starts an exec over websocket and returns its socket, without waiting for the command. */
+async function startExec(pod: string, command: string[]): Promise<{ close(): void }> {
+  const sink = new PassThrough().resume();
+  return (await new Exec(kc).exec(ns.name, pod, "main", command, sink, sink, null, false)) as unknown as { close(): void };
 }
 
 let kc: KubeConfig;
@@ -132,6 +146,42 @@ describe("exec through the API server", () => {
   });
 });
 
+describe("processes, as in a container", () => {
+  it("runs every exec of a pod in the PID namespace of its main process, apart from other pods", async () => {
+    const stream = await startExec("a", ["sh", "-c", "exec sleep 3301"]);
+    try {
+      await waitFor("the first exec to be visible from a second one", async () => (await processesSeenIn("a")).includes("sleep 3301"));
+      const seen = await processesSeenIn("a");
+      expect(seen).toContain("sleep infinity"); // the pod's main process
+      expect(seen.filter((p) => /^\S*bwrap /.test(p))).toHaveLength(1); // the sandbox's init, PID 1
+      expect(await processesSeenIn("b")).not.toContain("sleep 3301");
+      const host = await execInPod(kc, ns.name, "a", ["cat", "/proc/sys/kernel/hostname"]);
+      expect(host.stdout.toString()).toBe("a\n");
+    } finally {
+      stream.close();
+      await execInPod(kc, ns.name, "a", ["sh", "-c", "pkill -KILL -x -f 'sleep 3301' || true"]);
+    }
+  });
+
+  it("leaves a command running when its exec stream closes, as a kubelet with containerd does", async () => {
+    const stream = await startExec("a", ["sh", "-c", "trap '' HUP; sleep 3302 & wait"]);
+    await waitFor("the command to start", async () => (await processesSeenIn("a")).includes("sleep 3302"));
+    stream.close();
+    await new Promise((r) => setTimeout(r, 1_500));
+    const seen = await processesSeenIn("a");
+    expect(seen, "closing the stream must not end the command").toContain("sleep 3302");
+    const killed = await execInPod(kc, ns.name, "a", ["sh", "-c", "pkill -KILL -f 'sleep 330[2]'"]);
+    expect(killed.exitCode).toBe(0);
+    await waitFor("the command to be gone", async () => !(await processesSeenIn("a")).includes("sleep 3302"));
+  });
+
+  it("shares the container's root between execs, as one container filesystem", async () => {
+    await execInPod(kc, ns.name, "a", ["sh", "-c", "mkdir -p /scratch && echo shared > /scratch/f"]);
+    expect((await execInPod(kc, ns.name, "a", ["cat", "/scratch/f"])).stdout.toString()).toBe("shared\n");
+    expect((await execInPod(kc, ns.name, "b", ["test", "-e", "/scratch/f"])).exitCode).toBe(1);
+  });
+});
+
 describe("logs and lifecycle", () => {
   it("serves the main process's output as the container log", async () => {
     await runPod(kc, ns.name, podManifest("logger", { command: ["sh", "-c", "echo hello-from-main; echo on-stderr >&2; sleep infinity"] }));
@@ -158,8 +208,13 @@ describe("logs and lifecycle", () => {
     const running = await runPod(kc, ns.name, podManifest("oom"));
     const podDir = join(inject("podsDir"), running.metadata!.uid!);
     await waitFor("the main process to start", async () => processesUsing(podDir) > 0);
+    // an exec left running ends with its container, as every process of a PID namespace does with its init
+    const stream = await startExec("oom", ["sleep", "3303"]);
+    await waitFor("the exec to start", async () => hostProcesses((c) => c === "sleep 3303") === 1);
+    stream.close();
     const pod = await terminateContainer(kc, ns.name, "oom");
     await waitFor("the main process to be killed", async () => processesUsing(podDir) === 0);
+    await waitFor("the exec to end with its container", async () => hostProcesses((c) => c === "sleep 3303") === 0);
     const state = pod.status!.containerStatuses![0].state!;
     expect(pod.status!.phase).toBe("Running");
     expect(state.terminated).toMatchObject({ reason: "OOMKilled", exitCode: 137 });

@@ -41,6 +41,9 @@ async function collect(stream: Readable): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
+/** every process of the sandbox, one command line per line (POSIX sh, as on any image) */
+const PROCESS_LIST = `for d in /proc/[0-9]*; do { tr '\\0' ' ' < "$d/cmdline"; } 2>/dev/null | sed 's/ $//'; echo; done`;
+
 async function run(id: string, command: string[], extra: Partial<Parameters<KubernetesBackend["exec"]>[1]> = {}) {
   const s = await backend.exec(id, { command, ...extra });
   const [stdout, stderr, result] = await Promise.all([collect(s.stdout), collect(s.stderr), s.result]);
@@ -149,6 +152,37 @@ describe("Kubernetes backend lifecycle", () => {
       }
     });
     await expect(backend.exec("life-1", { command: ["true"] })).rejects.toMatchObject({ code: "not_found" });
+  });
+
+  // A real kubelet leaves an exec's command running when its stream closes, and so does the
+  // test kubelet: every exec shares the container's PID namespace and outlives its stream.
+  it("kill() ends the command and every process it started, though closing the stream alone would not", async () => {
+    await backend.provision(spec("kill-1"));
+    await backend.awaitReady("kill-1", { timeoutMs: 60_000 });
+    const processes = async () => (await run("kill-1", ["sh", "-c", PROCESS_LIST])).stdout.split("\n");
+
+    // a tree that ignores SIGHUP, with a long timeout so only kill() can end it
+    const session = await backend.exec("kill-1", { command: ["sh", "-c", "trap '' HUP; sleep 3401 & sleep 3402 & echo started; wait"], timeoutMs: 600_000 });
+    const out = collect(session.stdout);
+    void collect(session.stderr);
+    await waitFor("the tree to start", async () => (await processes()).includes("sleep 3402"), 15_000);
+    expect(await processes()).toEqual(expect.arrayContaining(["sleep 3401", "sleep 3402"]));
+
+    const t0 = Date.now();
+    session.kill();
+    // settled once the processes are gone: kill() bounds its own work
+    expect(await session.result).toMatchObject({ exitCode: 137, timedOut: false, oomKilled: false });
+    expect(Date.now() - t0).toBeLessThan(15_000);
+    expect(await out).toBe("started\n");
+    const left = (await processes()).filter((p) => /^sleep 340[12]$|sleep 3401 &/.test(p));
+    expect(left, "processes of the killed exec").toEqual([]);
+
+    // the sandbox goes on: a new exec works, and a timeout still kills its whole group
+    expect(await run("kill-1", ["echo", "after the kill"])).toMatchObject({ stdout: "after the kill\n", exitCode: 0 });
+    const timed = await run("kill-1", ["sh", "-c", "sleep 3403 & sleep 3404"], { timeoutMs: 1000 });
+    expect(timed).toMatchObject({ exitCode: 124, timedOut: true, oomKilled: false });
+    await waitFor("the timed-out group to be gone", async () => !(await processes()).some((p) => /^sleep 340[34]$/.test(p)), 10_000);
+    await backend.delete("kill-1");
   });
 
   it("reports an OOM-killed container as Failed/OOMKilled while the pod phase still says Running", async () => {
