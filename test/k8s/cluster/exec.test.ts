@@ -175,6 +175,12 @@ describe("processes, as in a container", () => {
     await waitFor("the command to be gone", async () => !(await processesSeenIn("a")).includes("sleep 3302"));
   });
 
+  it("gives each exec its own process group: `kill -9 0` ends only that exec", async () => {
+    const r = await execInPod(kc, ns.name, "a", ["sh", "-c", "kill -9 0"]);
+    expect(r.exitCode).toBe(137);
+    expect((await execInPod(kc, ns.name, "a", ["echo", "still serving"])).stdout.toString()).toBe("still serving\n");
+  });
+
   it("shares the container's root between execs, as one container filesystem", async () => {
     await execInPod(kc, ns.name, "a", ["sh", "-c", "mkdir -p /scratch && echo shared > /scratch/f"]);
     expect((await execInPod(kc, ns.name, "a", ["cat", "/scratch/f"])).stdout.toString()).toBe("shared\n");

@@ -73,7 +73,8 @@ func startContainer(bwrap string, args []string, log *os.File) *container {
 	proc := exec.Command(bwrap, append([]string{"--info-fd", "3"}, args...)...)
 	proc.Stdout, proc.Stderr = log, log
 	proc.ExtraFiles = []*os.File{infoW, readyW} // fds 3 and 4
-	proc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// its own session: see ExecInContainer
+	proc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
 	err = proc.Start()
 	infoW.Close()
 	readyW.Close()

@@ -189,6 +189,10 @@ func (e *sandboxExec) ExecInContainer(_ context.Context, _ string, _ types.UID, 
 	}
 	proc := exec.Command(e.s.nsenter, nsenterArgs(pid, workDir(e.container), e.s.setpriv, cmd)...)
 	proc.Env = containerEnv(e.pod, e.container)
+	// Its own session, as a runtime's exec gets: otherwise the command would share the
+	// kubelet's process group, and a `kill 0` inside the container would reach the kubelet.
+	// (runTTY's pty.Start sets up a session with the terminal itself.)
+	proc.SysProcAttr = &syscall.SysProcAttr{Setsid: !tty}
 	if tty {
 		return runTTY(proc, in, out, resize)
 	}
