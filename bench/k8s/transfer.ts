@@ -29,6 +29,8 @@ interface Row {
   ms: number;
   MBps: number | null;
   cpu: Record<string, number>;
+  /** CLOCK_MONOTONIC µs at start and end, the clock of a --cpu-prof profile's timestamps */
+  monotonic_us: [number, number];
   note?: string;
 }
 
@@ -43,12 +45,14 @@ async function main(): Promise<void> {
   const results: Row[] = [];
   const measure = async (row: string, what: string, moved: number | null, fn: () => Promise<string | void>) => {
     const before = cpuNow(procs);
+    const mono0 = Number(process.hrtime.bigint() / 1000n);
     const t0 = performance.now();
     const note = await fn();
     const ms = performance.now() - t0;
+    const monotonic: [number, number] = [mono0, Number(process.hrtime.bigint() / 1000n)];
     const after = cpuNow(procs);
     const cpu = Object.fromEntries(Object.keys(after).map((k) => [k, Math.round((after[k] - (before[k] ?? 0)) * 100) / 100]));
-    const r: Row = { row, what, ms: Math.round(ms), MBps: moved ? Math.round((moved / 1e6 / (ms / 1000)) * 10) / 10 : null, cpu, ...(note ? { note } : {}) };
+    const r: Row = { row, what, ms: Math.round(ms), MBps: moved ? Math.round((moved / 1e6 / (ms / 1000)) * 10) / 10 : null, cpu, monotonic_us: monotonic, ...(note ? { note } : {}) };
     results.push(r);
     process.stderr.write(`${JSON.stringify(r)}\n`);
   };
