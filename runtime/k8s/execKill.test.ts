@@ -34,21 +34,30 @@ describe("the kill script (real shell, this host's /proc)", () => {
     const cwd = mkdtempSync(join(tmpdir(), "sbx-kill-"));
     const victim = newExecId();
     const bystander = newExecId();
-    // sleep 3211 ignores SIGHUP and drops the marker but stays in timeout's process group
-    const tree = 'trap "" HUP; (env -u SBX_EXEC_ID sleep 3211) & sleep 3212 & sleep 3213; wait';
+    // Durations unique to this run name its processes. The first ignores SIGHUP and drops
+    // the marker but stays in timeout's process group.
+    const n = 100_000 + Math.floor(Math.random() * 800_000);
+    const [dropped, second, third, other] = [n, n + 1, n + 2, n + 3].map((d) => `sleep ${d}`);
+    const tree = `trap "" HUP; (env -u SBX_EXEC_ID ${dropped}) & ${second} & ${third}; wait`;
     const run = (argv: string[]) => spawn(argv[0], argv.slice(1), { stdio: "ignore" });
     const a = run(buildExecArgv({ command: ["sh", "-c", tree], cwd }, {}, victim));
-    const b = run(buildExecArgv({ command: ["sleep", "3214"], cwd }, {}, bystander));
+    const b = run(buildExecArgv({ command: other.split(" "), cwd }, {}, bystander));
     try {
-      await until("the trees to start", () => [3211, 3212, 3213, 3214].every((n) => pidsRunning(`sleep ${n}`).length === 1));
+      await until("the trees to start", () => [dropped, second, third, other].every((c) => pidsRunning(c).length === 1));
       const k = spawnSync(buildKillArgv(victim)[0], buildKillArgv(victim).slice(1), { encoding: "utf8" });
       expect(k.status, k.stderr).toBe(0);
       expect(k.stdout).toMatch(/^round 1 killed:( \d+)+\n$/);
-      await until("the marked tree to die", () => [3211, 3212, 3213].every((n) => pidsRunning(`sleep ${n}`).length === 0));
-      expect(pidsRunning("sleep 3214")).toHaveLength(1);
+      await until("the marked tree to die", () => [dropped, second, third].every((c) => pidsRunning(c).length === 0));
+      expect(pidsRunning(other)).toHaveLength(1);
     } finally {
-      a.kill("SIGKILL");
-      b.kill("SIGKILL");
+      // `timeout` leads each tree's process group
+      for (const p of [a, b]) {
+        try {
+          process.kill(-p.pid!, "SIGKILL");
+        } catch {
+          // already gone
+        }
+      }
     }
   });
 });
