@@ -215,12 +215,13 @@ describe("logs and lifecycle", () => {
     const podDir = join(inject("podsDir"), running.metadata!.uid!);
     await waitFor("the main process to start", async () => processesUsing(podDir) > 0);
     // an exec left running ends with its container, as every process of a PID namespace does with its init
-    const stream = await startExec("oom", ["sleep", "3303"]);
-    await waitFor("the exec to start", async () => hostProcesses((c) => c === "sleep 3303") === 1);
+    const lingering = `sleep ${100_000 + Math.floor(Math.random() * 800_000)}`; // unique on this host
+    const stream = await startExec("oom", lingering.split(" "));
+    await waitFor("the exec to start", async () => hostProcesses((c) => c === lingering) === 1);
     stream.close();
     const pod = await terminateContainer(kc, ns.name, "oom");
     await waitFor("the main process to be killed", async () => processesUsing(podDir) === 0);
-    await waitFor("the exec to end with its container", async () => hostProcesses((c) => c === "sleep 3303") === 0);
+    await waitFor("the exec to end with its container", async () => hostProcesses((c) => c === lingering) === 0);
     const state = pod.status!.containerStatuses![0].state!;
     expect(pod.status!.phase).toBe("Running");
     expect(state.terminated).toMatchObject({ reason: "OOMKilled", exitCode: 137 });
