@@ -175,6 +175,16 @@ describe("processes, as in a container", () => {
     await waitFor("the command to be gone", async () => !(await processesSeenIn("a")).includes("sleep 3302"));
   });
 
+  it("gives execs the container's env and workingDir, as its main process has them", async () => {
+    const pod = podManifest("envwd", { command: ["sh", "-c", 'echo "main: $GREETING $PWD $HOSTNAME"; exec sleep infinity'] });
+    Object.assign(pod.spec!.containers[0], { env: [{ name: "GREETING", value: "hi there" }], workingDir: "/workspace" });
+    await runPod(kc, ns.name, pod);
+    const r = await execInPod(kc, ns.name, "envwd", ["sh", "-c", 'echo "exec: $GREETING $PWD $HOSTNAME"']);
+    expect(r.stdout.toString()).toBe("exec: hi there /workspace envwd\n");
+    await waitFor("the main process's line", async () => (await core.readNamespacedPodLog({ name: "envwd", namespace: ns.name })).length > 0);
+    expect(await core.readNamespacedPodLog({ name: "envwd", namespace: ns.name })).toBe("main: hi there /workspace envwd\n");
+  });
+
   it("gives each exec its own process group: `kill -9 0` ends only that exec", async () => {
     const r = await execInPod(kc, ns.name, "a", ["sh", "-c", "kill -9 0"]);
     expect(r.exitCode).toBe(137);
