@@ -6,7 +6,9 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock } from "../../runtime/core/clock.ts";
 import type { SandboxEvent } from "../../runtime/core/types.ts";
+import { silentLogger } from "../../runtime/core/log.ts";
 import { cgroupRootName, readRecords, uidBlockBase } from "../../runtime/local/records.ts";
+import { WorkspaceStore } from "../../runtime/local/workspaces.ts";
 import { collect, createReady, processesWithUidIn, run, spec, startBackend, tempStateDir, type Harness } from "./harness.ts";
 
 const repo = path.resolve(import.meta.dirname, "../..");
@@ -115,6 +117,30 @@ describe("local lifecycle", () => {
     expect(fs.existsSync(path.join(h.stateDir, "sandboxes", rec.key))).toBe(false);
     expect(events.some((e) => e.type === "delete" && e.id === id)).toBe(true);
     await h.backend.delete(id);
+  });
+});
+
+describe("workspace removal", () => {
+  it("takes a slot's directory away at once and deletes it in the background; close() waits, start() deletes what a crash left", async () => {
+    const stateDir = tempStateDir();
+    const trash = path.join(stateDir, "workspaces", "trash");
+    const store = new WorkspaceStore(stateDir, silentLogger());
+    await store.start();
+    const slot = path.join(stateDir, "sandboxes", "k1");
+    fs.mkdirSync(slot, { recursive: true });
+    fs.writeFileSync(path.join(slot, "workspace.img"), Buffer.alloc(1 << 20, 1));
+    await store.remove(slot);
+    expect(fs.existsSync(slot)).toBe(false);
+    await store.remove(path.join(stateDir, "sandboxes", "absent"));
+    await store.close();
+    expect(fs.readdirSync(trash)).toEqual([]);
+
+    fs.mkdirSync(path.join(trash, "k2-left-by-a-crash"));
+    const next = new WorkspaceStore(stateDir, silentLogger());
+    await next.start();
+    expect(fs.existsSync(trash)).toBe(false);
+    await next.close();
+    fs.rmSync(stateDir, { recursive: true, force: true });
   });
 });
 
