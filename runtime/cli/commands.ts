@@ -130,11 +130,27 @@ function tar(args: string[], io: { stdin?: Readable; stdout?: Writable }): { don
   const p = spawn("tar", args, { stdio: ["pipe", "pipe", "pipe"] });
   let err = "";
   p.stderr.on("data", (c) => (err += c));
+  let stdinError: Error | undefined;
   const done = new Promise<void>((res, rej) => {
     p.on("error", (e) => rej(new Error(`tar could not start: ${e.message}; install tar`)));
-    p.on("close", (code) => (code === 0 ? res() : rej(new ValidationError("cp", args.join(" "), `tar failed (exit ${code}): ${err.trim()}`))));
+    p.on("close", (code) => {
+      if (code !== 0) return rej(new ValidationError("cp", args.join(" "), `tar failed (exit ${code}): ${err.trim()}`));
+      return stdinError ? rej(stdinError) : res();
+    });
   });
-  if (io.stdin) io.stdin.pipe(p.stdin);
+  const input = io.stdin;
+  if (input) {
+    // tar stops reading at the end-of-archive marker and may exit with the record padding
+    // after it unread (archives made with a larger blocking factor than ours): the EPIPE
+    // that follows says nothing about the copy, tar's exit code does. Drain the rest so the
+    // download completes.
+    p.stdin.on("error", (e: NodeJS.ErrnoException) => {
+      if (e.code !== "EPIPE") stdinError = e;
+      input.unpipe(p.stdin);
+      input.resume();
+    });
+    input.pipe(p.stdin);
+  }
   return { done, stdout: p.stdout, stdin: p.stdin };
 }
 
