@@ -63,7 +63,8 @@ export async function startExec(exec: Exec, target: PodExecTarget, argv: string[
   const stdinPlaceholder = opts.stdin ? new PassThrough() : null;
   const started = opts.clock.now().getTime();
   let status: { status?: string; reason?: string; message?: string } | undefined;
-  let killed = false;
+  let killed = false; // by the caller
+  let deadlineFired = false;
   let settle!: (r: ExecResult) => void;
   let fail!: (e: Error) => void;
   const result = new Promise<ExecResult>((resolve, reject) => {
@@ -85,7 +86,7 @@ export async function startExec(exec: Exec, target: PodExecTarget, argv: string[
   if (opts.timeoutMs && opts.timeoutMs > 0) {
     opts.clock.sleep(opts.timeoutMs + (opts.graceMs ?? 5_000), deadline.signal).then(
       () => {
-        killed = true;
+        deadlineFired = true;
         ws.close();
       },
       () => undefined,
@@ -98,7 +99,8 @@ export async function startExec(exec: Exec, target: PodExecTarget, argv: string[
     if (!stdout.writableEnded) stdout.end();
     if (!stderr.writableEnded) stderr.end();
     if (!status) {
-      if (killed) return settle({ exitCode: opts.timeoutMs ? 124 : 137, timedOut: !!opts.timeoutMs, oomKilled: false, durationMs });
+      if (killed) return settle({ exitCode: 137, timedOut: false, oomKilled: false, durationMs });
+      if (deadlineFired) return settle({ exitCode: 124, timedOut: true, oomKilled: false, durationMs });
       return fail(new UpstreamError(`exec in pod ${target.pod}: the stream closed before the exit status arrived; the pod may have been deleted or the API server restarted`));
     }
     const code = exitCodeFromStatus(status);
@@ -114,7 +116,8 @@ export async function startExec(exec: Exec, target: PodExecTarget, argv: string[
     stderr,
     result,
     kill: () => {
-      // Closing the stream ends the exec: the kubelet cancels the command with it.
+      // Closing the stream ends this session only: a real kubelet leaves the command running.
+      // The backend's exec (execKill.ts) also kills the command's processes.
       killed = true;
       ws.close();
     },

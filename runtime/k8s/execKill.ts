@@ -51,9 +51,9 @@ export function buildKillArgv(execId: string): string[] {
 }
 
 /**
- * The result of an exec the caller killed. exec.ts reports a stream closed by kill() before any
- * exit status as 124/timedOut when the exec had a timeout; a timeout cannot have fired before
- * it was due, so such a result is the caller's kill: 137, neither timed out nor OOM-killed.
+ * The result of an exec the caller killed. The kill exec may end the command before the closed
+ * stream is noticed, so its status can arrive: a 137 then is the caller's kill, not an OOM, and
+ * a "timed out" before the timeout was due (timeout's group killed from outside) is too.
  */
 export function resolveKilledResult(r: ExecResult, timeoutMs: number | undefined): ExecResult {
   const timeoutDue = !!timeoutMs && timeoutMs > 0 && r.durationMs >= timeoutMs;
