@@ -76,6 +76,8 @@ export interface OpOptions {
 export class Snapshotter {
   private readonly locks = new KeyedQueue();
   private readonly resuming = new Map<string, Promise<Sandbox>>();
+  /** the pause or resume running per sandbox, which a delete stops */
+  private readonly aborts = new Map<string, AbortController>();
   private readonly pausing = new Map<string, Promise<SnapshotRecord>>();
   private readonly paths: string[];
 
@@ -95,12 +97,12 @@ export class Snapshotter {
 
   /** Idempotent: pausing a paused sandbox resolves with its record; concurrent calls share one pause. */
   pause(id: string, opts: OpOptions = {}): Promise<SnapshotRecord> {
-    return share(this.pausing, id, () => this.serial(id, () => this.doPause(id, opts)));
+    return share(this.pausing, id, () => this.serial(id, () => this.abortable(id, (signal) => this.doPause(id, opts, signal))));
   }
 
   /** Resuming a running sandbox is a no-op; concurrent calls share one resume. */
   resume(id: string, opts: OpOptions = {}): Promise<Sandbox> {
-    return share(this.resuming, id, () => this.serial(id, () => this.doResume(id, opts)));
+    return share(this.resuming, id, () => this.serial(id, () => this.abortable(id, (signal) => this.doResume(id, opts, signal))));
   }
 
   /** Deletes the snapshot and the record (the caller deletes the sandbox itself). */
@@ -113,6 +115,10 @@ export class Snapshotter {
    * first because it may live in the object the delete removes (the Kubernetes Sandbox).
    */
   async removeWith(id: string, deleteSandbox: () => Promise<void>): Promise<void> {
+    // A kill does not wait for a long pause or resume to finish: it stops it. The operation
+    // unwinds as after any failure (a pause keeps the sandbox running, a resume leaves it
+    // paused), then the delete runs.
+    this.aborts.get(id)?.abort(new ConflictError(`sandbox ${id} is being deleted; its pause or resume was stopped`, { id }));
     await this.serial(id, async () => {
       const rec = await this.o.store.get(id);
       await deleteSandbox();
@@ -146,7 +152,18 @@ export class Snapshotter {
     }
   }
 
-  private async doPause(id: string, opts: OpOptions): Promise<SnapshotRecord> {
+  /** Runs fn with a signal that a delete of the same sandbox aborts. */
+  private async abortable<T>(id: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const ac = new AbortController();
+    this.aborts.set(id, ac);
+    try {
+      return await fn(ac.signal);
+    } finally {
+      if (this.aborts.get(id) === ac) this.aborts.delete(id);
+    }
+  }
+
+  private async doPause(id: string, opts: OpOptions, signal: AbortSignal): Promise<SnapshotRecord> {
     let rec = await this.recoverOne(id);
     if (rec?.state === "paused") return rec;
     const sandbox = await this.o.backend.describe(id);
@@ -175,7 +192,8 @@ export class Snapshotter {
       const hook = spec.metadata[META.prePause];
       if (hook) await runHook(this.o.backend, id, "pre-pause", hook, this.o.hookTimeoutMs ?? 60_000);
       await this.step(id, "pre-pause-hook");
-      snapshot = await this.pushSnapshot(rec, tag, opts);
+      signal.throwIfAborted();
+      snapshot = await this.pushSnapshot(rec, tag, opts, signal);
     } catch (err) {
       await this.put({ ...rec, state: "running", pending: undefined });
       await this.deleteTag(tag).catch(() => undefined);
@@ -190,7 +208,7 @@ export class Snapshotter {
     return rec;
   }
 
-  private async pushSnapshot(rec: SnapshotRecord, tag: string, opts: OpOptions): Promise<SnapshotInfo> {
+  private async pushSnapshot(rec: SnapshotRecord, tag: string, opts: OpOptions, signal: AbortSignal): Promise<SnapshotInfo> {
     const { oci, repository } = this.o;
     // paths stream concurrently: each is its own archive exec and its own upload
     const layers: SnapshotLayer[] = await Promise.all(
@@ -199,7 +217,15 @@ export class Snapshotter {
         const filter = new DropRootEntry(basename(path));
         const tar = raw.pipe(filter);
         raw.once("error", (e) => tar.destroy(e));
-        const blob = await oci.pushBlob(repository, tar, { onProgress: (bytes) => opts.onProgress?.({ op: "pause", path, bytes }) });
+        const stop = () => raw.destroy(signal.reason as Error);
+        signal.addEventListener("abort", stop, { once: true });
+        let blob: { digest: string; size: number };
+        try {
+          blob = await oci.pushBlob(repository, tar, { onProgress: (bytes) => opts.onProgress?.({ op: "pause", path, bytes }) });
+        } finally {
+          signal.removeEventListener("abort", stop);
+        }
+        signal.throwIfAborted();
         await this.step(rec.id, "layer-pushed");
         return { path, ...blob, entries: filter.entries };
       }),
@@ -258,7 +284,7 @@ export class Snapshotter {
     }
   }
 
-  private async doResume(id: string, opts: OpOptions): Promise<Sandbox> {
+  private async doResume(id: string, opts: OpOptions, signal: AbortSignal): Promise<Sandbox> {
     let rec = await this.recoverOne(id);
     if (!rec || rec.state === "running") {
       const s = await this.o.backend.describe(id);
@@ -273,11 +299,12 @@ export class Snapshotter {
       const { backend } = this.o;
       if (backend.adopt) await backend.adopt(spec);
       else if (!(await backend.claim(spec))) await backend.provision(spec);
-      await backend.awaitReady(id, { timeoutMs: this.o.readyTimeoutMs ?? 120_000 });
+      signal.throwIfAborted();
+      await backend.awaitReady(id, { timeoutMs: this.o.readyTimeoutMs ?? 120_000, signal });
       await this.step(id, "slot-acquired");
       await Promise.all(
         rec.snapshot!.layers.map(async (layer) => {
-          if (layer.entries !== 0) await this.restoreLayer(id, rec!.snapshot!, layer, opts);
+          if (layer.entries !== 0) await this.restoreLayer(id, rec!.snapshot!, layer, opts, signal);
           await this.step(id, "layer-restored");
         }),
       );
@@ -300,15 +327,33 @@ export class Snapshotter {
     return s;
   }
 
-  private async restoreLayer(id: string, snap: SnapshotInfo, layer: SnapshotLayer, opts: OpOptions): Promise<void> {
+  private async restoreLayer(id: string, snap: SnapshotInfo, layer: SnapshotLayer, opts: OpOptions, signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted();
     const stream = await this.o.oci.pullBlob(snap.repository, layer.digest, {
       size: layer.size,
       onProgress: (bytes) => opts.onProgress?.({ op: "resume", path: layer.path, bytes, totalBytes: layer.size }),
     });
+    const stop = () => stream.destroy(signal.reason as Error);
+    signal.addEventListener("abort", stop, { once: true });
+    try {
+      await this.restoreStream(id, layer, stream);
+    } finally {
+      signal.removeEventListener("abort", stop);
+    }
+  }
+
+  private async restoreStream(id: string, layer: SnapshotLayer, stream: Readable): Promise<void> {
     // A backend may finish unpacking before noticing the stream failed at its end (digest check).
     let streamError: unknown;
-    stream.once("error", (e) => (streamError = e));
-    await this.o.backend.putArchive(id, parentDir(layer.path), stream as Readable);
+    // The stream can fail (digest mismatch, registry gone, a delete stopping the resume) before
+    // the backend has attached to it, and a backend that never sees the error would wait for
+    // an end that never comes: the failure decides, and the caller then releases the compute
+    // (which ends the half-done unpack).
+    const failed = new Promise<never>((_, reject) => stream.once("error", (e) => reject((streamError = e))));
+    failed.catch(() => undefined);
+    const unpacking = this.o.backend.putArchive(id, parentDir(layer.path), stream as Readable);
+    unpacking.catch(() => undefined);
+    await Promise.race([unpacking, failed]);
     // tar stops reading at the end-of-archive marker and may exit leaving the record padding
     // unread; read the rest so the digest check (at the stream's end) covers every byte
     if (!stream.readableEnded && !streamError) {

@@ -123,7 +123,8 @@ export class DirBackend implements Backend {
     let err = "";
     child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
     const exited = new Promise<number | null>((r) => child.on("close", r));
-    let streamError: Error | undefined;
+    let streamError: Error | undefined = tar.errored ?? undefined; // it may have failed while we made the directory
+    if (streamError) child.kill("SIGKILL");
     tar.once("error", (e) => {
       streamError = e;
       child.kill("SIGKILL");

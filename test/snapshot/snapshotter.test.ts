@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../runtime/core/clock.ts";
 import { ConflictError } from "../../runtime/core/errors.ts";
 import { DigestMismatchError } from "../../runtime/snapshot/digest.ts";
+import { snapshotTag } from "../../runtime/snapshot/manifest.ts";
 import type { PauseStep, ResumeStep } from "../../runtime/snapshot/snapshotter.ts";
 import { DirBackend } from "./dir-backend.ts";
 import { snapshotTestEnv } from "./env.ts";
@@ -169,6 +170,38 @@ describe("Snapshotter", () => {
     expect(await f.snapshotter.expire()).toEqual(["sb-old"]);
     expect(await f.oci.headManifest("sbx-snapshots", old.snapshot!.tag)).toBeUndefined();
     expect(await f.backend.describe("sb-old")).toBeUndefined();
+    f.oci.close();
+  });
+
+  it("a delete during a pause stops the pause instead of waiting for it, and leaves nothing", async () => {
+    const f = makeFixture(env.root, env.registry.url);
+    await seeded(f, "sb-kill-pausing", 64);
+    let removal: Promise<void> | undefined;
+    const pausing = f.snapshotter.pause("sb-kill-pausing", {
+      // the first bytes are on their way to the registry: the sandbox is killed now
+      onProgress: () => (removal ??= f.snapshotter.removeWith("sb-kill-pausing", () => f.backend.delete("sb-kill-pausing"))),
+    });
+    await expect(pausing).rejects.toThrow(/sandbox sb-kill-pausing is being deleted; its pause or resume was stopped/);
+    await removal;
+    expect(await f.store.get("sb-kill-pausing")).toBeUndefined();
+    expect(await f.backend.hasCompute("sb-kill-pausing")).toBe(false);
+    expect(await f.oci.headManifest("sbx-snapshots", snapshotTag("sb-kill-pausing", 1))).toBeUndefined();
+    f.oci.close();
+  });
+
+  it("a delete during a resume stops the resume, and deletes the snapshot and the record", async () => {
+    const f = makeFixture(env.root, env.registry.url);
+    await seeded(f, "sb-kill-resuming", 64);
+    const paused = await f.snapshotter.pause("sb-kill-resuming");
+    let removal: Promise<void> | undefined;
+    const resuming = f.snapshotter.resume("sb-kill-resuming", {
+      onProgress: () => (removal ??= f.snapshotter.removeWith("sb-kill-resuming", () => f.backend.delete("sb-kill-resuming"))),
+    });
+    await expect(resuming).rejects.toThrow(/being deleted; its pause or resume was stopped/);
+    await removal;
+    expect(await f.store.get("sb-kill-resuming")).toBeUndefined();
+    expect(await f.backend.hasCompute("sb-kill-resuming")).toBe(false);
+    expect(await f.oci.headManifest("sbx-snapshots", paused.snapshot!.tag)).toBeUndefined();
     f.oci.close();
   });
 });
