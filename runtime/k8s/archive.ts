@@ -16,9 +16,14 @@ export function validateSandboxPath(field: string, p: string): void {
 export async function putArchive(run: RunInSandbox, id: string, dir: string, tar: Readable): Promise<void> {
   validateSandboxPath("dir", dir);
   const session = await run(["sh", "-c", 'mkdir -p -- "$1" && exec tar -x -f - -C "$1" --no-same-owner', "sbx-put", dir], tar);
+  // an input that fails midway (registry gone, digest mismatch) must not leave tar waiting for more
+  const abandon = () => session.kill();
+  if (tar.errored) abandon();
+  else tar.once("error", abandon);
   const stderr = collect(session.stderr, 16 * 1024);
   session.stdout.resume();
   const res = await session.result;
+  tar.removeListener("error", abandon);
   if (res.exitCode !== 0) {
     throw new UpstreamError(`put files into sandbox ${id} at ${dir}: tar exited ${res.exitCode}: ${(await stderr).trim() || "no message"}; check the archive and that ${dir} is writable (/workspace or /tmp)`);
   }
@@ -57,6 +62,10 @@ export async function getArchive(run: RunInSandbox, id: string, path: string): P
     session.stdout.removeAllListeners("data");
     startPipe();
   }
+  // a reader that goes away before the end (a failed or stopped pause) ends tar in the sandbox
+  out.once("close", () => {
+    if (!out.writableFinished) session.kill();
+  });
   session.result.then(
     async (res) => {
       await new Promise<void>((r) => (session.stdout.readableEnded ? r() : session.stdout.once("end", () => r())));

@@ -16,14 +16,14 @@ import { Controller } from "../controller/controller.ts";
 import { SandboxReconciler } from "../controller/sandboxReconciler.ts";
 import { WarmPool } from "../controller/warmpool.ts";
 import { ActivityRecorder } from "./activity.ts";
-import { getArchive, putArchive } from "./archive.ts";
+import { getArchive, putArchive, type RunInSandbox } from "./archive.ts";
 import { isNotFound, loadKubeClients, mergePatch, statusCode, toDomainError, type KubeClients } from "./client.ts";
 import { POD_DELETE_GRACE_SECONDS } from "./podTemplate.ts";
 import { RecordWriter } from "./recordWriter.ts";
 import { ANNOTATIONS, API_GROUP, API_VERSION, LABELS, SANDBOX_CONTAINER, SANDBOX_PLURAL } from "./contract.ts";
 import { createStsCredentialBroker, credentialsEnv, renderCredentialsFile, WRITE_CREDENTIALS_ARGV, type CredentialBroker } from "./credentials.ts";
 import { createExecApi, startExec } from "./exec.ts";
-import { buildExecArgv } from "./execCommand.ts";
+import { buildExecArgv, EXEC_ID_VAR } from "./execCommand.ts";
 import { newExecId, withProcessKill } from "./execKill.ts";
 import { startSupervisedInformer, type SupervisedInformer } from "./informer.ts";
 import { buildSandboxResource, labelSafe, podNameOf, specFromResource, type SandboxResource } from "./resource.ts";
@@ -195,6 +195,15 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
     return withActivity(sb);
   };
 
+  /** archive transfers are killable like any exec: an abandoned tar must not keep running on a real kubelet */
+  const markedRun =
+    (id: string, podName: string): RunInSandbox =>
+    async (argv, stdin) => {
+      const execId = newExecId();
+      const session = await runInPod(podName, ["env", `${EXEC_ID_VAR}=${execId}`, ...argv], stdin);
+      return withProcessKill(session, { execId, run: (a) => runInPod(podName, a), clock, logger: logger.child({ sandbox: id, pod: podName }) });
+    };
+
   const pooled = (spec: SandboxSpec): boolean =>
     config.warmPool.some((p) => labelSafe(p.profile) === labelSafe(spec.image.profile) && labelSafe(p.size) === labelSafe(spec.size.name) && p.count > 0);
 
@@ -298,12 +307,12 @@ export function createKubernetesBackend(config: RuntimeConfig, deps: { logger: L
 
     async putArchive(id, dir, tar) {
       const { podName } = await runningPod(id);
-      await putArchive((argv, stdin) => runInPod(podName, argv, stdin), id, dir, tar);
+      await putArchive(markedRun(id, podName), id, dir, tar);
     },
 
     async getArchive(id, path) {
       const { podName } = await runningPod(id);
-      return getArchive((argv) => runInPod(podName, argv), id, path);
+      return getArchive(markedRun(id, podName), id, path);
     },
 
     async logs(id, opts: LogOptions) {

@@ -36,6 +36,9 @@ interface SocketLike {
   /** cb runs once the frame is written to the connection (or failed: closed) */
   send(data: Buffer, cb?: (err?: Error) => void): void;
   close(): void;
+  /** stop / restart reading from the connection (ws) */
+  pause?(): void;
+  resume?(): void;
   readonly protocol: string;
   readonly readyState: number;
   on?(event: string, cb: (...args: unknown[]) => void): void;
@@ -55,9 +58,23 @@ export function createExecApi(kc: KubeConfig): Exec {
   return new Exec(kc, new WebSocketHandler(kc, (uri, protocols, opts) => new WebSocket(uri, protocols, { ...opts, generateMask: unmasked })));
 }
 
+/**
+ * An output stream that reports when its reader falls behind. client-node writes every frame
+ * it receives and ignores write()'s answer, so without this a slow reader (a pause uploading to
+ * a slower registry) would have the whole output buffered in memory.
+ */
+class OutputStream extends PassThrough {
+  onFull?: () => void;
+  override write(chunk: unknown, encoding?: unknown, cb?: unknown): boolean {
+    const ok = super.write(chunk, encoding as BufferEncoding, cb as (err?: Error | null) => void);
+    if (!ok) this.onFull?.();
+    return ok;
+  }
+}
+
 export async function startExec(exec: Exec, target: PodExecTarget, argv: string[], opts: StartExecOptions): Promise<ExecSession> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
+  const stdout = new OutputStream({ highWaterMark: HIGH_WATER });
+  const stderr = new OutputStream({ highWaterMark: HIGH_WATER });
   // client-node only opens the stdin channel when given a stream; we hand it one that never
   // emits and pump the real input ourselves, with backpressure and a proper half-close.
   const stdinPlaceholder = opts.stdin ? new PassThrough() : null;
@@ -82,11 +99,29 @@ export async function startExec(exec: Exec, target: PodExecTarget, argv: string[
     throw execConnectError(err, target);
   }
 
+  // Backpressure to the sandbox: stop reading the connection while a reader is behind; the
+  // API server, the kubelet and finally the command's pipe fill up and the command waits.
+  // A reader that destroys its stream is gone, not behind: that stream stops holding the socket.
+  const behind = new Set<OutputStream>();
+  const caughtUp = (out: OutputStream) => {
+    if (behind.delete(out) && behind.size === 0) ws.resume?.();
+  };
+  for (const out of [stdout, stderr]) {
+    out.onFull = () => {
+      if (!ws.pause || behind.has(out) || out.destroyed) return;
+      if (behind.size === 0) ws.pause();
+      behind.add(out);
+      out.once("drain", () => caughtUp(out));
+    };
+    out.once("close", () => caughtUp(out));
+  }
+
   const deadline = new AbortController();
   if (opts.timeoutMs && opts.timeoutMs > 0) {
     opts.clock.sleep(opts.timeoutMs + (opts.graceMs ?? 5_000), deadline.signal).then(
       () => {
         deadlineFired = true;
+        ws.resume?.();
         ws.close();
       },
       () => undefined,
@@ -119,6 +154,7 @@ export async function startExec(exec: Exec, target: PodExecTarget, argv: string[
       // Closing the stream ends this session only: a real kubelet leaves the command running.
       // The backend's exec (execKill.ts) also kills the command's processes.
       killed = true;
+      ws.resume?.(); // the close handshake needs the socket read
       ws.close();
     },
   };

@@ -6,7 +6,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Readable } from "node:stream";
+import { PassThrough, Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SandboxEvent, SandboxSpec } from "../../../runtime/core/types.ts";
 import { LABELS, SANDBOX_CONTAINER } from "../../../runtime/k8s/contract.ts";
@@ -183,6 +183,37 @@ describe("Kubernetes backend lifecycle", () => {
     expect(timed).toMatchObject({ exitCode: 124, timedOut: true, oomKilled: false });
     await waitFor("the timed-out group to be gone", async () => !(await processes()).some((p) => /^sleep 340[34]$/.test(p)), 10_000);
     await backend.delete("kill-1");
+  });
+
+  it("a download abandoned midway, or an upload whose input fails, ends its tar in the sandbox", async () => {
+    await backend.provision(spec("tar-1"));
+    await backend.awaitReady("tar-1", { timeoutMs: 60_000 });
+    const tars = async () => (await run("tar-1", ["sh", "-c", PROCESS_LIST])).stdout.split("\n").filter((p) => /(^|\/)tar /.test(p));
+    // 512 MiB (sparse: costs no disk): far more than the pipes and buffers on the way hold
+    await run("tar-1", ["truncate", "-s", "512M", "/workspace/sparse.bin"]);
+    const download = await backend.getArchive("tar-1", "/workspace");
+    await new Promise<void>((resolve) => download.once("data", () => resolve()));
+    download.pause();
+    const buffersBefore = process.memoryUsage().arrayBuffers;
+    // a reader that stops reading holds tar back (backpressure to the sandbox), not our memory
+    // (without it the exec's output piles up here at the speed of the stream, 100+ MB in this time)
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(await tars()).not.toEqual([]);
+    expect(process.memoryUsage().arrayBuffers - buffersBefore).toBeLessThan(48 << 20);
+    download.destroy();
+    await waitFor("the abandoned download's tar to be gone", async () => (await tars()).length === 0, 15_000);
+
+    const input = new PassThrough();
+    const upload = backend.putArchive("tar-1", "/tmp/in", input);
+    // the start of a real archive of a 1 MiB file: tar waits for the rest, then the source fails
+    const dir = mkdtempSync(join(tmpdir(), "sbx-tar-"));
+    writeFileSync(join(dir, "f.bin"), Buffer.alloc(1 << 20, 7));
+    input.write(spawnSync("tar", ["-C", dir, "-cf", "-", "f.bin"]).stdout.subarray(0, 65536));
+    await waitFor("the upload's tar to start", async () => (await tars()).length > 0, 15_000);
+    input.destroy(new Error("registry went away"));
+    await expect(upload).rejects.toThrow();
+    await waitFor("the failed upload's tar to be gone", async () => (await tars()).length === 0, 15_000);
+    await backend.delete("tar-1");
   });
 
   it("reports an OOM-killed container as Failed/OOMKilled while the pod phase still says Running", async () => {
