@@ -6,18 +6,16 @@
 // Every transition is written to the SnapshotRecordStore first; recover() finishes or undoes
 // whatever a crash interrupted, so a sandbox is always running with its data or paused with a
 // verified snapshot.
-import type { Readable } from "node:stream";
 import type { Clock } from "../core/clock.ts";
 import { KeyedQueue } from "../core/keyed-queue.ts";
 import { ConflictError, NotFoundError, SbxError, UpstreamError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { TERMINAL_PHASES, type Backend, type Sandbox, type SandboxSpec } from "../core/types.ts";
-import { buildSnapshotManifest, parentDir, readSnapshotLayers, snapshotTag, type SnapshotConfig } from "./manifest.ts";
+import { pushLayer, restoreLayer, verifySnapshot, type LayerIo } from "./layers.ts";
+import { buildSnapshotManifest, readSnapshotLayers, snapshotTag, type SnapshotConfig } from "./manifest.ts";
 import type { OciClient } from "./oci.ts";
 import { fromStoredSpec, toStoredSpec, type SnapshotInfo, type SnapshotLayer, type SnapshotRecord, type SnapshotRecordStore } from "./record.ts";
 import { runHook } from "./hooks.ts";
-import { DropRootEntry } from "./tar-filter.ts";
-import { basename } from "node:path";
 
 export const DEFAULT_WRITABLE_PATHS = ["/workspace", "/tmp"];
 
@@ -81,7 +79,10 @@ export class Snapshotter {
   private readonly pausing = new Map<string, Promise<SnapshotRecord>>();
   private readonly paths: string[];
 
+  private readonly io: LayerIo;
+
   constructor(private readonly o: SnapshotterOptions) {
+    this.io = { backend: o.backend, oci: o.oci, repository: o.repository };
     this.paths = o.writablePaths ?? DEFAULT_WRITABLE_PATHS;
   }
 
@@ -213,21 +214,9 @@ export class Snapshotter {
     // paths stream concurrently: each is its own archive exec and its own upload
     const layers: SnapshotLayer[] = await Promise.all(
       this.paths.map(async (path) => {
-        const raw = await this.o.backend.getArchive(rec.id, path);
-        const filter = new DropRootEntry(basename(path));
-        const tar = raw.pipe(filter);
-        raw.once("error", (e) => tar.destroy(e));
-        const stop = () => raw.destroy(signal.reason as Error);
-        signal.addEventListener("abort", stop, { once: true });
-        let blob: { digest: string; size: number };
-        try {
-          blob = await oci.pushBlob(repository, tar, { onProgress: (bytes) => opts.onProgress?.({ op: "pause", path, bytes }) });
-        } finally {
-          signal.removeEventListener("abort", stop);
-        }
-        signal.throwIfAborted();
+        const layer = await pushLayer(this.io, rec.id, path, signal, (bytes) => opts.onProgress?.({ op: "pause", path, bytes }));
         await this.step(rec.id, "layer-pushed");
-        return { path, ...blob, entries: filter.entries };
+        return layer;
       }),
     );
     const createdAt = this.o.clock.now().toISOString();
@@ -245,24 +234,9 @@ export class Snapshotter {
       createdAt,
       layers,
     };
-    const problem = await this.verify(info);
+    const problem = await verifySnapshot(oci, info);
     if (problem) throw new UpstreamError(`pause ${rec.id}: snapshot ${info.ref} failed verification after push (${problem}); the sandbox keeps running, retry the pause`);
     return info;
-  }
-
-  /** undefined when the registry holds exactly this manifest and every layer; else what is wrong. */
-  private async verify(info: SnapshotInfo): Promise<string | undefined> {
-    const head = await this.o.oci.headManifest(info.repository, info.tag);
-    if (!head) return `tag ${info.tag} is missing`;
-    if (head.digest !== info.digest) return `tag ${info.tag} points at ${head.digest}, expected ${info.digest}`;
-    const { manifest } = await this.o.oci.getManifest(info.repository, info.digest);
-    const layers = readSnapshotLayers(manifest);
-    if (typeof layers === "string") return layers;
-    const key = (ls: SnapshotLayer[]) => JSON.stringify(ls.map((l) => [l.path, l.digest, l.size]));
-    if (key(layers) !== key(info.layers)) return "manifest layers differ from the pushed layers";
-    const present = await Promise.all(layers.map((l) => this.o.oci.blobExists(info.repository, l.digest)));
-    const missing = layers.find((_, i) => !present[i]);
-    return missing ? `layer ${missing.digest} (${missing.path}) is missing` : undefined;
   }
 
   /** The snapshot is already recorded, so a failure here loses nothing: retry, then report. */
@@ -304,7 +278,9 @@ export class Snapshotter {
       await this.step(id, "slot-acquired");
       await Promise.all(
         rec.snapshot!.layers.map(async (layer) => {
-          if (layer.entries !== 0) await this.restoreLayer(id, rec!.snapshot!, layer, opts, signal);
+          if (layer.entries !== 0) {
+            await restoreLayer(this.io, id, rec!.snapshot!, layer, signal, (bytes) => opts.onProgress?.({ op: "resume", path: layer.path, bytes, totalBytes: layer.size }));
+          }
           await this.step(id, "layer-restored");
         }),
       );
@@ -325,47 +301,6 @@ export class Snapshotter {
     const s = await this.o.backend.describe(id);
     if (!s) throw new NotFoundError("sandbox", id);
     return s;
-  }
-
-  private async restoreLayer(id: string, snap: SnapshotInfo, layer: SnapshotLayer, opts: OpOptions, signal: AbortSignal): Promise<void> {
-    signal.throwIfAborted();
-    const stream = await this.o.oci.pullBlob(snap.repository, layer.digest, {
-      size: layer.size,
-      onProgress: (bytes) => opts.onProgress?.({ op: "resume", path: layer.path, bytes, totalBytes: layer.size }),
-    });
-    const stop = () => stream.destroy(signal.reason as Error);
-    signal.addEventListener("abort", stop, { once: true });
-    try {
-      await this.restoreStream(id, layer, stream);
-    } finally {
-      signal.removeEventListener("abort", stop);
-    }
-  }
-
-  private async restoreStream(id: string, layer: SnapshotLayer, stream: Readable): Promise<void> {
-    // A backend may finish unpacking before noticing the stream failed at its end (digest check).
-    let streamError: unknown;
-    // The stream can fail (digest mismatch, registry gone, a delete stopping the resume) before
-    // the backend has attached to it, and a backend that never sees the error would wait for
-    // an end that never comes: the failure decides, and the caller then releases the compute
-    // (which ends the half-done unpack).
-    const failed = new Promise<never>((_, reject) => stream.once("error", (e) => reject((streamError = e))));
-    failed.catch(() => undefined);
-    const unpacking = this.o.backend.putArchive(id, parentDir(layer.path), stream as Readable);
-    unpacking.catch(() => undefined);
-    await Promise.race([unpacking, failed]);
-    // tar stops reading at the end-of-archive marker and may exit leaving the record padding
-    // unread; read the rest so the digest check (at the stream's end) covers every byte
-    if (!stream.readableEnded && !streamError) {
-      if (stream.destroyed) throw new UpstreamError(`resume ${id}: the restore of ${layer.path} closed the snapshot stream before its end; retry the resume`);
-      await new Promise<void>((resolve) => {
-        stream.once("end", resolve);
-        stream.once("error", () => resolve());
-        stream.once("close", () => resolve());
-        stream.resume();
-      });
-    }
-    if (streamError) throw streamError;
   }
 
   /** Finishes or undoes an interrupted transition. Returns the settled record. */
@@ -430,7 +365,7 @@ export class Snapshotter {
       createdAt: manifest.annotations?.["org.opencontainers.image.created"] ?? this.o.clock.now().toISOString(),
       layers,
     };
-    return (await this.verify(info)) ? undefined : info;
+    return (await verifySnapshot(this.o.oci, info)) ? undefined : info;
   }
 
   private async dropSnapshot(s: SnapshotInfo): Promise<void> {
