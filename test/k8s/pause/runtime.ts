@@ -13,7 +13,7 @@ import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { SnapshottingBackend } from "../../../runtime/snapshot/backend.ts";
 import type { SnapshotterOptions } from "../../../runtime/snapshot/snapshotter.ts";
 import { withSnapshots } from "../../../runtime/snapshot/wire.ts";
-import { adminClients, testBackend, testConfig } from "../runtime/support.ts";
+import { adminClients, testBackend, testConfig, testSandboxSpec } from "../runtime/support.ts";
 
 export interface PauseRuntimeArgs {
   kubeconfigPath: string;
@@ -66,18 +66,7 @@ export async function startPauseManager(a: PauseRuntimeArgs): Promise<{ config: 
 }
 
 export function sandboxSpec(config: RuntimeConfig, id: string, over: Partial<SandboxSpec> = {}): SandboxSpec {
-  return {
-    id,
-    owner: "alice",
-    image: { profile: "base", image: config.catalog.base },
-    size: config.sizeClasses.nano,
-    env: { SANDBOX_GREETING: "kept across pause" },
-    ttlSeconds: 1800,
-    idleTimeoutSeconds: 0,
-    metadata: {},
-    createdAt: new Date(),
-    ...over,
-  };
+  return testSandboxSpec(config, id, { env: { SANDBOX_GREETING: "kept across pause" }, ttlSeconds: 1800, ...over });
 }
 
 export async function output(session: ExecSession): Promise<{ stdout: string; stderr: string; exitCode: number }> {

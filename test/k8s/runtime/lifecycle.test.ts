@@ -12,7 +12,7 @@ import type { SandboxEvent, SandboxSpec } from "../../../runtime/core/types.ts";
 import { LABELS, SANDBOX_CONTAINER } from "../../../runtime/k8s/contract.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import { terminateContainer, waitFor } from "../../support/cluster.ts";
-import { adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, type TestNamespaces } from "./support.ts";
+import { adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, testSandboxSpec, type TestNamespaces } from "./support.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 
@@ -22,18 +22,8 @@ let config: RuntimeConfig;
 let backend: KubernetesBackend;
 const events: SandboxEvent[] = [];
 
-const spec = (id: string, over: Partial<SandboxSpec> = {}): SandboxSpec => ({
-  id,
-  owner: "alice",
-  image: { profile: "base", image: config.catalog.base },
-  size: config.sizeClasses.nano,
-  env: { SANDBOX_GREETING: "hello from the record" },
-  ttlSeconds: 900,
-  idleTimeoutSeconds: 0,
-  metadata: { purpose: "lifecycle" },
-  createdAt: new Date(),
-  ...over,
-});
+const spec = (id: string, over: Partial<SandboxSpec> = {}): SandboxSpec =>
+  testSandboxSpec(config, id, { env: { SANDBOX_GREETING: "hello from the record" }, metadata: { purpose: "lifecycle" }, ...over });
 
 async function collect(stream: Readable): Promise<string> {
   const chunks: Buffer[] = [];

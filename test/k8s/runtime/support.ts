@@ -4,6 +4,7 @@
 import { randomBytes } from "node:crypto";
 import { ApiextensionsV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api, type V1CustomResourceDefinition, type V1Node, type V1Pod } from "@kubernetes/client-node";
 import { validateRuntimeConfig, type RuntimeConfigInput, type RuntimeConfig } from "../../../runtime/config/schema.ts";
+import type { SandboxSpec } from "../../../runtime/core/types.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { createLogger, silentLogger } from "../../../runtime/core/log.ts";
 import { clientsFor, isConflict, isNotFound, PooledKubeConfig, type KubeClients } from "../../../runtime/k8s/client.ts";
@@ -130,6 +131,22 @@ export function testConfig(ns: TestNamespaces, over: Partial<RuntimeConfigInput>
     ...over,
     kubernetes: { namespace: ns.sandboxes, runtimeNamespace: ns.runtime, leaseName: "sbx-controller", ...(over.kubernetes ?? {}) },
   });
+}
+
+/** A SandboxSpec for the suite's catalog and size classes (owner alice, base/nano, 900 s TTL). */
+export function testSandboxSpec(config: RuntimeConfig, id: string, over: Partial<SandboxSpec> = {}): SandboxSpec {
+  return {
+    id,
+    owner: "alice",
+    image: { profile: "base", image: config.catalog.base },
+    size: config.sizeClasses.nano,
+    env: {},
+    ttlSeconds: 900,
+    idleTimeoutSeconds: 0,
+    metadata: {},
+    createdAt: new Date(),
+    ...over,
+  };
 }
 
 export function testBackend(config: RuntimeConfig, clients: KubeClients, overrides: KubernetesBackendOverrides = {}): KubernetesBackend {
