@@ -9,7 +9,8 @@ import { ImageCatalog } from "./core/catalog.ts";
 import type { Clock } from "./core/clock.ts";
 import { ValidationError } from "./core/errors.ts";
 import type { Logger } from "./core/log.ts";
-import { SandboxManager, type MaintenanceTask } from "./core/manager.ts";
+import type { MaintenanceTask } from "./core/maintenance.ts";
+import { SandboxManager } from "./core/manager.ts";
 import type { Backend } from "./core/types.ts";
 import type { AutoPauseStatusStore } from "./autopause/controller.ts";
 

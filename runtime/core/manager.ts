@@ -1,6 +1,7 @@
 // The Manager: all sandbox policy on top of a Backend. It keeps no database: the substrate is
 // the source of truth; the only in-process state is the admission budget (rebuilt from the
 // substrate at start and reconciled by the reaper) and the creates in flight.
+import { Maintenance, type MaintenanceTask } from "./maintenance.ts";
 import type { Readable } from "node:stream";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { Admission, holdsCapacity } from "./admission.ts";
@@ -48,12 +49,6 @@ export interface ManagerDeps {
   maintenance?: MaintenanceTask[];
 }
 
-export interface MaintenanceTask {
-  name: string;
-  everyMs: number;
-  run(): Promise<unknown>;
-}
-
 /** How long an id we released stays barred from being re-adopted by a late event. */
 const GONE_MEMORY_MS = 10 * 60_000;
 /** sandbox metadata that turns automatic resume off ("false"); shared with runtime/snapshot */
@@ -71,8 +66,7 @@ export class SandboxManager implements Manager {
   private lastList: readonly Sandbox[] = [];
   private unsubscribe?: () => void;
   private readonly log: Logger;
-  private maintenanceStop?: AbortController;
-  private maintenanceLoops: Promise<void>[] = [];
+  private readonly maintenance: Maintenance;
   /** pause and resume of one sandbox, one at a time (their admission changes must not interleave) */
   private readonly transitions = new KeyedQueue();
   /** a call queued behind another pause/resume of the sandbox watches that one's bytes too */
@@ -82,6 +76,7 @@ export class SandboxManager implements Manager {
     const { config } = deps;
     this.admission = deps.admission ?? new Admission(config.budget);
     this.log = deps.logger;
+    this.maintenance = new Maintenance({ tasks: deps.maintenance ?? [], clock: deps.clock, logger: deps.logger });
     this.metrics = new Metrics({ admission: () => this.admission.usage(), sandboxes: () => this.lastList }, { defaultMetrics: deps.processMetrics ?? false });
     this.reaper = new Reaper({
       backend: deps.backend,
@@ -118,26 +113,11 @@ export class SandboxManager implements Manager {
     const { adopted } = this.admission.rebuild(live, new Set(this.creating.keys()));
     this.log.info({ op: "start", backend: backend.name, live: live.length, adopted: adopted.length, budget: this.admission.usage() }, "manager started; admission budget rebuilt from live sandboxes");
     if (opts.reaper ?? true) this.reaper.start();
-    if (opts.maintenance ?? opts.reaper ?? true) this.startMaintenance();
-  }
-
-  private startMaintenance(): void {
-    const stop = (this.maintenanceStop = new AbortController());
-    this.maintenanceLoops = (this.deps.maintenance ?? []).map(async (task) => {
-      while (!stop.signal.aborted) {
-        try {
-          await this.deps.clock.sleep(task.everyMs, stop.signal);
-        } catch {
-          return; // stopped
-        }
-        await task.run().catch((err) => this.log.error({ op: task.name, err }, "maintenance task failed; retrying next interval"));
-      }
-    });
+    if (opts.maintenance ?? opts.reaper ?? true) this.maintenance.start();
   }
 
   async close(): Promise<void> {
-    this.maintenanceStop?.abort(new Error("manager closing"));
-    await Promise.all(this.maintenanceLoops);
+    await this.maintenance.stop();
     await this.reaper.stop();
     this.unsubscribe?.();
     this.deps.catalog.close();
