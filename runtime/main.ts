@@ -3,7 +3,7 @@
 // run as root, creates a token on first start and prints how to use it. SIGINT/SIGTERM drain
 // requests and close the backend, leaving nothing running.
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadRuntimeConfig, tokensPathFor } from "./config/load.ts";
@@ -12,6 +12,7 @@ import { systemClock } from "./core/clock.ts";
 import { createLogger, type Logger } from "./core/log.ts";
 import { addToken, parseTokensFile, TokenFile } from "./core/tokens.ts";
 import { startService } from "./server/service.ts";
+import { REGISTRY_BINARY, startLocalRegistry, type LocalRegistry } from "./local/registry.ts";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -37,6 +38,42 @@ function ensureToken(path: string): string | undefined {
   return addToken(path, process.env.SBX_OWNER ?? "local");
 }
 
+/**
+ * The local platform without a configured snapshot registry runs docker-registry on loopback,
+ * storage under the state dir, so pause and resume work out of the box. A registry left running
+ * by a killed earlier start (same storage) is stopped first.
+ */
+async function embeddedRegistry(config: RuntimeConfig, logger: Logger): Promise<{ config: RuntimeConfig; stop: () => Promise<void> }> {
+  const none = { config, stop: async () => undefined };
+  if (config.platform !== "local" || config.snapshots) return none;
+  if (!existsSync(REGISTRY_BINARY)) {
+    logger.warn({ op: "start" }, `pause/resume are off: ${REGISTRY_BINARY} is missing; install docker-registry (apt-get install docker-registry) or set snapshots.registry`);
+    return none;
+  }
+  const dir = join(config.local.stateDir, "registry");
+  stopStale(join(dir, "registry.pid"));
+  let registry: LocalRegistry;
+  try {
+    registry = await startLocalRegistry({ dir });
+  } catch (err) {
+    logger.warn({ op: "start", err }, "pause/resume are off: the embedded snapshot registry did not start; set snapshots.registry to use another");
+    return none;
+  }
+  writeFileSync(join(dir, "registry.pid"), String(registry.pid));
+  logger.info({ op: "start", registry: registry.url, storage: registry.storageDir }, "snapshot registry on loopback for pause/resume");
+  return { config: { ...config, snapshots: { registry: registry.url, repository: "sbx-snapshots", retentionDays: 7 } }, stop: registry.stop };
+}
+
+function stopStale(pidFile: string): void {
+  const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8")) : 0;
+  if (!(pid > 0)) return;
+  try {
+    if (readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("docker-registry")) process.kill(pid, "SIGKILL");
+  } catch {
+    // gone already
+  }
+}
+
 function applyEnv(config: RuntimeConfig): RuntimeConfig {
   const port = process.env.SBX_PORT;
   const host = process.env.SBX_HOST;
@@ -49,8 +86,9 @@ function applyEnv(config: RuntimeConfig): RuntimeConfig {
 async function main(): Promise<void> {
   const logger = createLogger();
   const { config: loaded, source } = loadRuntimeConfig();
-  const config = applyEnv(loaded);
-  if (config.platform === "local") ensureLocalTools(logger);
+  if (loaded.platform === "local") ensureLocalTools(logger);
+  const registry = await embeddedRegistry(applyEnv(loaded), logger);
+  const config = registry.config;
   const tokensPath = tokensPathFor(config);
   const fresh = config.platform === "local" ? ensureToken(tokensPath) : undefined;
   if (!existsSync(tokensPath)) {
@@ -73,6 +111,7 @@ async function main(): Promise<void> {
     `  export SBX_SERVER=${service.url} SBX_TOKEN=${fresh ?? "<your token>"}`,
     "  ID=$(npx sbx create --size nano)",
     "  npx sbx run $ID -- python3 -c 'print(\"hello from a sandbox\")'",
+    ...(config.snapshots ? ["  npx sbx pause $ID    # files to the snapshot registry, compute freed; sbx resume $ID (or any run) wakes it"] : []),
     "  npx sbx kill $ID",
     "",
     `API description: ${service.url}/openapi.json   metrics: ${service.url}/metrics`,
@@ -93,7 +132,7 @@ async function main(): Promise<void> {
     stoppingAt = Date.now();
     logger.info({ op: "shutdown", signal }, "stopping: draining requests, closing sandboxes");
     process.stdout.write("sbx: stopping (Ctrl-C again to force)\n");
-    service.close().then(
+    service.close().then(registry.stop).then(
       () => process.stdout.write("sbx: stopped; every sandbox of this service is closed\n", () => process.exit(0)),
       (err) => {
         logger.error({ op: "shutdown", err }, "shutdown failed");

@@ -2,13 +2,12 @@
 // dir), the `sbx` CLI as child processes talking to it, the whole lifecycle, then Ctrl-C
 // (SIGINT to the process group) and nothing of it left running.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../../runtime/cli/main.ts";
-import { startRegistry, type TestRegistry } from "../support/registry.ts";
 
 const repo = resolve(import.meta.dirname, "../..");
 let work: string;
@@ -17,7 +16,16 @@ let service: ChildProcess;
 let serviceOut = "";
 let url = "";
 let token = "";
-let registry: TestRegistry;
+/** a safety net: normally the Ctrl-C test has stopped the service and with it its registry */
+function stopEmbeddedRegistry(): void {
+  const pidFile = join(stateDir, "registry", "registry.pid");
+  if (!existsSync(pidFile)) return;
+  try {
+    process.kill(Number(readFileSync(pidFile, "utf8")), "SIGKILL");
+  } catch {
+    // stopped with the service
+  }
+}
 
 /** Processes whose command line mentions dir (read from /proc: nothing truncates it). */
 function processesUsing(dir: string): string[] {
@@ -76,8 +84,8 @@ function sbx(args: string[], env: Record<string, string> = {}): Promise<CliResul
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "sbx-e2e-"));
   stateDir = join(work, "state");
-  registry = await startRegistry();
-  writeFileSync(join(work, "config.json"), JSON.stringify({ platform: "local", listen: { host: "127.0.0.1", port: 0 }, local: { stateDir }, snapshots: { registry: registry.url } }));
+  // no snapshots.registry: the local platform runs its own on loopback, as a fresh `npm start` does
+  writeFileSync(join(work, "config.json"), JSON.stringify({ platform: "local", listen: { host: "127.0.0.1", port: 0 }, local: { stateDir } }));
   service = spawn("npm", ["start", "--silent"], {
     cwd: repo,
     env: { ...process.env, SBX_CONFIG: join(work, "config.json"), SBX_LOG_LEVEL: "info" },
@@ -101,7 +109,7 @@ afterAll(async () => {
   } catch {
     // the group is already gone: the Ctrl-C test stopped it
   }
-  await registry?.stop();
+  stopEmbeddedRegistry();
   rmSync(work, { recursive: true, force: true });
 });
 

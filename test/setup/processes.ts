@@ -2,7 +2,6 @@
 // tracked by PID, and stopped by PID (TERM, then KILL) in reverse start order.
 import { spawn, type ChildProcess } from "node:child_process";
 import { appendFileSync, createWriteStream, readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 
 export interface Started {
@@ -92,17 +91,7 @@ export function tailLog(path: string, lines = 25): string {
   }
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from "../../runtime/core/ports.ts";
 
 /**
  * Polls `probe` until it returns true. Fails fast, with the component's log tail, when the
