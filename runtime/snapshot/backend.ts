@@ -108,9 +108,9 @@ export class SnapshottingBackend implements Backend {
     this.autoResumer = resume;
   }
 
-  async delete(id: string): Promise<void> {
-    await this.inner.delete(id);
-    await this.snapshotter.remove(id);
+  /** The snapshotter reads the record before the sandbox goes (on Kubernetes the record goes with it). */
+  delete(id: string): Promise<void> {
+    return this.snapshotter.removeWith(id, () => this.inner.delete(id));
   }
 
   async describe(id: string): Promise<Sandbox | undefined> {

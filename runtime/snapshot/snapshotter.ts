@@ -137,8 +137,7 @@ export class Snapshotter {
     for (const rec of await this.o.store.list()) {
       if (rec.state !== "paused" || !rec.snapshot || Date.parse(rec.snapshot.createdAt) > cutoff) continue;
       this.o.logger.info({ sandbox: rec.id, owner: rec.owner, op: "expire", snapshot: rec.snapshot.ref }, "paused sandbox's snapshot passed the retention; deleting");
-      await this.o.backend.delete(rec.id);
-      await this.remove(rec.id);
+      await this.removeWith(rec.id, () => this.o.backend.delete(rec.id));
       gone.push(rec.id);
     }
     return gone;

@@ -51,10 +51,10 @@ const SHARED_STORE_IN_FLIGHT_GRACE_MS = 10 * 60_000;
 
 /**
  * The backend as the Snapshotter drives it: releaseCompute/adopt added where the backend lacks
- * them (see the file comment), and delete replaced by `deleteWith` when given.
+ * them (see the file comment).
  */
-export function withComputeRelease(backend: Backend, deleteWith?: (id: string) => Promise<void>): Backend {
-  if (backend.releaseCompute && backend.adopt && !deleteWith) return backend;
+export function withComputeRelease(backend: Backend): Backend {
+  if (backend.releaseCompute && backend.adopt) return backend;
   const b: Backend = {
     name: backend.name,
     start: () => backend.start(),
@@ -65,7 +65,7 @@ export function withComputeRelease(backend: Backend, deleteWith?: (id: string) =
     putArchive: (id, dir, tar) => backend.putArchive(id, dir, tar),
     getArchive: (id, path) => backend.getArchive(id, path),
     logs: (id, opts) => backend.logs(id, opts),
-    delete: deleteWith ?? ((id) => backend.delete(id)),
+    delete: (id) => backend.delete(id),
     describe: (id) => backend.describe(id),
     list: () => backend.list(),
     touch: (id, at) => backend.touch(id, at),
@@ -83,12 +83,10 @@ export function withSnapshots(backend: Backend, w: SnapshotWiring): Snapshotting
   if (!snap) throw new ValidationError("config.snapshots", undefined, "set snapshots.registry (e.g. http://127.0.0.1:5000 or <account>.dkr.ecr.<region>.amazonaws.com) to enable pause and resume");
   const aware = backend as SnapshotAwareBackend;
   const shared = !w.store && !!aware.snapshotRecords;
-  // delete goes through the snapshotter, which reads the record before the sandbox (and with
-  // it, on Kubernetes, the record) is gone, then deletes the snapshot
-  const inner = withComputeRelease(backend, (id) => snapshotter.removeWith(id, () => backend.delete(id)));
+  const inner = withComputeRelease(backend);
   const oci = new OciClient({ registry: snap.registry, auth: w.auth });
   const holder = w.holder ?? aware.snapshotHolder;
-  const snapshotter: Snapshotter = new Snapshotter({
+  const snapshotter = new Snapshotter({
     backend: inner,
     oci,
     repository: snap.repository,
