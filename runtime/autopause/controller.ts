@@ -2,11 +2,11 @@
 // decideAutoPause what to do, does it (pause, resume, kill) and publishes the status (probe
 // results, nextPauseTime, nextResumeTime). Time comes from the injected Clock; tests call
 // tick() after advancing a ManualClock.
-import { readFile, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { finished } from "node:stream/promises";
 import { ValidationError } from "../core/errors.ts";
-import { writeJsonAtomic } from "../snapshot/record.ts";
+import { readJsonIfExists, writeJsonAtomic } from "../snapshot/record.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { Backend, Sandbox } from "../core/types.ts";
@@ -51,13 +51,8 @@ export class FileStatusStore implements AutoPauseStatusStore {
     if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(id)) throw new ValidationError("sandbox id", id, "use letters, digits, '.', '_' or '-' (at most 128)");
     return join(this.dir, `${id}.autopause.json`);
   }
-  async get(id: string): Promise<AutoPauseStatus | undefined> {
-    try {
-      return JSON.parse(await readFile(this.file(id), "utf8")) as AutoPauseStatus;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw err;
-    }
+  get(id: string): Promise<AutoPauseStatus | undefined> {
+    return readJsonIfExists<AutoPauseStatus>(this.file(id));
   }
   async put(id: string, status: AutoPauseStatus): Promise<void> {
     await writeJsonAtomic(this.dir, this.file(id), status);

@@ -83,13 +83,8 @@ export class FileRecordStore implements SnapshotRecordStore {
     return join(this.dir, `${id}.json`);
   }
 
-  async get(id: string): Promise<SnapshotRecord | undefined> {
-    try {
-      return JSON.parse(await readFile(this.file(id), "utf8")) as SnapshotRecord;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw err;
-    }
+  get(id: string): Promise<SnapshotRecord | undefined> {
+    return readJsonIfExists<SnapshotRecord>(this.file(id));
   }
 
   async put(record: SnapshotRecord): Promise<void> {
@@ -115,6 +110,16 @@ export class FileRecordStore implements SnapshotRecordStore {
       if (r) out.push(r);
     }
     return out;
+  }
+}
+
+/** The JSON in `file`, or undefined when there is no such file. */
+export async function readJsonIfExists<T>(file: string): Promise<T | undefined> {
+  try {
+    return JSON.parse(await readFile(file, "utf8")) as T;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw err;
   }
 }
 
