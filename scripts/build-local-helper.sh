@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Builds the local backend's in-sandbox helper (tools/local-helper/sbx-helper.c) into
-# .cache/local/sbx-helper, statically linked so it also runs inside OCI image rootfs that have
-# no glibc. Idempotent: rebuilds only when the source's sha256 changed. Needs gcc and libc6-dev.
+# Builds the local backend's in-sandbox helper (tools/local-helper/sbx-helper.c and the seccomp
+# filter in seccomp.c) into .cache/local/sbx-helper, statically linked so it also runs inside
+# OCI image rootfs that have no glibc. Idempotent: rebuilds only when the sha256 of the sources
+# and of this script changed (runtime/local/helper-binary.ts computes the same stamp; keep the
+# list and its order in step). Needs gcc and libc6-dev.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-src="$root/tools/local-helper/sbx-helper.c"
+dir="$root/tools/local-helper"
+sources=("$dir/sbx-helper.c" "$dir/seccomp.c" "$dir/seccomp.h" "$root/scripts/build-local-helper.sh")
 out_dir="$root/.cache/local"
 out="$out_dir/sbx-helper"
-sum="$(sha256sum "$src" | cut -d' ' -f1)"
+sum="$(cat "${sources[@]}" | sha256sum | cut -d' ' -f1)"
 if [ -x "$out" ] && [ "$(cat "$out.sha256" 2>/dev/null)" = "$sum" ]; then
   exit 0
 fi
@@ -18,7 +21,7 @@ fi
 mkdir -p "$out_dir"
 tmp="$(mktemp "$out_dir/sbx-helper.XXXXXX")"
 trap 'rm -f "$tmp"' EXIT
-gcc -O2 -static -Wall -Wextra -Wno-unused-result -o "$tmp" "$src"
+gcc -O2 -static -Wall -Wextra -Wno-unused-result -o "$tmp" "$dir/sbx-helper.c" "$dir/seccomp.c"
 chmod 0755 "$tmp"
 mv "$tmp" "$out"
 echo "$sum" > "$out.sha256"

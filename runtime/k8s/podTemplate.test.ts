@@ -6,6 +6,7 @@ import { planSandboxPod, planWarmPod, warmPodName } from "./podTemplate.ts";
 
 const config = validateRuntimeConfig({ platform: "kubernetes", kubernetes: { namespace: "sbx-sandboxes" } });
 const gvisor = validateRuntimeConfig({ platform: "kubernetes", kubernetes: { namespace: "ns2", runtimeClassName: "gvisor" } });
+const userns = validateRuntimeConfig({ platform: "kubernetes", kubernetes: { userNamespaces: true } });
 
 function spec(over: Partial<SandboxSpec> = {}): SandboxSpec {
   return {
@@ -43,6 +44,7 @@ describe("planSandboxPod", () => {
     ["bounds /workspace and /tmp", () => pod.spec!.volumes!.map((v) => [v.name, v.emptyDir!.sizeLimit]), [["workspace", "1Gi"], ["tmp", "256Mi"]]],
     ["mounts them writable", () => c.volumeMounts!.map((m) => m.mountPath), ["/workspace", "/tmp"]],
     ["has no runtimeClassName unless configured", () => pod.spec!.runtimeClassName, undefined],
+    ["shares the node's user namespace unless configured (hostUsers unset)", () => pod.spec!.hostUsers, undefined],
     ["is named after the sandbox", () => pod.metadata!.name, "sb-1"],
     ["carries the sandbox and hashed owner labels", () => [pod.metadata!.labels![LABELS.sandbox], pod.metadata!.labels![LABELS.owner]], ["sb-1", ownerLabelValue("alice@example.com")]],
     ["keeps the caller's env out of the pod spec", () => JSON.stringify(pod).includes("not-in-pod"), false],
@@ -54,6 +56,29 @@ describe("planSandboxPod", () => {
     const p = planSandboxPod(spec(), gvisor);
     expect(p.spec!.runtimeClassName).toBe("gvisor");
     expect(p.metadata!.namespace).toBe("ns2");
+  });
+
+  it("runs in its own user namespace (hostUsers: false) with kubernetes.userNamespaces, hardened as before", () => {
+    const p = planSandboxPod(spec(), userns);
+    expect(p.spec!.hostUsers).toBe(false);
+    // everything else is the same pod: only the one field differs
+    const { hostUsers: _omit, ...rest } = p.spec!;
+    expect(rest).toEqual(pod.spec);
+    // the limits of user-namespaced pods: no host namespaces, only emptyDir-like volumes
+    expect([p.spec!.hostNetwork, p.spec!.hostPID, p.spec!.hostIPC]).toEqual([undefined, undefined, undefined]);
+    expect(p.spec!.volumes!.every((v) => Object.keys(v).sort().join() === "emptyDir,name")).toBe(true);
+  });
+
+  it.each([
+    [{ userNamespaces: "yes" }, "config.kubernetes.userNamespaces"],
+    [{ userNamespaces: 1 }, "config.kubernetes.userNamespaces"],
+  ])("refuses kubernetes %j, naming the key", (kubernetes, key) => {
+    expect(() => validateRuntimeConfig({ platform: "kubernetes", kubernetes })).toThrow(key);
+  });
+
+  it("defaults kubernetes.userNamespaces to false, with and without a kubernetes block", () => {
+    expect(validateRuntimeConfig({}).kubernetes.userNamespaces).toBe(false);
+    expect(config.kubernetes.userNamespaces).toBe(false);
   });
 
   it("sizes from the size class", () => {
@@ -74,6 +99,11 @@ describe("planWarmPod", () => {
     expect(pod.spec!.containers[0].securityContext).toEqual(cold.spec!.containers[0].securityContext);
     expect(pod.spec!.securityContext).toEqual(cold.spec!.securityContext);
     expect(pod.spec!.activeDeadlineSeconds).toBe(90000);
+  });
+  it("gets its own user namespace like a cold pod when configured", () => {
+    const warm = planWarmPod({ profile: "base", image: "img:1", size: config.sizeClasses.small, suffix: "abc123", activeDeadlineSeconds: 90000 }, userns);
+    expect(warm.spec!.hostUsers).toBe(false);
+    expect(pod.spec!.hostUsers).toBeUndefined();
   });
   it.each([
     ["Data_Science", "nano", "x1", "warm-data-science-nano-x1"],

@@ -25,7 +25,8 @@ export const IDLE_COMMAND = ["sh", "-c", 'echo "sbx: sandbox started"; exec slee
  */
 export const POD_DELETE_GRACE_SECONDS = 1;
 
-type PodConfig = Pick<RuntimeConfig, "kubernetes">;
+/** The part of the runtime config a pod is planned from (userNamespaces may be left out: off). */
+type PodConfig = { kubernetes: Pick<RuntimeConfig["kubernetes"], "namespace" | "runtimeClassName"> & Partial<Pick<RuntimeConfig["kubernetes"], "userNamespaces">> };
 
 /** The pod for a cold-started sandbox: named after the sandbox, labelled with its owner. */
 export function planSandboxPod(spec: SandboxSpec, config: PodConfig, now: Date = spec.createdAt): V1Pod {
@@ -47,6 +48,7 @@ export function planSandboxPod(spec: SandboxSpec, config: PodConfig, now: Date =
     // a resumed sandbox keeps its original expiry, so the deadline counts what is left of the TTL
     activeDeadlineSeconds: remainingTtlSeconds(spec, now),
     runtimeClassName: config.kubernetes.runtimeClassName,
+    userNamespaces: config.kubernetes.userNamespaces,
   });
 }
 
@@ -82,6 +84,7 @@ export function planWarmPod(input: WarmPodInput, config: PodConfig): V1Pod {
     size: input.size,
     activeDeadlineSeconds: input.activeDeadlineSeconds,
     runtimeClassName: config.kubernetes.runtimeClassName,
+    userNamespaces: config.kubernetes.userNamespaces,
   });
 }
 
@@ -99,6 +102,8 @@ interface HardenedPodInput {
   size: SizeClass;
   activeDeadlineSeconds: number;
   runtimeClassName?: string;
+  /** `hostUsers: false`; unset means the node's user namespace, the Kubernetes default */
+  userNamespaces?: boolean;
 }
 
 function hardenedPod(p: HardenedPodInput): V1Pod {
@@ -114,6 +119,9 @@ function hardenedPod(p: HardenedPodInput): V1Pod {
       activeDeadlineSeconds: p.activeDeadlineSeconds,
       terminationGracePeriodSeconds: 2,
       ...(p.runtimeClassName ? { runtimeClassName: p.runtimeClassName } : {}),
+      // uid 1000 inside maps to an unprivileged per-pod range on the node. The pod has only
+      // emptyDir volumes, a type user-namespaced pods may use (the node idmap-mounts them)
+      ...(p.userNamespaces ? { hostUsers: false } : {}),
       nodeSelector: { [SANDBOX_NODE_LABEL.key]: SANDBOX_NODE_LABEL.value },
       tolerations: [
         { key: SANDBOX_NODE_TAINT.key, operator: "Equal", value: SANDBOX_NODE_TAINT.value, effect: SANDBOX_NODE_TAINT.effect },

@@ -1,5 +1,5 @@
-// Finds the in-sandbox helper binary, building it from tools/local-helper/sbx-helper.c with
-// scripts/build-local-helper.sh when it is missing or older than its source.
+// Finds the in-sandbox helper binary, building it from tools/local-helper/ (sbx-helper.c and
+// its seccomp filter) with scripts/build-local-helper.sh when it is missing or its sources changed.
 import { execFile } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
@@ -8,14 +8,30 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-export const HELPER_SOURCE = path.join(repoRoot, "tools/local-helper/sbx-helper.c");
 export const HELPER_BINARY = path.join(repoRoot, ".cache/local/sbx-helper");
 const BUILD_SCRIPT = path.join(repoRoot, "scripts/build-local-helper.sh");
+/**
+ * What the build stamp covers, in the order the build script hashes them (keep both lists in
+ * step): every source and the script itself, so a changed filter or changed compiler flags
+ * rebuild a helper that an older checkout already built on this machine.
+ */
+export const HELPER_STAMP_INPUTS = [
+  "tools/local-helper/sbx-helper.c",
+  "tools/local-helper/seccomp.c",
+  "tools/local-helper/seccomp.h",
+  "scripts/build-local-helper.sh",
+];
+
+/** sha256 (hex) of the stamp inputs under `root`, concatenated: what `<binary>.sha256` holds when current. */
+export function helperSourceDigest(root: string = repoRoot): string {
+  const h = crypto.createHash("sha256");
+  for (const rel of HELPER_STAMP_INPUTS) h.update(fs.readFileSync(path.join(root, rel)));
+  return h.digest("hex");
+}
 
 function isCurrent(): boolean {
   try {
-    const want = crypto.createHash("sha256").update(fs.readFileSync(HELPER_SOURCE)).digest("hex");
-    return fs.statSync(HELPER_BINARY).isFile() && fs.readFileSync(`${HELPER_BINARY}.sha256`, "utf8").trim() === want;
+    return fs.statSync(HELPER_BINARY).isFile() && fs.readFileSync(`${HELPER_BINARY}.sha256`, "utf8").trim() === helperSourceDigest();
   } catch {
     return false;
   }

@@ -159,6 +159,17 @@ describe("the runtime's sandbox pods fit the namespace Tenancy builds", () => {
     }
   });
 
+  it("with kubernetes.userNamespaces, cold and warm pods (hostUsers: false) are admitted too", async () => {
+    const userns = { kubernetes: { ...podConfig.kubernetes, userNamespaces: true } };
+    const cold = planSandboxPod({ id: `userns-${suffix}`, owner: "alice", image: { profile: "base", image: catalog.base }, size, env: {}, ttlSeconds: 600, idleTimeoutSeconds: 60, metadata: {}, createdAt: new Date() }, userns);
+    const warm = planWarmPod({ profile: "base", image: catalog.base, size, suffix: `u${suffix}`, activeDeadlineSeconds: 7200 }, userns);
+    for (const pod of [cold, warm]) expect(must(dryRunCreate(pod)).spec.hostUsers).toBe(false);
+    // control: the server enforces the documented limits of user-namespaced pods
+    const refused = dryRunCreate({ ...cold, spec: { ...cold.spec, hostNetwork: true } });
+    expect(refused.ok).toBe(false);
+    expect(refused.error).toContain("spec.hostNetwork: Forbidden: when `hostUsers` is false");
+  });
+
   it("a container without resources gets the default size class from the LimitRange", async () => {
     const bare = { apiVersion: "v1", kind: "Pod", metadata: { name: "bare", namespace: NS.sandbox }, spec: { securityContext: { runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: "RuntimeDefault" } }, containers: [{ name: "c", image: "busybox", securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } } }] } };
     const accepted = must(dryRunCreate(bare));
