@@ -111,6 +111,21 @@ describe("withProcessKill", () => {
     expect(await session.result).toEqual({ exitCode: 137, timedOut: false, oomKilled: false, durationMs: 50 });
   });
 
+  it("sweeps a timed-out command's processes before reporting the timeout", async () => {
+    const killer = fakeSession();
+    const calls: string[][] = [];
+    const { main, session } = setup(async (argv) => (calls.push(argv), killer));
+    let settled: ExecResult | undefined;
+    void session.result.then((r) => (settled = r));
+    const timedOut: ExecResult = { exitCode: 124, timedOut: true, oomKilled: false, durationMs: 1000 };
+    finish(main, timedOut);
+    await new Promise((r) => setImmediate(r));
+    expect(calls).toEqual([buildKillArgv("0123456789abcdef")]);
+    expect(settled).toBeUndefined(); // not before the kill exec is done
+    finish(killer, { exitCode: 0, timedOut: false, oomKilled: false, durationMs: 5 });
+    expect(await session.result).toEqual(timedOut);
+  });
+
   it("runs no kill exec for a command that already ended", async () => {
     const calls: string[][] = [];
     const { main, session } = setup(async (argv) => (calls.push(argv), fakeSession()));

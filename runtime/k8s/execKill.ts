@@ -78,6 +78,7 @@ export interface ExecKillOptions {
  * `session` with a kill() that also ends every process the command started. kill() never
  * throws and returns at once; `result` settles once the kill exec has finished or gave up,
  * so a caller that saw the result knows the processes are gone (or that it was logged why not).
+ * A timed-out command gets the same kill exec before its result is reported.
  */
 export function withProcessKill(session: ExecSession, opts: ExecKillOptions): ExecSession {
   let finished = false;
@@ -87,6 +88,10 @@ export function withProcessKill(session: ExecSession, opts: ExecKillOptions): Ex
     () => (finished = true),
   );
   const result = session.result.then(async (r) => {
+    // A command reported as timed out must be dead. `timeout -s KILL` kills its process group,
+    // but a process that left the group (setsid) outlives it, and the local deadline only
+    // closes the stream, which a kubelet does not take as a kill: sweep by marker first.
+    if (!killing && r.timedOut) killing = killProcesses(opts);
     if (!killing) return r;
     await killing;
     return resolveKilledResult(r, opts.timeoutMs);

@@ -209,6 +209,36 @@ export function removeCgroup(dirs: CgroupDirs): boolean {
   return ok;
 }
 
+/** The sandbox's pids controller: its limit, its count now, and how many forks it refused so far. */
+export interface PidsState {
+  max: number;
+  current: number;
+  /** forks refused by the limit so far, as counted in pids.events ("max") of the sandbox and its init */
+  refused: number;
+}
+
+export function readPids(layout: CgroupLayout, dirs: CgroupDirs): PidsState {
+  const dir = layout.version === 1 ? dirs.pids : dirs.unified;
+  const max = readOr(path.join(dir, "pids.max"), "max").trim();
+  // v2 counts a refused fork in the cgroup whose limit refused it; v1 (kernel 6.x) in the
+  // cgroup of the process that forked, which for a relay is init: read both
+  const refused = (d: string) => Number(/(?:^|\n)max (\d+)/.exec(readOr(path.join(d, "pids.events"), ""))?.[1] ?? 0);
+  return {
+    max: max === "max" ? Infinity : Number(max),
+    current: Number(readOr(path.join(dir, "pids.current"), "0").trim()),
+    refused: refused(dir) + refused(path.join(dir, "init")),
+  };
+}
+
+/**
+ * Whether a command that could not start (its connection lost before any frame: the helper
+ * could not fork a relay) failed because of the pids limit: a fork was refused meanwhile, or
+ * the sandbox is at its limit now. A relay or command needs one pid each.
+ */
+export function shouldBlamePidsLimit(before: PidsState, after: PidsState): boolean {
+  return after.refused > before.refused || after.current >= after.max - 1;
+}
+
 /** How many processes the kernel OOM-killed in this cgroup (and its descendants). */
 export function oomKills(layout: CgroupLayout, dirs: CgroupDirs): number {
   const file = layout.version === 1 ? path.join(dirs.memory, "memory.oom_control") : path.join(dirs.unified, "memory.events");

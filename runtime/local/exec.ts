@@ -3,11 +3,11 @@
 import crypto from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { PassThrough } from "node:stream";
-import { ConflictError, UpstreamError, ValidationError } from "../core/errors.ts";
+import { CapacityError, UpstreamError, ValidationError } from "../core/errors.ts";
 import type { ExecRequest, ExecResult, ExecSession } from "../core/types.ts";
-import { childDirs, killCgroup, oomKills, removeCgroup, type CgroupLayout } from "./cgroups.ts";
+import { childDirs, killCgroup, oomKills, readPids, removeCgroup, shouldBlamePidsLimit, type CgroupDirs, type CgroupLayout } from "./cgroups.ts";
 import { IN_SANDBOX } from "./launch.ts";
-import { helperExec } from "./protocol.ts";
+import { helperExec, type HelperExec } from "./protocol.ts";
 import type { Slot } from "./slot.ts";
 
 /** exit code of a command ended by its timeout, as coreutils `timeout` does */
@@ -36,20 +36,10 @@ export async function execInSlot(layout: CgroupLayout, slot: Slot, sandboxId: st
   const dirs = childDirs(slot.dirs, cgroup);
   const env = { ...BASE_ENV, SBX_SANDBOX_ID: sandboxId, ...slot.rec.env, ...req.env };
   const cwd = req.cwd ?? IN_SANDBOX.workspace;
+  const pidsBefore = readPids(layout, slot.dirs);
   const h = helperExec(slot.paths.socket, { cgroup, cwd, argv: req.command, env }, req.stdin);
-  let timedOut = false;
-  let timer: NodeJS.Timeout | undefined;
-  // the result waits for a kill to finish: "ended" means every process of the command is gone
-  let killing: Promise<unknown> | undefined;
-  const killAll = () => {
-    killing ??= killCgroup(layout, dirs).catch(() => {});
-  };
-  if (req.timeoutMs !== undefined) {
-    timer = setTimeout(() => {
-      timedOut = true;
-      killAll();
-    }, req.timeoutMs);
-  }
+  const ender = commandEnder(layout, dirs, h);
+  const timer = req.timeoutMs === undefined ? undefined : setTimeout(() => ender.end("timeout"), req.timeoutMs);
   const start = await h.started;
   if (start.kind === "failed") {
     clearTimeout(timer);
@@ -58,15 +48,14 @@ export async function execInSlot(layout: CgroupLayout, slot: Slot, sandboxId: st
     if (start.stage === "exec") return finishedSession(req.command[0], start.errno, performance.now() - t0);
     if (start.stage === "chdir") throw new ValidationError("cwd", cwd, `cannot change into it inside the sandbox (${start.message}); create it first or use ${IN_SANDBOX.workspace}`);
     if (slot.state === "dead") throw onSandboxGone();
-    if (start.stage === "fork" || start.errno === 11) {
-      throw new ConflictError(`sandbox ${sandboxId} is at its process limit (pids ${slot.rec.size.pids}): ${start.message}; wait for processes to exit or kill them`, { id: sandboxId });
-    }
+    const lostAtLimit = start.stage === "connect" && shouldBlamePidsLimit(pidsBefore, readPids(layout, slot.dirs));
+    if (start.stage === "fork" || start.errno === 11 || lostAtLimit) throw pidsLimitError(sandboxId, slot.rec.size.pids, start.message);
     throw new UpstreamError(`sandbox ${sandboxId}: the helper could not start the command at ${start.stage}: ${start.message}`, { id: sandboxId });
   }
   const result = h.exited.then(async (exit): Promise<ExecResult> => {
     clearTimeout(timer);
     const durationMs = Math.round(performance.now() - t0);
-    await killing;
+    const ended = await ender.ended();
     const oomKilled = oomKills(layout, dirs) > 0;
     if (exit.kind === "lost") {
       if (slot.state === "dead" || slot.stopping) throw onSandboxGone();
@@ -74,11 +63,54 @@ export async function execInSlot(layout: CgroupLayout, slot: Slot, sandboxId: st
     }
     // background processes the command left behind keep its cgroup busy; it goes with the sandbox
     removeCgroup(dirs);
+    const timedOut = ended === "timeout";
     const exitCode = timedOut ? TIMEOUT_EXIT_CODE : exit.kind === "exit" ? exit.code : 128 + exit.signal;
     return { exitCode, timedOut, oomKilled, durationMs };
   });
   result.catch(() => {});
-  return { stdout: h.stdout, stderr: h.stderr, result, kill: killAll };
+  return { stdout: h.stdout, stderr: h.stderr, result, kill: () => ender.end("kill") };
+}
+
+export function pidsLimitError(sandboxId: string, pids: number, detail: string): CapacityError {
+  return new CapacityError(
+    `sandbox ${sandboxId} is at its pids limit (${pids}): ${detail}; each running command holds its own processes plus one helper process: retry when some have exited, kill them, or use a larger size`,
+    1,
+    { id: sandboxId, pids },
+  );
+}
+
+type EndReason = "timeout" | "kill";
+
+/**
+ * Ends a command on timeout or kill(): waits until the command has started (a deadline can
+ * pass while the helper is still forking it, and its cgroup is only complete once it runs),
+ * releases the connection (so the relay can go on, report and exit even when nobody reads the
+ * output any more), then kills its cgroup and confirms it is empty. ended() says why the command
+ * ended once that is done: the reason of the first end() that found it running, or undefined
+ * when it exited on its own first. A kill that cannot be confirmed drops the connection (the
+ * relay then kills the command's group) and the result reports the connection lost, never a
+ * timeout.
+ */
+function commandEnder(layout: CgroupLayout, dirs: CgroupDirs, h: HelperExec) {
+  let exited = false;
+  void h.exited.then(() => (exited = true));
+  let ending: Promise<EndReason | undefined> | undefined;
+  return {
+    end(why: EndReason): void {
+      ending ??= h.started.then(async (s) => {
+        if (s.kind !== "started" || exited) return undefined;
+        // unblock the relay first: a command stuck on an output pipe the relay holds cannot die
+        h.release();
+        const gone = await killCgroup(layout, dirs).catch(() => false);
+        if (!gone) {
+          h.destroy();
+          return undefined;
+        }
+        return why;
+      });
+    },
+    ended: async () => ending,
+  };
 }
 
 /** A command that could not be executed ends like it would in a shell: 127 not found, 126 not executable. */

@@ -22,7 +22,22 @@ export interface HelperExec {
   exited: Promise<HelperExit>;
   /** drops the connection; the relay then kills the command's process group */
   destroy(): void;
+  /**
+   * For a command being killed: reads the connection to its end whatever the readers of
+   * stdout and stderr do. A relay blocked on a full connection holds the command's output pipe
+   * locked (it splices from it), and a command writing to that pipe then waits uninterruptibly:
+   * not even SIGKILL ends it. So a kill first unblocks the relay, which can then report the
+   * exit and end. Output still goes to stdout and stderr up to RELEASED_BUFFER_BYTES unread per
+   * stream; beyond that it is dropped (a reader that far behind was given up on). A relay that
+   * has not ended graceMs later is cut off.
+   */
+  release(graceMs?: number): void;
 }
+
+/** how long a released connection may take to deliver its exit frame */
+export const RELEASE_GRACE_MS = 10_000;
+/** unread output kept per stream once released (see release) */
+export const RELEASED_BUFFER_BYTES = 4 * 1024 * 1024;
 
 const OUTPUT_FRAMES: ReadonlySet<string> = new Set(["1", "2"]);
 /**
@@ -129,6 +144,7 @@ export function connectUnix(socketPath: string, attempts = 100): Promise<net.Soc
 export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: Uint8Array | Readable): HelperExec {
   let sock: net.Socket | undefined;
   let destroyed = false;
+  let released = false;
   const stdout = new PassThrough({ highWaterMark: OUTPUT_HIGH_WATER });
   const stderr = new PassThrough({ highWaterMark: OUTPUT_HIGH_WATER });
   let resolveStart!: (s: HelperStart) => void;
@@ -155,6 +171,10 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
     let waiting = false;
     const piece = (type: string, bytes: Buffer) => {
       const out = type === "1" ? stdout : stderr;
+      if (released) {
+        if (out.writableLength < RELEASED_BUFFER_BYTES) out.write(bytes);
+        return;
+      }
       // bytes is a view of the socket's chunk, which is never reused: no copy needed
       if (!out.write(bytes) && !waiting) {
         waiting = true;
@@ -214,6 +234,15 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
     destroy: () => {
       destroyed = true;
       sock?.destroy();
+    },
+    release: (graceMs = RELEASE_GRACE_MS) => {
+      if (released || done) return;
+      released = true;
+      if (!sock) return; // still connecting: wire() reads freely from the start
+      sock.resume();
+      const cut = setTimeout(() => sock?.destroy(), graceMs);
+      cut.unref();
+      sock.once("close", () => clearTimeout(cut));
     },
   };
 }

@@ -39,6 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "seccomp.h"
+
 #define MAX_CG 8
 #define MAX_REQUEST (1 << 20)
 #define CHUNK 65536
@@ -258,7 +260,7 @@ static void fail_start(int sock, const char *stage, int err) {
 }
 
 struct child_error {
-  int stage; /* 1 cgroup, 2 chdir, 3 exec */
+  int stage; /* 1 cgroup, 2 chdir, 3 exec, 4 seccomp */
   int err;
 };
 
@@ -292,6 +294,11 @@ static void run_child(struct request *r, int in, int out, int err, int *procs, i
     goto fail;
   }
   environ = r->envp;
+  // last step before exec: the filter (seccomp.c) covers the command and all it starts
+  if (sbx_seccomp_apply() < 0) {
+    ce = (struct child_error){4, errno};
+    goto fail;
+  }
   execvp(r->argv[0], r->argv);
   ce = (struct child_error){3, errno};
 fail:
@@ -365,6 +372,39 @@ static int skip_input(int sock, uint32_t n) {
   return 0;
 }
 
+// The host dropped the connection before the command ended (it gave up on it, or the service
+// died): ends every process of the command, also those that left its process group, through its
+// cgroup (the cgroup dirs are the sandbox uid's, as are the processes). The command itself is
+// this relay's child and is reaped here; what else dies is reaped by the init. Bounded rounds:
+// a killed process cannot fork, so the list empties at once unless something is stuck.
+static void kill_cgroup(const char *cg, pid_t child) {
+  char path[300];
+  for (int round = 0; round < 50; round++) {
+    int found = 0;
+    for (int i = 0; i < n_cg; i++) {
+      snprintf(path, sizeof path, "%s/cgroup.kill", cg);
+      int kfd = openat(cg_fds[i], path, O_WRONLY | O_CLOEXEC); /* v2: the kernel kills them all */
+      if (kfd >= 0) {
+        if (write(kfd, "1", 1) < 0) {
+        }
+        close(kfd);
+      }
+      snprintf(path, sizeof path, "%s/cgroup.procs", cg);
+      int fd = openat(cg_fds[i], path, O_RDONLY | O_CLOEXEC);
+      FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+      long p;
+      while (f && fscanf(f, "%ld", &p) == 1) {
+        if (p > 0 && kill((pid_t)p, SIGKILL) == 0) found = 1;
+      }
+      if (f) fclose(f);
+      else if (fd >= 0) close(fd);
+    }
+    waitpid(child, NULL, WNOHANG);
+    if (!found) return;
+    usleep(1000);
+  }
+}
+
 static void relay_exec(int sock, char *buf, uint32_t len) {
   struct request r;
   if (parse_request(buf, len, &r) < 0) fail_start(sock, "request", EINVAL);
@@ -388,7 +428,7 @@ static void relay_exec(int sock, char *buf, uint32_t len) {
   struct child_error ce;
   if (read(ep[0], &ce, sizeof ce) == (ssize_t)sizeof ce) {
     waitpid(pid, NULL, 0);
-    fail_start(sock, ce.stage == 1 ? "cgroup" : ce.stage == 2 ? "chdir" : "exec", ce.err);
+    fail_start(sock, ce.stage == 1 ? "cgroup" : ce.stage == 2 ? "chdir" : ce.stage == 4 ? "seccomp" : "exec", ce.err);
   }
   close(ep[0]);
   char msg[32];
@@ -465,6 +505,7 @@ static void relay_exec(int sock, char *buf, uint32_t len) {
 host_gone:
   kill(-pid, SIGKILL);
   kill(pid, SIGKILL);
+  kill_cgroup(r.cg, pid);
   _exit(0);
 }
 
