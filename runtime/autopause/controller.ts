@@ -6,10 +6,10 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { finished } from "node:stream/promises";
 import { ValidationError } from "../core/errors.ts";
-import { readJsonIfExists, writeJsonAtomic } from "../snapshot/record.ts";
+import { readJsonIfExists, writeJsonAtomic } from "../core/jsonFile.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
-import type { Backend, Sandbox } from "../core/types.ts";
+import type { Backend, ExecSession, Sandbox } from "../core/types.ts";
 import { decideAutoPause, type Decision } from "./decide.ts";
 import { applyProbeOutcome, dueProbes, type ProbeStatus } from "./probe.ts";
 import type { AutoPausePolicy, ProbeSpec } from "./spec.ts";
@@ -166,16 +166,40 @@ export class AutoPauseController {
     const max = this.o.maxProbeOutput ?? 4096;
     try {
       const s = await this.o.probeBackend.exec(id, { command: p.command, timeoutMs: p.timeoutMs });
-      let stdout = "";
-      s.stdout.on("data", (d: Buffer) => {
-        if (stdout.length < max) stdout += d.toString("utf8");
-      });
+      const stdout = boundedText(s, max);
+      // stderr is not used; an error on either stream ends the probe as failed, never the process
+      s.stderr.on("error", () => undefined);
       s.stderr.resume();
       // the result can settle while stdout is still draining
-      const [r] = await Promise.all([s.result, finished(s.stdout).catch(() => undefined)]);
-      return { ok: r.exitCode === 0 && !r.timedOut, stdout: stdout.slice(0, max), exitCode: r.exitCode, timedOut: r.timedOut };
+      const [r, text] = await Promise.all([s.result, stdout]);
+      return { ok: r.exitCode === 0 && !r.timedOut && !text.flooded, stdout: text.kept, exitCode: r.exitCode, timedOut: r.timedOut };
     } catch (err) {
       return { ok: false, stdout: "", exitCode: -1, timedOut: false };
     }
   }
+}
+
+/** Past this many bytes of stdout a probe is killed and counts as failed: draining a flood costs the service CPU. */
+export const PROBE_FLOOD_BYTES = 1024 * 1024;
+
+/**
+ * The first `max` bytes of stdout, decoded once (a chunk boundary never splits a character);
+ * the rest is read and dropped, so the command is never blocked on a full pipe.
+ */
+function boundedText(s: ExecSession, max: number): Promise<{ kept: string; flooded: boolean }> {
+  const chunks: Buffer[] = [];
+  let kept = 0;
+  let seen = 0;
+  s.stdout.on("data", (d: Buffer) => {
+    seen += d.length;
+    if (kept < max) {
+      const part = d.subarray(0, max - kept);
+      chunks.push(part);
+      kept += part.length;
+    }
+    if (seen > PROBE_FLOOD_BYTES && seen - d.length <= PROBE_FLOOD_BYTES) s.kill();
+  });
+  return finished(s.stdout)
+    .catch(() => undefined)
+    .then(() => ({ kept: Buffer.concat(chunks).toString("utf8"), flooded: seen > PROBE_FLOOD_BYTES }));
 }

@@ -1,8 +1,10 @@
 // Probe results as status: what a probe printed, whether it succeeded, and since when it has
 // said the same thing (lastTransitionTime, which the idle rule counts from). Pure.
+import { PATTERN_LIMITS } from "./pattern.ts";
 import type { ProbeSpec } from "./spec.ts";
 
-export const MAX_MESSAGE_CHARS = 1024;
+/** the idle rule's pattern sees all of it (and never more: its cost grows with the input) */
+export const MAX_MESSAGE_CHARS = PATTERN_LIMITS.input;
 
 export interface ProbeOutcome {
   /** exit 0 within the timeout */

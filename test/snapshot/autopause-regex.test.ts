@@ -1,0 +1,160 @@
+// Issue 10 item 3 end to end: a tenant's catastrophic-backtracking pattern must not freeze the
+// control plane. The real service on the REAL local backend (bubblewrap sandboxes) with a real
+// registry (autoPause needs snapshots); its own automatic pause/wake task probes every second
+// and decides with the tenant's `^(a+)+$` against 27 a's and "!" (JavaScript's engine: about
+// 7 s per decision on an idle machine, every tick). Meanwhile /healthz is timed over a socket,
+// with requests due at a fixed rate.
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import type { AutoPauseStatus } from "../../runtime/autopause/controller.ts";
+import { auth, startLocalRuntime, type LocalRuntime } from "../support/local.ts";
+import { startRegistry, type TestRegistry } from "../support/registry.ts";
+
+let registry: TestRegistry;
+let rt: LocalRuntime;
+let url: string;
+
+beforeAll(async () => {
+  registry = await startRegistry();
+  // reaper: true also starts the maintenance tasks, the automatic pause/wake task among them
+  rt = await startLocalRuntime({ snapshots: { registry: registry.url } }, { reaper: true });
+  url = await rt.app.listen({ host: "127.0.0.1", port: 0 });
+});
+afterAll(async () => {
+  await rt?.close();
+  await registry?.stop();
+});
+
+const PATHOLOGICAL = `${"a".repeat(27)}!`;
+
+function create(output: string): Promise<string> {
+  return createWith({
+    probes: [{ name: "Busy", command: ["printf", "%s", output], periodSeconds: 1, timeoutSeconds: 1 }],
+    // an hour: the rule is evaluated every tick but never pauses within the test
+    pause: { whenProbedIdle: { probe: "Busy", messageRegex: "^(a+)+$", thresholdDuration: "1h" } },
+  });
+}
+
+async function createWith(autoPause: unknown): Promise<string> {
+  const res = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: { size: "nano", autoPause } });
+  expect(res.statusCode, res.body).toBe(201);
+  const id = res.json().id as string;
+  const ready = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${id}/wait`, headers: auth("alice"), payload: { timeoutSeconds: 60 } });
+  expect(ready.statusCode, ready.body).toBe(200);
+  return id;
+}
+
+async function status(id: string): Promise<AutoPauseStatus | undefined> {
+  try {
+    return JSON.parse(await readFile(join(rt.stateDir, "autopause", `${id}.autopause.json`), "utf8")) as AutoPauseStatus;
+  } catch {
+    return undefined; // not written yet (or mid-rename)
+  }
+}
+
+async function until<T>(what: string, f: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await f();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+it("a tenant's ^(a+)+$ against 27 a's and '!' leaves /healthz p99 at most 50 ms; the same rule still matches idle output", async () => {
+  const hostile = await create(PATHOLOGICAL);
+  const idle = await create("aaaa");
+  // the probes have run and the rule has been decided on their output at least once
+  await until("the hostile probe's status", async () => ((await status(hostile))?.probes.Busy?.message === PATHOLOGICAL ? true : undefined));
+  await until("the idle sandbox's predicted pause", async () => ((await status(idle))?.nextPauseReason === "probedIdle" ? true : undefined));
+
+  // The first of up to five windows that meets the bound: the machine is shared (2 cores, a load
+  // average of 10 is common), and there the same measurement with no sandbox at all had a p99 of
+  // 28-58 ms from scheduling alone. Broken, every window fails by seconds: each tick of the task
+  // freezes the event loop (p99 8.2 s measured with JavaScript's engine swapped back in).
+  const windows: string[] = [];
+  let p99 = Infinity;
+  for (let attempt = 0; attempt < 5 && p99 > 50; attempt++) {
+    const probedBefore = (await status(hostile))!.probes.Busy.lastProbeTime;
+    const w = await healthzWindow();
+    windows.push(w.summary);
+    p99 = w.p99;
+    const after = (await status(hostile))!;
+    // the pattern really was in play during the window: the probe ran again, said the same, was judged not idle
+    expect(Date.parse(after.probes.Busy.lastProbeTime)).toBeGreaterThan(Date.parse(probedBefore));
+    expect(after.probes.Busy).toMatchObject({ ok: true, message: PATHOLOGICAL });
+    expect(after.nextPauseTime).toBeUndefined();
+  }
+  console.log(`/healthz while the pathological pattern is decided every second: ${windows.join("; ")}`);
+  expect(p99, windows.join("; ")).toBeLessThanOrEqual(50);
+
+  // the rule is intact: "aaaa" matches, so a pause is predicted an hour after the idle report began
+  const predicted = (await status(idle))!;
+  expect(Date.parse(predicted.nextPauseTime!) - Date.parse(predicted.probes.Busy.lastTransitionTime)).toBe(3_600_000);
+
+  for (const id of [hostile, idle]) expect((await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${id}`, headers: auth("alice") })).statusCode).toBe(204);
+}, 240_000);
+
+it("refuses at create, with a 400 naming the field, a pattern RE2 cannot run: backreferences and lookaround", async () => {
+  for (const [pattern, because] of [
+    ["^(?=idle)", "RE2 says: invalid or unsupported Perl syntax: `(?=`"],
+    ["(a)\\1", "RE2 says: invalid escape sequence: `\\1`"],
+  ]) {
+    const res = await rt.app.inject({
+      method: "POST",
+      url: "/v1/sandboxes",
+      headers: auth("alice"),
+      payload: { size: "nano", autoPause: { probes: [{ name: "Busy", command: ["true"] }], pause: { whenProbedIdle: { probe: "Busy", messageRegex: pattern, thresholdDuration: 0 } } } },
+    });
+    expect(res.statusCode, res.body).toBe(400);
+    const { error } = res.json();
+    expect(error.code).toBe("validation");
+    expect(error.details.field).toBe("autoPause.pause.whenProbedIdle.messageRegex");
+    expect(error.message).toContain(`autoPause.pause.whenProbedIdle.messageRegex: invalid value ${JSON.stringify(pattern)}: use a non-empty JavaScript regular expression limited to RE2 syntax (matched in linear time: backreferences and lookaround are not supported`);
+    expect(error.message).toContain(because);
+  }
+});
+
+it("keeps at most 1,024 characters of a probe's output, and kills a probe that floods stdout past 1 MiB as failed", async () => {
+  const id = await createWith({
+    probes: [
+      { name: "Long", command: ["sh", "-c", "head -c 5000 /dev/zero | tr '\\0' b"], periodSeconds: 60, timeoutSeconds: 20 },
+      // without the bound this drains until the 20 s timeout, the service reading every byte
+      { name: "Flood", command: ["yes"], periodSeconds: 60, timeoutSeconds: 20 },
+    ],
+  });
+  const st = await until("both probes' results", async () => {
+    const s = await status(id);
+    return s?.probes.Long && s.probes.Flood ? s : undefined;
+  });
+  expect(st.probes.Long).toMatchObject({ ok: true, message: "b".repeat(1024), exitCode: 0 });
+  // killed at once (not timed out); what it printed first is kept, bounded like any output
+  expect(st.probes.Flood).toMatchObject({ ok: false, message: "y\n".repeat(512), timedOut: false });
+  expect((await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${id}`, headers: auth("alice") })).statusCode).toBe(204);
+});
+
+/**
+ * One request every 10 ms for 6 s (six ticks of the automatic pause/wake task, each deciding on
+ * both sandboxes). Latency counts from when a request was due, not from when it was sent: the
+ * service shares this process, so a blocked event loop also delays the sending, and timing only
+ * the requests that got out would hide the freeze (coordinated omission).
+ */
+async function healthzWindow(): Promise<{ p99: number; summary: string }> {
+  const latencies: number[] = [];
+  const start = performance.now();
+  for (let i = 0; i < 600; i++) {
+    const due = start + i * 10;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const res = await fetch(`${url}/healthz`);
+    await res.text();
+    latencies.push(performance.now() - due);
+    expect(res.status).toBe(200);
+  }
+  latencies.sort((a, b) => a - b);
+  const p99 = latencies[Math.ceil(latencies.length * 0.99) - 1];
+  const ms = (x: number) => `${x.toFixed(1)}ms`;
+  return { p99, summary: `n=${latencies.length} p50=${ms(latencies[latencies.length >> 1])} p99=${ms(p99)} max=${ms(latencies.at(-1)!)}` };
+}
