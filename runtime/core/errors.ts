@@ -24,9 +24,36 @@ export class SbxError extends Error {
   }
 }
 
+/** Longest rendering of a bad value in an error: a hostile 8 MB argv must not come back (or go to the logs) whole. */
+export const MAX_VALUE_CHARS = 120;
+
+function renderJson(value: unknown): string | undefined {
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return undefined; // nested too deep for the stack, cycles, BigInt
+  }
+}
+
+/** A bad value as JSON, cut to MAX_VALUE_CHARS with a marker that gives its full length. */
+export function describeValue(value: unknown): string {
+  if (value === undefined) return "undefined"; // a missing field: as messages always said it
+  const json = renderJson(value);
+  if (json === undefined) return `(a value of type ${typeof value} that cannot be shown)`;
+  if (json.length <= MAX_VALUE_CHARS) return json;
+  return `${json.slice(0, MAX_VALUE_CHARS)}...(${json.length} characters in all)`;
+}
+
+/** The value as details carry it: itself when small and renderable, else its truncated rendering. */
+export function detailValue(value: unknown): unknown {
+  if (value === undefined) return undefined;
+  const json = renderJson(value);
+  return json !== undefined && json.length <= MAX_VALUE_CHARS ? value : describeValue(value);
+}
+
 export class ValidationError extends SbxError {
   constructor(field: string, value: unknown, fix: string) {
-    super("validation", `${field}: invalid value ${JSON.stringify(value)}: ${fix}`, { field, value });
+    super("validation", `${field}: invalid value ${describeValue(value)}: ${fix}`, { field, value: detailValue(value) });
   }
 }
 

@@ -52,8 +52,11 @@ function checkStringMap(
   const entries = Object.entries(map as Record<string, unknown>);
   if (entries.length > maxEntries) throw new ValidationError(field, `${entries.length} entries`, `at most ${maxEntries} entries`);
   for (const [k, v] of entries) {
-    if (!keyRe.test(k)) throw new ValidationError(`${field}.${k}`, k, keyFix);
+    if (!keyRe.test(k)) throw new ValidationError(k === "" ? field : `${field}.${k}`, k, keyFix);
     if (typeof v !== "string") throw new ValidationError(`${field}.${k}`, v, "must be a string");
+    // a NUL cannot cross into a process's environment or a Kubernetes object: accepted here, it
+    // would fail every later exec, download and pause of the sandbox
+    if (v.includes("\u0000")) throw new ValidationError(`${field}.${k}`, v, "must not contain NUL bytes (\\u0000)");
   }
   return { ...(map as Record<string, string>) };
 }

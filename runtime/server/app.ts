@@ -2,14 +2,20 @@
 // logger. No process wiring here (ports, signals, config files live in runtime/main.ts), so
 // tests boot it and inject requests without a socket.
 import type { Readable } from "node:stream";
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyRequest } from "fastify";
 import { Histogram, type Registry } from "prom-client";
 import { LATENCY_BUCKETS } from "../core/metrics.ts";
-import { CapacityError, HTTP_STATUS, SbxError, UnauthenticatedError } from "../core/errors.ts";
+import { CapacityError, describeValue, HTTP_STATUS, SbxError, UnauthenticatedError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Manager } from "../core/types.ts";
 import { buildOpenApi } from "./openapi.ts";
+import { answerClientError, drainRequest, frameworkFailure, sendError, validationFailure } from "./requestErrors.ts";
 import { DEFAULT_LIMITS, sandboxRoutes, type RouteContext, type RouteDef, type ServerLimits } from "./routes.ts";
+
+/** Path parameters longer than the id schema allows get the schema's 400 naming the field; far longer ones a 414. */
+const MAX_PARAM_CHARS = 1024;
+/** A refused body is read and dropped up to this much before answering (see drainRequest). */
+const DRAIN = { maxBytes: 64 * 1024 * 1024, maxMs: 10_000 };
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -38,29 +44,6 @@ function bearer(req: FastifyRequest): string | undefined {
   if (typeof h !== "string") return undefined;
   const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
   return m?.[1];
-}
-
-/** fastify/ajv validation error -> "body.ttlSeconds: must be integer" naming the field. */
-function validationMessage(err: FastifyError): { field: string; message: string } {
-  const v = err.validation?.[0];
-  const where = err.validationContext ?? "body";
-  if (!v) return { field: where, message: err.message };
-  const path = v.instancePath.replace(/^\//, "").replaceAll("/", ".");
-  const params = v.params as Record<string, unknown>;
-  if (v.keyword === "required") {
-    const f = [where, path, params.missingProperty].filter(Boolean).join(".");
-    return { field: f, message: `${f}: required field is missing` };
-  }
-  if (v.keyword === "additionalProperties") {
-    const f = [where, path, params.additionalProperty].filter(Boolean).join(".");
-    return { field: f, message: `${f}: unknown field; remove it (see GET /openapi.json)` };
-  }
-  const f = [where, path].filter(Boolean).join(".");
-  return { field: f, message: `${f}: ${v.message ?? "invalid"}` };
-}
-
-function sendError(reply: FastifyReply, status: number, code: string, message: string, details?: Record<string, unknown>): FastifyReply {
-  return reply.code(status).type("application/json").send({ error: { code, message, ...(details ? { details } : {}) } });
 }
 
 export function systemRoutes(opts: AppOptions, openapi: () => unknown): RouteDef[] {
@@ -109,18 +92,34 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     return503OnClosing: true,
     // extra fields are errors, not silently dropped (a typo must not become a default), and
     // types are not coerced (a number where a string belongs is a 400, not a guess)
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: false } },
+    // (verbose: errors carry the bad value, so messages can name it)
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: false, verbose: true } },
+    // the default, 100, answered ids of 101-253 characters (valid by the schema) with 414
+    routerOptions: { maxParamLength: MAX_PARAM_CHARS },
+    // bad percent-encoding and over-long parameters: our error body, not fastify's
+    frameworkErrors: (err, req, reply) => {
+      const f = frameworkFailure(err, req);
+      if (f) return sendError(reply, f.status, f.code, f.message, f.details);
+      return sendError(reply, 500, "internal", "internal error; the service logged the details");
+    },
+    // before a request exists (malformed HTTP, 431 header overflow): written to the socket
+    clientErrorHandler: answerClientError,
   });
   app.decorateRequest("owner", "");
-
-  // tar uploads reach the handler as the raw stream; the handler enforces the size limit
-  for (const type of ["application/x-tar", "application/octet-stream"]) {
-    app.addContentTypeParser(type, (_req, payload, done) => done(null, payload as Readable));
-  }
 
   const ctx: RouteContext = { manager: opts.manager, logger: opts.logger, limits };
   let doc: unknown;
   const routes = [...sandboxRoutes, ...systemRoutes(opts, () => doc)];
+
+  // tar uploads reach the handler as the raw stream; the handler enforces the size limit. Only
+  // routes that take a raw body get one: elsewhere a stream would meet the JSON schema.
+  const rawBodyRoutes = new Set(routes.filter((r) => r.requestContentType).map((r) => `${r.method} ${r.url}`));
+  for (const type of ["application/x-tar", "application/octet-stream"]) {
+    app.addContentTypeParser(type, (req, payload, done) => {
+      if (rawBodyRoutes.has(`${req.method} ${req.routeOptions.url}`)) return done(null, payload as Readable);
+      done(Object.assign(new Error(`content-type ${type} is only for tar uploads`), { code: "FST_ERR_CTP_INVALID_MEDIA_TYPE", statusCode: 415 }) as FastifyError, undefined);
+    });
+  }
   doc = buildOpenApi(routes, { title: "sbx", version: opts.version ?? "0.1.0" });
 
   for (const r of routes) {
@@ -146,9 +145,11 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     opts.logger.debug({ op: "http", method: req.method, route, status: reply.statusCode, owner: req.owner || undefined, ms: reply.elapsedTime }, "request");
   });
 
-  app.setNotFoundHandler((req, reply) => sendError(reply, 404, "not_found", `no route ${req.method} ${req.url.split("?")[0]}; see GET /openapi.json`));
+  app.setNotFoundHandler((req, reply) => sendError(reply, 404, "not_found", `no route ${req.method} ${describeValue(req.url.split("?")[0])}; see GET /openapi.json`, { method: req.method }));
 
-  app.setErrorHandler((err: FastifyError | SbxError | Error, req, reply) => {
+  app.setErrorHandler(async (err: FastifyError | SbxError | Error, req, reply) => {
+    // a client still sending the body must be able to read the refusal (see drainRequest)
+    if (!req.raw.complete && !(await drainRequest(req, DRAIN))) reply.header("connection", "close");
     const log = opts.logger.child({ op: "http", route: req.routeOptions.url, owner: req.owner || undefined });
     if (err instanceof SbxError) {
       const status = HTTP_STATUS[err.code];
@@ -159,12 +160,14 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     }
     const fe = err as FastifyError;
     if (fe.validation) {
-      const { field, message } = validationMessage(fe);
-      return sendError(reply, 400, "validation", message, { field });
+      const { field, message, value } = validationFailure(fe);
+      return sendError(reply, 400, "validation", message, value === undefined ? { field } : { field, value });
     }
+    const known = frameworkFailure(fe, req);
+    if (known) return sendError(reply, known.status, known.code, known.message, known.details);
     if (typeof fe.statusCode === "number" && fe.statusCode >= 400 && fe.statusCode < 500) {
       const code = fe.statusCode === 413 ? "too_large" : fe.statusCode === 404 ? "not_found" : "validation";
-      return sendError(reply, fe.statusCode, code, fe.message);
+      return sendError(reply, fe.statusCode, code, `request: ${fe.message}`, { fastify: fe.code });
     }
     log.error({ err }, "internal error");
     return sendError(reply, 500, "internal", "internal error; the service logged the details");

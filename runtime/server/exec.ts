@@ -4,7 +4,8 @@
 import { PassThrough, type Readable } from "node:stream";
 import { finished } from "node:stream/promises";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { SbxError, TooLargeError } from "../core/errors.ts";
+import { SbxError, TooLargeError, ValidationError } from "../core/errors.ts";
+import { validateExecInput } from "../core/exec-input.ts";
 import type { Logger } from "../core/log.ts";
 import type { ExecRequest, ExecSession, Manager } from "../core/types.ts";
 
@@ -16,9 +17,20 @@ export interface ExecBody {
   timeoutMs?: number;
 }
 
+/**
+ * The request body (already shape-checked by the route's schema) as an ExecRequest; what the
+ * schema cannot express is checked here: NUL bytes, the kernel's argv/env byte limits, base64
+ * padding and the decoded stdin size. Everything refused is a 4xx naming the field.
+ */
 export function execRequestFrom(body: ExecBody, stdinLimitBytes: number): ExecRequest {
+  validateExecInput(body);
   const req: ExecRequest = { command: body.command, env: body.env, cwd: body.cwd, timeoutMs: body.timeoutMs };
   if (body.stdin !== undefined) {
+    // Buffer.from skips what is not base64 instead of failing: check the framing first
+    const unpadded = body.stdin.replace(/={1,2}$/, "");
+    if (/[^A-Za-z0-9+/]/.test(unpadded) || unpadded.length % 4 === 1 || (unpadded.length !== body.stdin.length && body.stdin.length % 4 !== 0)) {
+      throw new ValidationError("stdin", body.stdin, "must be base64 of the bytes (A-Z, a-z, 0-9, '+', '/', padded with '=' to a multiple of 4 characters)");
+    }
     const bytes = Buffer.from(body.stdin, "base64");
     if (bytes.length > stdinLimitBytes) throw new TooLargeError("stdin", stdinLimitBytes);
     req.stdin = bytes;
@@ -42,18 +54,26 @@ export async function streamExec(
   // while would leave the client waiting for headers. The first frame says it started.
   out.write(`${JSON.stringify({ started: true })}\n`);
   let done = false;
-  reply.raw.on("close", () => {
-    if (!done) {
-      logger.info({ sandbox: id, owner, op: "exec" }, "client went away; killing the command");
-      session.kill();
-    }
-  });
+  const abandoned = () => {
+    if (done) return;
+    done = true;
+    logger.info({ sandbox: id, owner, op: "exec" }, "client went away; killing the command");
+    // nobody reads any more: kill it, and let its remaining output drain into the void so
+    // nothing waits on a reader that is gone
+    session.kill();
+    session.stdout.resume();
+    session.stderr.resume();
+  };
+  reply.raw.on("close", abandoned);
+  // the client may have gone while the command was starting, before this listener existed
+  if (reply.raw.destroyed || request.raw.socket?.destroyed) abandoned();
   void pump(session, out, logger.child({ sandbox: id, owner, op: "exec" })).finally(() => (done = true));
   return reply.code(200).header("content-type", "application/x-ndjson").header("cache-control", "no-store").send(out);
 }
 
 async function pump(session: ExecSession, out: PassThrough, log: Logger): Promise<void> {
-  const frame = (obj: unknown) => out.write(`${JSON.stringify(obj)}\n`);
+  // a response the client abandoned is destroyed: nothing to write, and no drain to wait for
+  const frame = (obj: unknown) => out.destroyed || out.write(`${JSON.stringify(obj)}\n`);
   let paused = false;
   const forward = (stream: Readable, name: "stdout" | "stderr") => {
     stream.on("data", (chunk: Buffer | string) => {

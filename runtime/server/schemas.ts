@@ -1,25 +1,65 @@
 // JSON Schemas for the HTTP API: fastify validates requests with them, and the OpenAPI
 // document is built from the same objects, so the description cannot drift from the checks.
 
+import { EXEC_LIMITS } from "../core/exec-input.ts";
+import { LIMITS } from "../core/spec.ts";
+
+// Patterns the message builder (requestErrors.ts) turns into a fix instead of echoing the regex.
+export const PATTERNS = {
+  noNul: "^[^\\u0000]*$",
+  absolutePath: "^/[^\\u0000]*$",
+  envName: "^[A-Za-z_][A-Za-z0-9_]*$",
+  metadataKey: "^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$",
+  // the alphabet only: a simple class loop stays linear on a 5 MB string; padding is checked in code
+  base64: "^[A-Za-z0-9+/]*={0,2}$",
+  lines: "^[0-9]{1,6}$",
+} as const;
+
+export const PATTERN_FIXES: Record<string, string> = {
+  [PATTERNS.noNul]: "must not contain NUL bytes (\\u0000); remove them",
+  [PATTERNS.absolutePath]: "use an absolute path (starting with /) without NUL bytes, e.g. /workspace",
+  [PATTERNS.envName]: "environment variable names are letters, digits and '_', not starting with a digit (no '=', not empty)",
+  [PATTERNS.metadataKey]: "metadata keys are 1-63 letters, digits, '.', '_' or '-', starting and ending alphanumeric",
+  [PATTERNS.base64]: "must be base64 (A-Z, a-z, 0-9, '+', '/', '=' padding)",
+  [PATTERNS.lines]: "use a whole number of lines from 0 to 999999",
+};
+
+const text = (maxLength: number, extra: Record<string, unknown> = {}) => ({ type: "string", maxLength, pattern: PATTERNS.noNul, ...extra }) as const;
+
 const stringMap = { type: "object", additionalProperties: { type: "string" } } as const;
+
+const envMap = (valueChars: number, description: string) =>
+  ({
+    type: "object",
+    maxProperties: EXEC_LIMITS.envEntries,
+    propertyNames: { pattern: PATTERNS.envName, maxLength: 256 },
+    additionalProperties: text(valueChars),
+    description,
+  }) as const;
 
 export const idParams = {
   type: "object",
   required: ["id"],
-  properties: { id: { type: "string", minLength: 1, maxLength: 253, description: "sandbox id" } },
+  properties: { id: { type: "string", minLength: 1, maxLength: 253, pattern: PATTERNS.noNul, description: "sandbox id" } },
 } as const;
 
 export const createBody = {
   type: "object",
   additionalProperties: false,
   properties: {
-    profile: { type: "string", minLength: 1, maxLength: 63, description: "image profile from the catalog; default from config" },
-    size: { type: "string", minLength: 1, maxLength: 63, description: "size class (nano, small, ...); default from config" },
-    env: { ...stringMap, description: "environment for every command" },
+    profile: text(63, { minLength: 1, description: "image profile from the catalog; default from config" }),
+    size: text(63, { minLength: 1, description: "size class (nano, small, ...); default from config" }),
+    env: envMap(LIMITS.envBytes, `environment for every command: at most ${LIMITS.envEntries} entries and ${LIMITS.envBytes} bytes in all, no NUL bytes`),
     ttlSeconds: { type: "integer", minimum: 1, description: "hard time to live" },
     idleTimeoutSeconds: { type: "integer", minimum: 0, description: "reaped after this long without API calls; 0 = never" },
-    clientKey: { type: "string", minLength: 1, maxLength: 128, description: "idempotency key: a retry with the same key returns the same sandbox" },
-    metadata: { ...stringMap, description: "free-form labels" },
+    clientKey: text(128, { minLength: 1, description: "idempotency key: a retry with the same key returns the same sandbox" }),
+    metadata: {
+      type: "object",
+      maxProperties: LIMITS.metadataEntries,
+      propertyNames: { pattern: PATTERNS.metadataKey },
+      additionalProperties: text(LIMITS.metadataValueChars),
+      description: `free-form labels: at most ${LIMITS.metadataEntries}, values of at most ${LIMITS.metadataValueChars} characters, no NUL bytes`,
+    },
     autoPause: { type: "object", description: "automatic pause/wake policy: probes, pause, resume, timeout (docs/pause-resume.md); needs snapshots configured" },
   },
 } as const;
@@ -35,10 +75,16 @@ export const execBody = {
   additionalProperties: false,
   required: ["command"],
   properties: {
-    command: { type: "array", minItems: 1, maxItems: 4096, items: { type: "string" }, description: "argv; no shell unless you run one" },
-    env: stringMap,
-    cwd: { type: "string", minLength: 1, maxLength: 4096 },
-    stdin: { type: "string", contentEncoding: "base64", description: "base64 bytes written to stdin, then closed" },
+    command: {
+      type: "array",
+      minItems: 1,
+      maxItems: EXEC_LIMITS.args,
+      items: text(EXEC_LIMITS.argStringBytes),
+      description: `argv; no shell unless you run one. No NUL bytes; each string at most ${EXEC_LIMITS.argStringBytes} bytes (the kernel's MAX_ARG_STRLEN), argv plus env at most ${EXEC_LIMITS.totalBytes} bytes`,
+    },
+    env: envMap(EXEC_LIMITS.argStringBytes, "environment for this command, over the sandbox's; counts toward the argv + env bound"),
+    cwd: { type: "string", minLength: 1, maxLength: EXEC_LIMITS.cwdChars, pattern: PATTERNS.absolutePath, description: "absolute directory in the sandbox; default /workspace" },
+    stdin: { type: "string", contentEncoding: "base64", pattern: PATTERNS.base64, description: "base64 bytes written to stdin, then closed" },
     timeoutMs: { type: "integer", minimum: 1, maximum: 86_400_000, description: "kill the command after this long: exit 124, timedOut" },
   },
 } as const;
@@ -47,7 +93,7 @@ export const filesQuery = {
   type: "object",
   additionalProperties: false,
   required: ["path"],
-  properties: { path: { type: "string", minLength: 1, maxLength: 4096, pattern: "^/", description: "absolute path in the sandbox" } },
+  properties: { path: { type: "string", minLength: 1, maxLength: 4096, pattern: PATTERNS.absolutePath, description: "absolute path in the sandbox" } },
 } as const;
 
 export const logsQuery = {
@@ -56,7 +102,7 @@ export const logsQuery = {
   properties: {
     // query strings are strings: no type coercion anywhere, so a JSON body's 5 is never "5"
     follow: { type: "string", enum: ["true", "false", "1", "0"] },
-    tailLines: { type: "string", pattern: "^[0-9]{1,6}$" },
+    tailLines: { type: "string", pattern: PATTERNS.lines },
   },
 } as const;
 
@@ -108,7 +154,7 @@ export const errorSchema = {
       properties: {
         code: { type: "string", enum: ["validation", "unauthenticated", "not_found", "conflict", "capacity", "timeout", "upstream", "failed", "too_large", "internal"] },
         message: { type: "string" },
-        details: { type: "object" },
+        details: { type: "object", description: "facts about the error, e.g. field and value (truncated) for validation" },
       },
     },
   },
