@@ -130,15 +130,35 @@ describe("helper frames", () => {
 });
 
 describe("WarmPool", () => {
-  it("fills to the target, hands out ready slots, and refills what was taken", async () => {
+  // The test starts slots itself: each startSlot call waits until the test resolves it, so the
+  // pool's progress is driven step by step instead of by sleeping (the pool has no timer on
+  // this path; setImmediate only lets its promise chain run).
+  function manualStarts() {
     let n = 0;
-    const pool = new WarmPool<string>([{ profile: "base", size: "nano", count: 2 }], { startSlot: async () => `slot-${++n}`, onError: () => {} });
+    const pending: (() => void)[] = [];
+    const startSlot = () => new Promise<string>((resolve) => pending.push(() => resolve(`slot-${++n}`)));
+    return { startSlot, pending };
+  }
+  const settle = () => new Promise((r) => setImmediate(r));
+
+  it("fills to the target one start at a time, hands out ready slots, and refills what was taken", async () => {
+    const starts = manualStarts();
+    const pool = new WarmPool<string>([{ profile: "base", size: "nano", count: 2 }], { startSlot: starts.startSlot, onError: () => {} });
     expect(pool.take("base", "nano", () => true)).toBeUndefined();
-    await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 2; i++) {
+      await settle();
+      expect(starts.pending).toHaveLength(1); // never more than one start in flight
+      starts.pending.shift()!();
+    }
+    await settle();
+    expect(starts.pending).toHaveLength(0);
     expect(pool.all()).toEqual(["slot-1", "slot-2"]);
     expect(pool.take("base", "nano", () => true)).toBe("slot-1");
     expect(pool.take("base", "small", () => true)).toBeUndefined();
-    await new Promise((r) => setTimeout(r, 10));
+    await settle();
+    expect(starts.pending).toHaveLength(1);
+    starts.pending.shift()!();
+    await settle();
     expect(pool.all()).toEqual(["slot-2", "slot-3"]);
     // an unusable slot (e.g. died meanwhile) is skipped, not handed out
     expect(pool.take("base", "nano", (s) => s !== "slot-2")).toBe("slot-3");

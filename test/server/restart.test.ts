@@ -86,7 +86,7 @@ describe("budget reconcile", () => {
       expect(res.json().error.message).toContain("nonexistent");
     }
     const t0 = Date.now();
-    while (rt.manager.admission.usage().reservations > 0 && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 50));
+    while (rt.manager.admission.usage().reservations > 0 && Date.now() - t0 < 30_000) await new Promise((r) => setTimeout(r, 50));
     expect(rt.manager.admission.usage().used).toEqual({ cpuMillis: 0, memoryBytes: 0 });
   });
 });
