@@ -1,14 +1,12 @@
 // The CLI's verbs, each a function over the Manager seam, so the same code runs against the
 // service (HttpManager) and in-process (SandboxManager). Human output by default, --json for
 // scripts; the return value is the process exit code.
-import { spawn } from "node:child_process";
-import { mkdirSync, statSync } from "node:fs";
-import { basename, dirname, resolve } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { finished } from "node:stream/promises";
 import { SbxError, ValidationError } from "../core/errors.ts";
 import type { Manager, Sandbox } from "../core/types.ts";
 import { durationFlag, intFlag, keyValues, need, parse } from "./args.ts";
+import { copyIn, copyOut } from "./copy.ts";
 import { ProgressDisplay } from "./progress.ts";
 import { summarize } from "./stats.ts";
 
@@ -126,34 +124,6 @@ function remote(arg: string): { id: string; path: string } | undefined {
   return m ? { id: m[1], path: m[2] } : undefined;
 }
 
-function tar(args: string[], io: { stdin?: Readable; stdout?: Writable }): { done: Promise<void>; stdout: Readable; stdin: Writable } {
-  const p = spawn("tar", args, { stdio: ["pipe", "pipe", "pipe"] });
-  let err = "";
-  p.stderr.on("data", (c) => (err += c));
-  let stdinError: Error | undefined;
-  const done = new Promise<void>((res, rej) => {
-    p.on("error", (e) => rej(new Error(`tar could not start: ${e.message}; install tar`)));
-    p.on("close", (code) => {
-      if (code !== 0) return rej(new ValidationError("cp", args.join(" "), `tar failed (exit ${code}): ${err.trim()}`));
-      return stdinError ? rej(stdinError) : res();
-    });
-  });
-  const input = io.stdin;
-  if (input) {
-    // tar stops reading at the end-of-archive marker and may exit with the record padding
-    // after it unread (archives made with a larger blocking factor than ours): the EPIPE
-    // that follows says nothing about the copy, tar's exit code does. Drain the rest so the
-    // download completes.
-    p.stdin.on("error", (e: NodeJS.ErrnoException) => {
-      if (e.code !== "EPIPE") stdinError = e;
-      input.unpipe(p.stdin);
-      input.resume();
-    });
-    input.pipe(p.stdin);
-  }
-  return { done, stdout: p.stdout, stdin: p.stdin };
-}
-
 const cp: Command = async (ctx, argv) => {
   const usage = "sbx cp LOCAL_PATH ID:/dir  |  sbx cp ID:/path LOCAL_DIR";
   const a = parse(argv, {}, usage);
@@ -162,18 +132,12 @@ const cp: Command = async (ctx, argv) => {
   const from = remote(src);
   const to = remote(dst);
   if (!from && to) {
-    const local = resolve(src);
-    statSync(local); // a missing source is an ENOENT naming the path
-    const t = tar(["-C", dirname(local), "-cf", "-", basename(local)], {});
-    await Promise.all([ctx.manager.putArchive(ctx.owner, to.id, to.path, t.stdout), t.done]);
+    const local = await copyIn(ctx.manager, ctx.owner, src, to.id, to.path);
     print(ctx, !!a.values.json, { copied: local, to: dst }, `${local} -> ${dst}`);
     return 0;
   }
   if (from && !to) {
-    const dir = resolve(dst);
-    mkdirSync(dir, { recursive: true });
-    const archive = await ctx.manager.getArchive(ctx.owner, from.id, from.path);
-    await tar(["-C", dir, "-xf", "-"], { stdin: archive }).done;
+    const dir = await copyOut(ctx.manager, ctx.owner, from.id, from.path, dst);
     print(ctx, !!a.values.json, { copied: src, to: dir }, `${src} -> ${dir}`);
     return 0;
   }

@@ -155,9 +155,29 @@ export class HttpManager implements Manager {
     await res.arrayBuffer();
   }
 
+  /**
+   * The archive as it arrives. The service cuts the response when the transfer fails after
+   * its first byte (runtime/server/files.ts); that surfaces here as an error of the stream
+   * naming the download and how far it got, never as a short archive that ends cleanly.
+   */
   async getArchive(_owner: string, id: string, path: string): Promise<Readable> {
-    const res = await this.call("GET", `${HttpManager.sb(id)}/files?path=${encodeURIComponent(path)}`, { timeout: false });
-    return Readable.fromWeb(res.body as WebReadableStream);
+    const ac = new AbortController();
+    const res = await this.call("GET", `${HttpManager.sb(id)}/files?path=${encodeURIComponent(path)}`, { timeout: false, signal: ac.signal });
+    const body = Readable.fromWeb(res.body as WebReadableStream);
+    const out = new PassThrough();
+    let bytes = 0;
+    body.on("data", (c: Buffer) => (bytes += c.length));
+    body.on("error", (err) => {
+      out.destroy(
+        new UpstreamError(`download of ${id}:${path} broke off after ${bytes} bytes (${err.message}${err.cause ? `: ${(err.cause as Error).message}` : ""}): the service reported a failure or the connection was lost; the archive is incomplete, retry the copy`, { id, path, bytes }),
+      );
+    });
+    // a reader that stops early cancels the request, which stops tar in the sandbox
+    out.once("close", () => {
+      if (!out.writableFinished) ac.abort(new Error("download abandoned by the reader"));
+    });
+    body.pipe(out);
+    return out;
   }
 
   async logs(_owner: string, id: string, opts: LogOptions): Promise<Readable> {

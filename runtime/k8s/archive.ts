@@ -1,7 +1,8 @@
 // Files in and out of a sandbox: tar over exec, streamed both ways. No volume, no sidecar;
 // the sandbox image needs `tar` (every profile image has it).
 import { PassThrough, type Readable } from "node:stream";
-import { NotFoundError, UpstreamError, ValidationError } from "../core/errors.ts";
+import { downloadCheckError, DOWNLOAD_CHECK_SH, withoutTrailingSlashes } from "../core/download-check.ts";
+import { UpstreamError, ValidationError } from "../core/errors.ts";
 import type { ExecSession } from "../core/types.ts";
 
 export type RunInSandbox = (argv: string[], stdin?: Readable) => Promise<ExecSession>;
@@ -30,15 +31,17 @@ export async function putArchive(run: RunInSandbox, id: string, dir: string, tar
 }
 
 /**
- * Streams `path` as a tar archive (entries relative to its parent directory). A missing
- * path is reported before any byte is sent, as NotFound; later tar failures error the stream.
+ * Streams `path` as a tar archive (entries relative to its parent directory). A missing or
+ * unreadable path is reported before any byte is sent (404, 400); later tar failures error
+ * the stream.
  */
 export async function getArchive(run: RunInSandbox, id: string, path: string): Promise<Readable> {
   validateSandboxPath("path", path);
-  const trimmed = path.length > 1 ? path.replace(/\/+$/, "") : path;
+  const trimmed = path.length > 1 ? withoutTrailingSlashes(path) : path;
   const parent = trimmed.slice(0, trimmed.lastIndexOf("/")) || "/";
   const base = trimmed.slice(trimmed.lastIndexOf("/") + 1) || ".";
-  const session = await run(["sh", "-c", 'test -e "$1/$2" || { echo "no such file: $1/$2" >&2; exit 44; }; exec tar -c -f - -C "$1" -- "$2"', "sbx-get", parent, base]);
+  // one exec, check then tar: a missing or unreadable path is a 4xx (core/download-check.ts)
+  const session = await run(["sh", "-c", `p=$3\n${DOWNLOAD_CHECK_SH}\nexec tar -c -f - -C "$1" -- "$2"`, "sbx-get", parent, base, trimmed]);
   const out = new PassThrough();
   const stderr = collect(session.stderr, 16 * 1024);
   // Hold the first byte back until we know the path exists, so "not found" is an error the
@@ -57,7 +60,8 @@ export async function getArchive(run: RunInSandbox, id: string, path: string): P
   ]);
   if (first === "done" && !piped) {
     const res = await session.result;
-    if (res.exitCode === 44) throw new NotFoundError("file", `${id}:${path}`);
+    const refused = downloadCheckError(res.exitCode, await stderr, path, `${id}:${path}`);
+    if (refused) throw refused;
     if (res.exitCode !== 0) throw new UpstreamError(`get files from sandbox ${id} at ${path}: tar exited ${res.exitCode}: ${(await stderr).trim()}`);
     session.stdout.removeAllListeners("data");
     startPipe();

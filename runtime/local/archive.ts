@@ -4,7 +4,8 @@
 // writes count against the sandbox's limits. The cost: the image must contain tar.
 import path from "node:path";
 import { PassThrough, type Readable } from "node:stream";
-import { NotFoundError, ValidationError } from "../core/errors.ts";
+import { downloadCheckError, DOWNLOAD_CHECK_SH } from "../core/download-check.ts";
+import { UpstreamError, ValidationError } from "../core/errors.ts";
 import type { ExecRequest, ExecSession } from "../core/types.ts";
 
 type Exec = (req: ExecRequest) => Promise<ExecSession>;
@@ -41,10 +42,11 @@ export async function archiveIn(exec: Exec, dir: string, tar: Readable): Promise
 
 export async function archiveOut(exec: Exec, p: string): Promise<Readable> {
   validatePath("path", p);
-  const check = await exec({ command: ["test", "-e", p] });
+  // missing or unreadable: a 4xx now, not an archive that breaks off later (core/download-check.ts)
+  const check = await exec({ command: ["sh", "-c", `p=$1\n${DOWNLOAD_CHECK_SH}`, "sbx-check", p] });
   check.stdout.resume();
-  check.stderr.resume();
-  if ((await check.result).exitCode !== 0) throw new NotFoundError("path", p);
+  const [checkErr, checked] = await Promise.all([collect(check.stderr), check.result]);
+  if (checked.exitCode !== 0) throw downloadCheckError(checked.exitCode, checkErr, p) ?? new UpstreamError(`checking ${p} in the sandbox failed (exit ${checked.exitCode}): ${checkErr.trim()}`);
   const norm = path.posix.normalize(p);
   const parent = path.posix.dirname(norm);
   const base = norm === "/" ? "." : path.posix.basename(norm);
@@ -52,12 +54,18 @@ export async function archiveOut(exec: Exec, p: string): Promise<Readable> {
   const out = new PassThrough();
   s.stdout.pipe(out, { end: false });
   const errText = collect(s.stderr);
-  // a reader that gave up (a failed upload) would leave tar blocked on a full pipe for good
-  out.once("close", () => out.writableFinished || s.kill());
+  // a reader that gave up (a client gone, a failed upload) would leave tar blocked on a full
+  // pipe for good: kill it and discard what it had written
+  out.once("close", () => {
+    if (out.writableFinished) return;
+    s.kill();
+    s.stdout.unpipe(out);
+    s.stdout.resume();
+  });
   s.stdout.on("end", async () => {
     const res = await s.result.catch((e: Error) => e);
     if (res instanceof Error) return out.destroy(res);
-    if (res.exitCode !== 0) return out.destroy(new Error(`tar of ${p} in the sandbox failed (exit ${res.exitCode}): ${(await errText).trim()}`));
+    if (res.exitCode !== 0) return out.destroy(new UpstreamError(`tar of ${p} in the sandbox failed (exit ${res.exitCode}): ${(await errText).trim()}`));
     out.end();
   });
   return out;

@@ -1,12 +1,12 @@
 // The API's routes as one table: fastify registers them and the OpenAPI document is generated
 // from the same entries, so every served route is described and nothing described is missing.
-import type { Readable } from "node:stream";
+import { Readable } from "node:stream";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { ConflictError } from "../core/errors.ts";
+import { ConflictError, ValidationError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { CreateRequest, Manager, Sandbox, TransferOptions } from "../core/types.ts";
 import { execRequestFrom, streamExec, type ExecBody } from "./exec.ts";
-import { limitUpload } from "./files.ts";
+import { limitUpload, sendArchive } from "./files.ts";
 import { NDJSON, respondWithProgress, shouldStreamProgress } from "./progress.ts";
 import * as S from "./schemas.ts";
 
@@ -147,7 +147,9 @@ export const sandboxRoutes: RouteDef[] = [
     requestContentType: "application/x-tar",
     responses: { "204": { description: "unpacked" } },
     handler: async ({ manager, limits }, req, reply) => {
-      const { stream, check } = limitUpload(req.body as Readable, req.headers["content-length"], limits.uploadBytes);
+      // a JSON or text body was parsed instead of streamed: not an archive
+      if (!(req.body instanceof Readable)) throw new ValidationError("content-type", req.headers["content-type"] ?? "", "send the archive as the body with content-type application/x-tar");
+      const { stream, check } = limitUpload(req.body, req.headers["content-length"], limits.uploadBytes);
       try {
         await manager.putArchive(owner(req), params(req).id, (req.query as { path: string }).path, stream);
       } catch (err) {
@@ -160,10 +162,10 @@ export const sandboxRoutes: RouteDef[] = [
     method: "GET", url: "/v1/sandboxes/:id/files", operationId: "getFiles", auth: true,
     summary: "Stream the file or directory `path` out of the sandbox as a tar archive.",
     schema: { params: S.idParams, querystring: S.filesQuery },
-    responses: { "200": { description: "tar archive", contentType: "application/x-tar" } },
+    responses: { "200": { description: "tar archive; ends with the trailer `sbx-archive: complete`; a failure after the first byte cuts the response short", contentType: "application/x-tar" } },
     handler: async ({ manager }, req, reply) => {
       const tar = await manager.getArchive(owner(req), params(req).id, (req.query as { path: string }).path);
-      return reply.type("application/x-tar").send(tar);
+      return sendArchive(reply, tar);
     },
   },
   {
