@@ -17,6 +17,9 @@ export interface LocalRegistry {
   url: string;
   /** filesystem storage root (blobs live under docker/registry/v2/blobs/sha256/..) */
   storageDir: string;
+  /** the registry's config file and binary, for `garbage-collect` (runtime/local/registryGc.ts) */
+  configPath: string;
+  binary: string;
   pid: number;
   stop(): Promise<void>;
 }
@@ -55,6 +58,9 @@ export async function startLocalRegistry(opts: LocalRegistryOptions = {}): Promi
     "storage:",
     "  filesystem:",
     `    rootdirectory: ${storageDir}`,
+    // No `cache:` section, so no blob descriptor cache: after a garbage collection removed a
+    // blob, a cached descriptor would let a manifest push referencing it succeed (distribution
+    // issue 2367). Without it every check reads the storage.
     "  delete:",
     "    enabled: true",
     "  maintenance:",
@@ -100,5 +106,5 @@ export async function startLocalRegistry(opts: LocalRegistryOptions = {}): Promi
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  return { host, url: `http://${host}`, storageDir, pid: child.pid!, stop };
+  return { host, url: `http://${host}`, storageDir, configPath, binary, pid: child.pid!, stop };
 }

@@ -110,7 +110,7 @@ describe("image profiles", () => {
     }
     expect(ofType(eks.resources, "aws:ecr/lifecyclePolicy:LifecyclePolicy")).toHaveLength(6);
     const snap = one(eks.resources, "aws:ecr/lifecyclePolicy:LifecyclePolicy", "snapshots");
-    expect(JSON.parse(snap.inputs.policy).rules[0].selection).toMatchObject({ countType: "sinceImagePushed", countNumber: 7 });
+    expect(JSON.parse(snap.inputs.policy).rules.find((r: { selection: { tagStatus: string } }) => r.selection.tagStatus === "any").selection).toMatchObject({ countType: "sinceImagePushed", countNumber: 8 }); // retention 7 + 1 (images/plan.ts)
   });
 });
 
@@ -182,5 +182,14 @@ describe("tenancy and runtime in eks mode", () => {
     expect(cfg.snapshots).toEqual({ registry: "123456789012.dkr.ecr.us-east-1.amazonaws.com", repository: "sbx-test/snapshots", retentionDays: 7 });
     expect(cfg.catalog.base).toBe("123456789012.dkr.ecr.us-east-1.amazonaws.com/sbx-test/sandbox-base:v1");
     expect(cfg.budget).toEqual({ cpu: "250", memory: "500Gi" });
+  });
+});
+
+describe("sbx:runtime.userNamespaces", () => {
+  const configOf = (run: Run) => JSON.parse(one(run.resources, "kubernetes:core/v1:ConfigMap", "configmap-sbx-config").inputs.data["config.json"]);
+  it("reaches the runtime's config.json as kubernetes.userNamespaces, and is off unless set", async () => {
+    expect(configOf(existing).kubernetes.userNamespaces).toBeUndefined();
+    const on = await deploy("existing-cluster", { runtime: { userNamespaces: true } });
+    expect(configOf(on).kubernetes.userNamespaces).toBe(true);
   });
 });
