@@ -1,18 +1,21 @@
 // `npm start`: the control-plane service. Config from SBX_CONFIG (JSON) or the defaults
 // (platform local), validated once. On the local platform it installs the tools it needs when
-// run as root, creates a token on first start and prints how to use it. SIGINT/SIGTERM drain
-// requests and close the backend, leaving nothing running.
+// run as root, creates a token on first start and prints how to use it. SIGINT/SIGTERM (to this
+// process or to the npm that runs it) and the death of that npm drain requests and close the
+// backend and the embedded registry, leaving nothing running.
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadRuntimeConfig, tokensPathFor } from "./config/load.ts";
+import { loadProcessSettings, loadRuntimeConfig, tokensPathFor } from "./config/load.ts";
 import type { RuntimeConfig } from "./config/schema.ts";
 import { systemClock } from "./core/clock.ts";
 import { createLogger, type Logger } from "./core/log.ts";
 import { addToken, parseTokensFile, TokenFile } from "./core/tokens.ts";
 import { startService } from "./server/service.ts";
 import { REGISTRY_BINARY, startLocalRegistry, type LocalRegistry } from "./local/registry.ts";
+import { collectRegistryGarbage } from "./local/registryGc.ts";
+import { SnapshotGc } from "./snapshot/gc.ts";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -33,9 +36,9 @@ function ensureLocalTools(logger: Logger): void {
 }
 
 /** First start: mint a token for the local owner. Later starts reuse the tokens file. */
-function ensureToken(path: string): string | undefined {
+function ensureToken(path: string, owner: string): string | undefined {
   if (existsSync(path) && parseTokensFile(path, readFileSync(path, "utf8")).size > 0) return undefined;
-  return addToken(path, process.env.SBX_OWNER ?? "local");
+  return addToken(path, owner);
 }
 
 /**
@@ -43,7 +46,7 @@ function ensureToken(path: string): string | undefined {
  * storage under the state dir, so pause and resume work out of the box. A registry left running
  * by a killed earlier start (same storage) is stopped first.
  */
-async function embeddedRegistry(config: RuntimeConfig, logger: Logger): Promise<{ config: RuntimeConfig; stop: () => Promise<void> }> {
+async function embeddedRegistry(config: RuntimeConfig, logger: Logger): Promise<{ config: RuntimeConfig; gc?: SnapshotGc; stop: () => Promise<void> }> {
   const none = { config, stop: async () => undefined };
   if (config.platform !== "local" || config.snapshots) return none;
   if (!existsSync(REGISTRY_BINARY)) {
@@ -61,7 +64,11 @@ async function embeddedRegistry(config: RuntimeConfig, logger: Logger): Promise<
   }
   writeFileSync(join(dir, "registry.pid"), String(registry.pid));
   logger.info({ op: "start", registry: registry.url, storage: registry.storageDir }, "snapshot registry on loopback for pause/resume");
-  return { config: { ...config, snapshots: { registry: registry.url, repository: "sbx-snapshots", retentionDays: 7 } }, stop: registry.stop };
+  // deleted snapshots give their disk back; the first collection also clears what an earlier run left
+  const gc = new SnapshotGc({ collect: () => collectRegistryGarbage(registry), logger, clock: systemClock });
+  gc.collectSoon();
+  const stop = () => gc.close().then(registry.stop);
+  return { config: { ...config, snapshots: { registry: registry.url, repository: "sbx-snapshots", retentionDays: 7 } }, gc, stop };
 }
 
 function stopStale(pidFile: string): void {
@@ -74,29 +81,21 @@ function stopStale(pidFile: string): void {
   }
 }
 
-function applyEnv(config: RuntimeConfig): RuntimeConfig {
-  const port = process.env.SBX_PORT;
-  const host = process.env.SBX_HOST;
-  if (port === undefined && host === undefined) return config;
-  const n = port === undefined ? config.listen.port : Number(port);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`SBX_PORT: invalid value ${JSON.stringify(port)}: use a port number 0-65535`);
-  return { ...config, listen: { host: host ?? config.listen.host, port: n } };
-}
-
 async function main(): Promise<void> {
-  const logger = createLogger();
+  const settings = loadProcessSettings();
+  const logger = createLogger({ level: settings.logLevel });
   const { config: loaded, source } = loadRuntimeConfig();
   if (loaded.platform === "local") ensureLocalTools(logger);
-  const registry = await embeddedRegistry(applyEnv(loaded), logger);
+  const registry = await embeddedRegistry(loaded, logger);
   const config = registry.config;
   const tokensPath = tokensPathFor(config);
-  const fresh = config.platform === "local" ? ensureToken(tokensPath) : undefined;
+  const fresh = config.platform === "local" ? ensureToken(tokensPath, settings.owner) : undefined;
   if (!existsSync(tokensPath)) {
     throw new Error(`config.tokensPath: ${tokensPath} does not exist: mount the tokens file there (JSON { "<sha256 hex of token>": "<owner>" }), or set tokensPath to where it is`);
   }
   const tokens = new TokenFile(tokensPath, (err) => logger.error({ op: "tokens", err, path: tokensPath }, "tokens file unreadable; keeping the last good tokens"));
 
-  const service = await startService({ config, tokens, logger, clock: systemClock });
+  const service = await startService({ config, tokens, logger, clock: systemClock, snapshotGc: registry.gc });
   logger.info({ op: "start", url: service.url, platform: config.platform, config: source }, "sbx control plane listening");
 
   const shown = relative(process.cwd(), tokensPath) || tokensPath;
@@ -113,6 +112,7 @@ async function main(): Promise<void> {
     "  npx sbx run $ID -- python3 -c 'print(\"hello from a sandbox\")'",
     ...(config.snapshots ? ["  npx sbx pause $ID    # files to the snapshot registry, compute freed; sbx resume $ID (or any run) wakes it"] : []),
     "  npx sbx kill $ID",
+    `  (npx costs about a second per call; for loops put sbx on the PATH: export PATH="${join(repo, "node_modules/.bin")}:$PATH")`,
     "",
     `API description: ${service.url}/openapi.json   metrics: ${service.url}/metrics`,
     "Ctrl-C stops the service and every sandbox it runs.",
@@ -120,10 +120,10 @@ async function main(): Promise<void> {
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
 
-  // Ctrl-C reaches every process of the group, and tsx also relays it to this one: the same
+  // Ctrl-C reaches every process of the group, and npm also relays it to this one: the same
   // keypress can arrive twice within milliseconds. Only a signal well after the first forces exit.
   let stoppingAt = 0;
-  const stop = (signal: string) => {
+  stopRequests.handle((signal: string) => {
     if (stoppingAt > 0) {
       if (Date.now() - stoppingAt < 2000) return;
       logger.warn({ op: "shutdown", signal }, "second signal: exiting now");
@@ -139,10 +139,53 @@ async function main(): Promise<void> {
         process.exit(1);
       },
     );
-  };
-  process.on("SIGINT", () => stop("SIGINT"));
-  process.on("SIGTERM", () => stop("SIGTERM"));
+  });
 }
+
+/**
+ * Stop requests: SIGINT, SIGTERM, and the death of the npm that started us. Listening from the
+ * first line means a request during start-up (tools, registry, backend) is kept and served as
+ * soon as there is something to stop, instead of the default action killing this process and
+ * orphaning the registry it just started.
+ */
+function listenForStop(): { handle: (stop: (reason: string) => void) => void } {
+  let stop: ((reason: string) => void) | undefined;
+  let pending: string | undefined;
+  const request = (reason: string) => (stop ? stop(reason) : (pending ??= reason));
+  process.on("SIGINT", () => request("SIGINT"));
+  process.on("SIGTERM", () => request("SIGTERM"));
+  if (process.env.npm_lifecycle_event) watchParent(() => request("parent exited"));
+  return {
+    handle(fn) {
+      stop = fn;
+      if (pending) fn(pending);
+    },
+  };
+}
+
+/**
+ * `npm start` runs this process as npm's child (the script execs node: no shell or tsx process
+ * in between, so npm's relay of SIGINT/SIGTERM lands here). A supervisor that SIGKILLs npm, or
+ * npm dying any other way, cannot relay anything: we notice being re-parented and stop the same
+ * way. Only under npm: a service started directly (systemd, a container) keeps running when
+ * the shell that launched it exits. A 1 s poll of getppid is the whole cost.
+ */
+function watchParent(onGone: () => void, intervalMs = 1000): void {
+  const parent = process.ppid;
+  if (parent <= 1) return;
+  const timer = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(timer);
+    onGone();
+  }, intervalMs);
+  timer.unref();
+}
+
+// The reader of our output may be gone (a supervisor killed npm and the pipe with it): a failed
+// write must not turn a clean shutdown into a crash that leaves sandboxes running.
+process.stdout.on("error", () => undefined);
+process.stderr.on("error", () => undefined);
+const stopRequests = listenForStop();
 
 main().catch((err) => {
   process.stderr.write(`sbx: ${err instanceof Error ? err.message : String(err)}\n`);

@@ -1,15 +1,14 @@
 // `sbx`: the CLI entry. Chooses the transport (SBX_SERVER -> the service over HTTP; else the
 // runtime built in-process from config), runs one verb, maps errors to exit codes.
+//
+// Start-up cost matters (agents call the CLI in loops): the HTTP path loads only our own code
+// and Node's built-ins. Config (zod), logging (pino), tokens and the in-process runtime are
+// imported when a verb needs them, so `sbx ls` against a service never pays for them.
 import { userInfo } from "node:os";
 import { pathToFileURL } from "node:url";
-import { buildManager } from "../backends.ts";
 import { HttpManager } from "../client/http.ts";
-import { loadRuntimeConfig, tokensPathFor } from "../config/load.ts";
-import { systemClock } from "../core/clock.ts";
 import { EXIT_CODE, SbxError, ValidationError } from "../core/errors.ts";
-import { createLogger } from "../core/log.ts";
 import type { SandboxManager } from "../core/manager.ts";
-import { addToken } from "../core/tokens.ts";
 import type { Manager } from "../core/types.ts";
 import { parse } from "./args.ts";
 import { COMMANDS, HELP, type Io } from "./commands.ts";
@@ -24,6 +23,7 @@ async function tokenCommand(argv: string[], { env, io }: CliEnv): Promise<number
   const usage = "sbx token create --owner NAME [--json]";
   const a = parse(argv, { owner: { type: "string" } }, usage);
   if (a.positionals[0] !== "create" || typeof a.values.owner !== "string") throw new ValidationError("token", argv.join(" "), `usage: ${usage}`);
+  const [{ loadRuntimeConfig, tokensPathFor }, { addToken }] = await Promise.all([import("../config/load.ts"), import("../core/tokens.ts")]);
   const { config } = loadRuntimeConfig(env);
   const path = tokensPathFor(config);
   const token = addToken(path, a.values.owner);
@@ -36,12 +36,19 @@ async function openManager(env: NodeJS.ProcessEnv): Promise<{ manager: Manager; 
     if (!env.SBX_TOKEN) throw new SbxError("unauthenticated", "SBX_SERVER is set but SBX_TOKEN is not: export the token `npm start` printed");
     return { manager: new HttpManager({ server: env.SBX_SERVER, token: env.SBX_TOKEN }), owner: "(token)", close: async () => {} };
   }
+  const { loadRuntimeConfig } = await import("../config/load.ts");
   const { config } = loadRuntimeConfig(env);
   // Local sandboxes live inside the process that started them: a CLI process would kill its
   // sandboxes when it exits, and its backend would fight the running service over the state dir.
+  // So this is a missing setting, not a failed login: exit 2 (invalid arguments), naming it.
   if (config.platform === "local") {
-    throw new SbxError("unauthenticated", "no SBX_SERVER: the local platform runs sandboxes inside the service; start it with `npm start` and export the SBX_SERVER and SBX_TOKEN it prints");
+    throw new SbxError(
+      "validation",
+      "SBX_SERVER is not set: export SBX_SERVER=http://host:port and SBX_TOKEN, the URL and token `npm start` printed (the local platform runs sandboxes inside the service; start it with `npm start` if it is not running)",
+      { field: "SBX_SERVER" },
+    );
   }
+  const [{ buildManager }, { createLogger }, { systemClock }] = await Promise.all([import("../backends.ts"), import("../core/log.ts"), import("../core/clock.ts")]);
   const logger = createLogger({ level: env.SBX_LOG_LEVEL ?? "warn" });
   const { manager } = await buildManager(config, { logger, clock: systemClock });
   await (manager as SandboxManager).start({ reaper: false });

@@ -7,6 +7,7 @@ import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { SandboxManager } from "../core/manager.ts";
 import type { Backend } from "../core/types.ts";
+import type { SnapshotGc } from "../snapshot/gc.ts";
 import { buildApp, type Authenticator } from "./app.ts";
 import type { ServerLimits } from "./routes.ts";
 
@@ -23,6 +24,8 @@ export interface ServiceOptions {
   reaperIntervalMs?: number;
   /** how long close() lets in-flight requests (streams) finish before cutting them */
   drainMs?: number;
+  /** garbage collection of the snapshot registry (the embedded one, runtime/main.ts) */
+  snapshotGc?: SnapshotGc;
 }
 
 export interface Service {
@@ -33,7 +36,7 @@ export interface Service {
 }
 
 export async function startService(opts: ServiceOptions): Promise<Service> {
-  const { manager } = await buildManager(opts.config, { logger: opts.logger, clock: opts.clock, backend: opts.backend, processMetrics: true, reaperIntervalMs: opts.reaperIntervalMs });
+  const { manager } = await buildManager(opts.config, { logger: opts.logger, clock: opts.clock, backend: opts.backend, processMetrics: true, reaperIntervalMs: opts.reaperIntervalMs, snapshotGc: opts.snapshotGc });
   let ready = false;
   const app = buildApp({ manager, tokens: opts.tokens, logger: opts.logger, metrics: manager.metrics.registry, ready: () => ready, limits: opts.limits });
   await manager.start();
