@@ -1,7 +1,7 @@
 // The only place that reads stack config. Collects every `sbx:*` key, parses JSON values,
 // and hands them to the pure schema; secrets stay Outputs and never reach the schema.
 import * as pulumi from "@pulumi/pulumi";
-import type { PlatformConfig } from "../components/platform/types.ts";
+import type { PlatformConfig } from "../components/shared/platformConfig.ts";
 import type { Raw } from "./readers.ts";
 import { SECRET_CONFIG_KEYS, validatePlatformConfig } from "./schema.ts";
 

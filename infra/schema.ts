@@ -7,7 +7,7 @@ import { DEFAULT_SIZE_CLASSES } from "../runtime/config/schema.ts";
 import { resolveInstanceLimits } from "../components/cluster/maxPods.ts";
 import { cidrContains, parseCidr } from "../components/shared/cidr.ts";
 import { bool, int, isPlainObject, list, obj, oneOf, optStr, quantity, str, strList, type Raw } from "./readers.ts";
-import type { EgressRule, NetworkConfig, NodeGroupConfig, PlatformConfig, SizeClassConfig } from "../components/platform/types.ts";
+import type { EgressRule, NetworkConfig, NodeGroupConfig, PlatformConfig, SizeClassConfig } from "../components/shared/platformConfig.ts";
 
 /** Every top-level key under the `sbx` config namespace. Secrets are read as secrets. */
 export const CONFIG_KEYS = [
@@ -321,7 +321,7 @@ function readBlockedCidrs(v: unknown): string[] {
 }
 
 function readRuntime(v: unknown): PlatformConfig["runtime"] {
-  const o = obj(K("runtime"), v, ["image", "nodeImage", "managerReplicas", "controllerReplicas", "cpu", "memory", "runtimeClassName", "credentialDurationSeconds"]);
+  const o = obj(K("runtime"), v, ["image", "nodeImage", "managerReplicas", "controllerReplicas", "cpu", "memory", "runtimeClassName", "userNamespaces", "credentialDurationSeconds"]);
   const cpu = quantity(K("runtime.cpu"), o.cpu, "500m");
   const memory = quantity(K("runtime.memory"), o.memory, "512Mi");
   parseCpu(K("runtime.cpu"), cpu);
@@ -336,6 +336,7 @@ function readRuntime(v: unknown): PlatformConfig["runtime"] {
     cpu,
     memory,
     ...(runtimeClassName ? { runtimeClassName } : {}),
+    userNamespaces: bool(K("runtime.userNamespaces"), o.userNamespaces, false),
     credentialDurationSeconds: readCredentialDuration(o.credentialDurationSeconds),
   };
 }

@@ -1,6 +1,6 @@
 // The Kubernetes target of the pause/resume benchmarks: an in-process Manager on the Kubernetes
 // backend, snapshots into an OCI registry. Two clusters, one code path:
-//   test control plane  booted by bench/k8s/env.ts (or SBX_TEST_KUBECONFIG); a fresh namespace
+//   test control plane  booted by tools/control-plane/standalone.ts (or SBX_TEST_KUBECONFIG); a fresh namespace
 //                       pair; the registry the boot started, else our own docker-registry
 //   real cluster        --kubeconfig --namespace --registry --image; nothing of the test cluster
 //                       is used (no CRD install, no namespaces made, no simulated nodes). The
@@ -15,15 +15,15 @@ import { buildManager } from "../../runtime/backends.ts";
 import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
-import { createKubernetesBackend } from "../../runtime/k8s/backend.ts";
+import { createKubernetesBackend } from "../../runtime/kubernetes.ts";
 import { loadKubeClients } from "../../runtime/k8s/client.ts";
 import { API_GROUP, API_VERSION, LABELS, SANDBOX_NODE_LABEL, SANDBOX_PLURAL } from "../../runtime/k8s/contract.ts";
 import type { SandboxResource } from "../../runtime/k8s/resource.ts";
-import { withSnapshots } from "../../runtime/snapshot/wire.ts";
-import { startRegistry } from "../../test/support/registry.ts";
-import { kubeconfig } from "../k8s/env.ts";
-import { freshNamespaces, installSandboxCrd } from "../../test/k8s/runtime/support.ts";
-import type { BenchTarget, TargetArgs } from "./target.ts";
+import { startLocalRegistry } from "../../runtime/local/registry.ts";
+import { createPauseResume } from "../../runtime/snapshot/wire.ts";
+import { freshNamespaces, installSandboxCrd } from "../../tools/control-plane/fixtures.ts";
+import { kubeconfig } from "../../tools/control-plane/standalone.ts";
+import type { BenchTarget, TargetArgs } from "./benchTarget.ts";
 
 /** what the test cluster's pods run (sbx-kubelet ignores the image and runs the host's tools) */
 const TEST_CLUSTER_IMAGE = "registry.local/sbx/base:1";
@@ -57,12 +57,12 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
       namespaces = { sandboxes: ns.sandboxes, runtime: ns.runtime };
     }
     let registry = a.registry ?? cp.registry;
-    let registryNote = a.registry ? `given: ${a.registry}` : `docker-registry started by the control-plane boot (test/setup/boot.ts), loopback, filesystem storage`;
+    let registryNote = a.registry ? `given: ${a.registry}` : `docker-registry started by the control-plane boot (tools/control-plane/boot.ts), loopback, filesystem storage`;
     if (!registry) {
-      const r = await startRegistry();
+      const r = await startLocalRegistry({ purpose: "bench registry" });
       cleanups.push(() => r.stop());
       registry = r.url;
-      registryNote = `docker-registry started by the bench (test/support/registry.ts), loopback, filesystem storage`;
+      registryNote = `docker-registry started by the bench (runtime/local/registry.ts), loopback, filesystem storage`;
     }
     const runId = randomBytes(3).toString("hex");
     const config = validateRuntimeConfig({
@@ -81,11 +81,11 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
     const logger = silentLogger();
     // the production construction: the backend loads the kubeconfig from config itself
     const backend = createKubernetesBackend(config, { logger, clock: systemClock }, { identity: `sbx-bench-${runId}` });
-    // wrapped here (as buildManager would) only to observe the snapshotter's durable steps
+    // built here (as buildManager would) only to observe the snapshotter's durable steps
     const steps = new Map<string, { step: string; at: number }[]>();
     const onStep = (id: string, step: string) => void steps.set(id, [...(steps.get(id) ?? []), { step, at: performance.now() }]);
-    const snapshotting = withSnapshots(backend, { config, clock: systemClock, logger, onStep });
-    const { manager } = await buildManager(config, { logger, clock: systemClock, backend: snapshotting, reaperIntervalMs: 3_600_000 });
+    const pauseResume = createPauseResume(backend, { config, clock: systemClock, logger, onStep });
+    const { manager } = await buildManager(config, { logger, clock: systemClock, backend, pauseResume, reaperIntervalMs: 3_600_000 });
     await manager.start({ reaper: false });
     cleanups.push(() => manager.close());
     await until(`leadership of lease ${namespaces.runtime}/sbx-bench (another bench run or runtime may hold it)`, LEADER_TIMEOUT_MS, async () => backend.controller.isLeader());
@@ -104,7 +104,7 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
 
     const environment = {
       target: real ? "kubernetes (real cluster)" : "kubernetes (test control plane)",
-      kubeconfig: real ? a.kubeconfig : process.env.SBX_TEST_KUBECONFIG ? `SBX_TEST_KUBECONFIG=${cp.path}` : "booted by bench/k8s/env.ts",
+      kubeconfig: real ? a.kubeconfig : process.env.SBX_TEST_KUBECONFIG ? `SBX_TEST_KUBECONFIG=${cp.path}` : "booted by tools/control-plane/standalone.ts",
       context: clients.kc.getCurrentContext(),
       server: clients.kc.getCurrentCluster()?.server,
       ...(await clusterFacts(clients)),

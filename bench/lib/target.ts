@@ -11,54 +11,13 @@ import { HttpManager } from "../../runtime/client/http.ts";
 import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
-import type { Backend, Manager } from "../../runtime/core/types.ts";
+import type { Backend } from "../../runtime/core/types.ts";
 import { createLocalBackend } from "../../runtime/local/backend.ts";
-import { withSnapshots } from "../../runtime/snapshot/wire.ts";
-import { startRegistry } from "../../test/support/registry.ts";
+import { startLocalRegistry } from "../../runtime/local/registry.ts";
+import { createPauseResume } from "../../runtime/snapshot/wire.ts";
+import type { BenchTarget, TargetArgs } from "./benchTarget.ts";
 
-export interface TargetArgs {
-  /** in-process backend; "kubernetes" is implied by kubeconfig */
-  platform?: "local" | "kubernetes";
-  /** Kubernetes: a real cluster's kubeconfig (else the test control plane) */
-  kubeconfig?: string;
-  /** Kubernetes: sandbox namespace (required with kubeconfig) and the lease's namespace (default: the same) */
-  namespace?: string;
-  runtimeNamespace?: string;
-  /** Kubernetes: image of the benchmark's profile (required with kubeconfig) */
-  image?: string;
-  runtimeClass?: string;
-  server?: string;
-  token?: string;
-  owner: string;
-  /** snapshot registry (local target) / the same registry the server uses (raw throughput) */
-  registry?: string;
-  size: string;
-  profile: string;
-  warm: number;
-  workspace?: string;
-  tmp?: string;
-  memoryLimit?: string;
-}
-
-export interface BenchTarget {
-  kind: "local" | "server" | "kubernetes";
-  manager: Manager & Required<Pick<Manager, "pause" | "resume">>;
-  owner: string;
-  /** registry URL for raw push/pull in the same run (undefined when unknown) */
-  registry?: string;
-  /** true once the sandbox holds no compute */
-  computeGone(id: string): Promise<boolean>;
-  /** the recorded snapshot of a paused sandbox, when the target can see it */
-  snapshotOf?(id: string): Promise<unknown>;
-  /** where a sandbox's compute is now (pod, node, warm or cold), when the target can see it */
-  computeOf?(id: string): Promise<Record<string, unknown>>;
-  /** untimed, just before a resume: bring the target to its stated condition (a full warm pool); returns evidence */
-  beforeResume?(): Promise<Record<string, unknown>>;
-  /** the snapshotter's durable steps of `id` since performance.now() `t0`, in ms from t0 (then forgotten) */
-  stepsSince?(id: string, t0: number): { step: string; ms: number }[];
-  environment: Record<string, unknown>;
-  close(): Promise<void>;
-}
+export type { BenchTarget, TargetArgs };
 
 export async function openTarget(a: TargetArgs): Promise<BenchTarget> {
   if (a.server) return openServer(a);
@@ -104,7 +63,7 @@ async function openServer(a: TargetArgs): Promise<BenchTarget> {
 }
 
 async function openLocal(a: TargetArgs): Promise<BenchTarget> {
-  const registry = a.registry ? undefined : await startRegistry();
+  const registry = a.registry ? undefined : await startLocalRegistry({ purpose: "bench registry" });
   const registryUrl = a.registry ?? registry!.url;
   const stateDir = mkdtempSync(join(os.tmpdir(), "sbxb-"));
   const config = validateRuntimeConfig({
@@ -119,8 +78,8 @@ async function openLocal(a: TargetArgs): Promise<BenchTarget> {
   });
   const logger = silentLogger();
   const local: Backend = createLocalBackend(config, { logger, clock: systemClock });
-  const backend = withSnapshots(local, { config, clock: systemClock, logger });
-  const { manager } = await buildManager(config, { logger, clock: systemClock, backend });
+  const backend = createPauseResume(local, { config, clock: systemClock, logger });
+  const { manager } = await buildManager(config, { logger, clock: systemClock, backend: local, pauseResume: backend });
   await manager.start({ reaper: false });
   return {
     kind: "local",

@@ -1,6 +1,6 @@
 // Arguments of the Cluster component (`sbx:cluster:Cluster`).
 import type * as pulumi from "@pulumi/pulumi";
-import type { PlatformConfig } from "../platform/types.ts";
+import type { PlatformConfig } from "../shared/platformConfig.ts";
 
 export interface ClusterArgs {
   /** EKS cluster name. Required. */

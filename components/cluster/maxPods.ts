@@ -7,12 +7,10 @@
 //   recommends: 110 below 30 vCPUs, 250 from 30 vCPUs.
 // m7i.xlarge (4 ENIs, 15 IPs, 4 vCPU): 58 without, min(898, 110) = 110 with.
 import { ValidationError } from "../../runtime/core/errors.ts";
+import type { InstanceNetworkLimits } from "../shared/platformConfig.ts";
 
-export interface InstanceNetworkLimits {
-  vcpus: number;
-  maxEnis: number;
-  ipsPerEni: number;
-}
+export type { InstanceNetworkLimits };
+
 
 /** EC2 limits for the instance types our stacks use (from the EC2 instance type docs). */
 export const INSTANCE_LIMITS: Readonly<Record<string, InstanceNetworkLimits>> = {

@@ -1,7 +1,7 @@
 // What the cluster's node side looks like: VPC CNI settings, node groups with labels, taints
 // and max pods, and the nodeadm user data that applies max pods. Pure.
 import { SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT } from "../../runtime/k8s/contract.ts";
-import type { NodeGroupConfig, PlatformConfig } from "../platform/types.ts";
+import type { NodeGroupConfig, PlatformConfig } from "../shared/platformConfig.ts";
 import { computeMaxPods, resolveInstanceLimits } from "./maxPods.ts";
 
 export const NODE_ROLE_LABEL = "sbx.dev/node-role";

@@ -1,6 +1,12 @@
 // IAM documents for sandbox storage isolation. Pure: ARNs in, JSON-ready objects out.
 // One base role reaches only `sandboxes/*`; the manager assumes it per sandbox with a
-// session policy (sessionPolicy.ts) that narrows it to `sandboxes/<id>/*`.
+// session policy (runtime/k8s/sessionPolicy.ts, a pure module shared with the runtime) that
+// narrows it to `sandboxes/<id>/*`; the prefix and the object actions come from there.
+import { SANDBOX_OBJECT_ACTIONS, SANDBOX_PREFIX } from "../../runtime/k8s/sessionPolicy.ts";
+
+export { SANDBOX_PREFIX };
+export const OBJECT_ACTIONS = SANDBOX_OBJECT_ACTIONS;
+
 export interface Statement {
   Sid?: string;
   Effect: "Allow" | "Deny";
@@ -14,8 +20,6 @@ export interface PolicyDocument {
   Statement: Statement[];
 }
 
-export const SANDBOX_PREFIX = "sandboxes";
-export const OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"];
 /**
  * The only action granted on Resource "*": ECR login has no resource-level permissions
  * (AWS documents GetAuthorizationToken as account-wide). The policy pack and tests allow

@@ -1,5 +1,5 @@
 // Arguments of the Network component (`sbx:network:Network`).
-import type { NetworkConfig } from "../platform/types.ts";
+import type { NetworkConfig } from "../shared/platformConfig.ts";
 
 export interface NetworkArgs {
   /**

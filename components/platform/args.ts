@@ -1,7 +1,7 @@
 // Arguments of the SandboxPlatform component (`sbx:platform:SandboxPlatform`).
 import type * as pulumi from "@pulumi/pulumi";
 import type { RuntimeDelivery } from "../runtime/args.ts";
-import type { PlatformConfig } from "./types.ts";
+import type { PlatformConfig } from "../shared/platformConfig.ts";
 
 export interface SandboxPlatformArgs {
   /** The validated stack config (infra/schema.ts). Every default is documented in docs/stack-config.md. */

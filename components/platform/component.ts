@@ -13,7 +13,7 @@ import type { RuntimeArgs } from "../runtime/args.ts";
 import { Runtime } from "../runtime/component.ts";
 import { Tenancy } from "../tenancy/component.ts";
 import type { SandboxPlatformArgs } from "./args.ts";
-import type { PlatformConfig } from "./types.ts";
+import type { PlatformConfig } from "../shared/platformConfig.ts";
 
 export class SandboxPlatform extends pulumi.ComponentResource {
   readonly mode: PlatformConfig["mode"];
@@ -96,6 +96,7 @@ function runtimeCommon(cfg: PlatformConfig, args: SandboxPlatformArgs): Omit<Run
       defaults: { ...cfg.defaults },
       warmPool: cfg.warmPool.map((p) => ({ ...p })),
       ...(cfg.runtime.runtimeClassName ? { runtimeClassName: cfg.runtime.runtimeClassName } : {}),
+      ...(cfg.runtime.userNamespaces ? { userNamespaces: true } : {}),
     },
     apiTokens: args.apiTokens,
   };

@@ -5,7 +5,7 @@ import { parseCpu, parseMemory } from "../../runtime/core/quantity.ts";
 import { planNodeGroups, sandboxCapacity } from "../cluster/plan.ts";
 import { resolveInstanceLimits } from "../cluster/maxPods.ts";
 import { planQuota } from "../tenancy/plan.ts";
-import type { PlatformConfig } from "./types.ts";
+import type { PlatformConfig } from "../shared/platformConfig.ts";
 
 export function planSizingWarnings(cfg: PlatformConfig): string[] {
   const warnings: string[] = [];

@@ -1,6 +1,6 @@
 // Arguments of the Runtime component (`sbx:runtime:Runtime`).
 import type * as pulumi from "@pulumi/pulumi";
-import type { SizeClassConfig } from "../platform/types.ts";
+import type { SizeClassConfig } from "../shared/platformConfig.ts";
 import type { RuntimeBundle } from "./bundle.ts";
 
 /** How the runtime's code reaches the pods. */
@@ -19,6 +19,8 @@ export interface RuntimeSettings {
   warmPool: { profile: string; size: string; count: number }[];
   /** RuntimeClass for sandbox pods (e.g. gVisor). Default: none. */
   runtimeClassName?: string;
+  /** Sandbox pods in their own user namespace (`hostUsers: false`). Default: false. */
+  userNamespaces?: boolean;
 }
 
 export interface RuntimeArgs {

@@ -43,6 +43,7 @@ export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
       runtimeNamespace: v.namespace,
       leaseName: LEASE_NAME,
       ...(s.runtimeClassName ? { runtimeClassName: s.runtimeClassName } : {}),
+      ...(s.userNamespaces ? { userNamespaces: true } : {}),
     },
   };
   if (v.credentials) cfg.credentials = { ...v.credentials };

@@ -1,6 +1,6 @@
 // Arguments of the Tenancy component (`sbx:tenancy:Tenancy`).
 import type * as pulumi from "@pulumi/pulumi";
-import type { EgressRule, SizeClassConfig } from "../platform/types.ts";
+import type { EgressRule, SizeClassConfig } from "../shared/platformConfig.ts";
 
 export interface TenancyPlanInput {
   /** The sandbox namespace. Default in stack config: "sbx-sandboxes". */

@@ -1,8 +1,7 @@
 // What the warm pool refill does next, from (targets, unclaimed pool pods, now). Pure.
 import type { V1Pod } from "@kubernetes/client-node";
 import { LABELS } from "../k8s/contract.ts";
-import { labelSafe } from "../k8s/resource.ts";
-import { poolKey } from "../k8s/sandboxIndex.ts";
+import { labelSafe, poolKey } from "../k8s/resource.ts";
 import { observePod } from "../k8s/status.ts";
 
 export interface PoolTarget {

@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import { STSClient } from "@aws-sdk/client-sts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStsCredentialBroker, credentialsEnv, renderCredentialsFile } from "./credentials.ts";
-import { buildSessionPolicy } from "../../components/identity/sessionPolicy.ts";
+import { sessionPolicyJson } from "./sessionPolicy.ts";
 
 let server: Server;
 let endpoint: string;
@@ -48,7 +48,7 @@ describe("STS credential broker", () => {
     expect(sent.get("RoleSessionName")).toBe("sbx-sb-42");
     expect(sent.get("DurationSeconds")).toBe("900");
     const policy = JSON.parse(sent.get("Policy")!);
-    expect(policy).toEqual(JSON.parse(buildSessionPolicy("sb-42", "sbx-data")));
+    expect(policy).toEqual(JSON.parse(sessionPolicyJson("sb-42", "sbx-data")));
     expect(JSON.stringify(policy)).toContain("arn:aws:s3:::sbx-data/sandboxes/sb-42/*");
     expect(JSON.stringify(policy)).not.toContain("sandboxes/sb-43");
     expect(creds).toMatchObject({ accessKeyId: "ASIAFAKE", sessionToken: "token-sbx-sb-42", region: "eu-west-1", bucket: "sbx-data" });

@@ -131,6 +131,11 @@ export function podNameOf(cr: SandboxResource): string {
   return cr.spec.podName ?? cr.metadata.name;
 }
 
+/** The warm pool a pod or a request belongs to, from its (label-safe) profile and size. */
+export function poolKey(profile: string, size: string): string {
+  return `${profile}/${size}`;
+}
+
 /** Label values: <=63 chars of [A-Za-z0-9._-], alphanumeric at both ends. */
 export function labelSafe(value: string): string {
   const cleaned = value.replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 63).replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, "");

@@ -9,14 +9,13 @@ import type { Logger } from "../core/log.ts";
 import type { Sandbox, SandboxEvent } from "../core/types.ts";
 import { LABELS, POOL } from "./contract.ts";
 import type { SandboxResource } from "./resource.ts";
-import { podNameOf } from "./resource.ts";
+import { podNameOf, poolKey } from "./resource.ts";
 import { deriveSandbox } from "./status.ts";
 
 type Waiter = (sb: Sandbox | undefined) => void;
 
-export function poolKey(profile: string, size: string): string {
-  return `${profile}/${size}`;
-}
+// poolKey lives in resource.ts (pure) so the pure warm-pool planner need not import this index.
+export { poolKey };
 
 export class SandboxIndex {
   private readonly crs = new Map<string, SandboxResource>();

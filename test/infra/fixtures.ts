@@ -1,6 +1,6 @@
 // Validated configs and a fixture bundle for the platform tests.
 import { validatePlatformConfig } from "../../infra/schema.ts";
-import type { PlatformConfig } from "../../components/platform/types.ts";
+import type { PlatformConfig } from "../../components/shared/platformConfig.ts";
 import { packBundle } from "../../components/runtime/bundle.ts";
 
 export const FIXTURE_BUNDLE = packBundle("console.log('sbx fixture runtime');");

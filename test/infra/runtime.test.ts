@@ -106,9 +106,14 @@ describe("runtime config.json", () => {
     expect(cfg.listen).toEqual({ host: "0.0.0.0", port: 8080 });
     expect(cfg.catalogPath).toBe(PATHS.catalog);
     expect(cfg.tokensPath).toBe(PATHS.tokens);
-    expect(cfg.kubernetes).toEqual({ namespace: "sbx-sandboxes", runtimeNamespace: "sbx-system", leaseName: "sbx-controller" });
+    expect(cfg.kubernetes).toEqual({ namespace: "sbx-sandboxes", runtimeNamespace: "sbx-system", userNamespaces: false, leaseName: "sbx-controller" });
     expect(cfg.snapshots).toEqual({ registry: "123456789012.dkr.ecr.us-east-1.amazonaws.com", repository: "sbx/snapshots", retentionDays: 7 });
     expect(cfg.budget).toEqual({ cpuMillis: 110_000, memoryBytes: 400 * 2 ** 30 });
+  });
+
+  it("sbx:runtime.userNamespaces reaches the runtime as kubernetes.userNamespaces", () => {
+    const cfg = validateRuntimeConfig(buildRuntimeConfig({ ...values, settings: { ...SETTINGS, userNamespaces: true } }));
+    expect(cfg.kubernetes.userNamespaces).toBe(true);
   });
 
   it("a config the runtime would reject fails here", () => {

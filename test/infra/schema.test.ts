@@ -79,6 +79,7 @@ describe("validation errors name the key, the value and the fix", () => {
     ["catalog for unknown profile", { images: { profiles: ["base"], catalog: { gpu: "x" } } }, 'sbx:images.catalog.gpu: invalid value "x": not a profile'],
     ["bad node image", { runtime: { nodeImage: "node 20" } }, 'sbx:runtime.nodeImage: invalid value "node 20": use an image reference'],
     ["blocked cidr", { blockedCidrs: ["10.1.0.0/33"] }, 'sbx:blockedCidrs[0]: invalid value "10.1.0.0/33": use an IPv4 CIDR'],
+    ["user namespaces not a boolean", { runtime: { userNamespaces: "yes" } }, 'sbx:runtime.userNamespaces: invalid value "yes": use true or false'],
     ["credential duration", { runtime: { credentialDurationSeconds: 60 } }, "sbx:runtime.credentialDurationSeconds: invalid value 60: use a whole number from 900 to 43200"],
     ["chained credential duration", { runtime: { credentialDurationSeconds: 7200 } }, "sbx:runtime.credentialDurationSeconds: invalid value 7200: the manager assumes the base role with Pod Identity credentials (role chaining), which STS caps at 3600 seconds"],
   ])("%s", (_label, raw, message) => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { buildSessionPolicy, packedLength, SESSION_POLICY_MAX_CHARS, sessionPolicyDocument } from "../../components/identity/sessionPolicy.ts";
+import { sessionPolicyJson as buildSessionPolicy, packedLength, SESSION_POLICY_MAX_CHARS, sessionPolicyDocument } from "../../runtime/k8s/sessionPolicy.ts";
 
 describe("buildSessionPolicy", () => {
   it("scopes objects and listing to sandboxes/<id>/", () => {

@@ -10,9 +10,9 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
-import { ProcessGroup } from "./processes.ts";
+import { ProcessGroup } from "../../tools/control-plane/processes.ts";
 import { reapStaleRuns, RUN_DIR_PREFIX } from "./reap.ts";
-import { bootCluster, type Cluster } from "./boot.ts";
+import { bootCluster, type Cluster } from "../../tools/control-plane/boot.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {

@@ -221,7 +221,7 @@ export interface TerminateOptions {
 /**
  * Makes a running pod's container terminate with `reason` and `exitCode` (default
  * OOMKilled / 137) while the pod phase stays Running, via the annotation that the kwok stage
- * `pod-container-terminate` (test/setup/kwok-stages.yaml) acts on. Resolves with the pod once
+ * `pod-container-terminate` (tools/control-plane/kwok-stages.yaml) acts on. Resolves with the pod once
  * the container status shows it.
  */
 export async function terminateContainer(kc: KubeConfig, namespace: string, pod: string, o: TerminateOptions = {}): Promise<V1Pod> {
@@ -245,7 +245,12 @@ export function terminateAnnotations(o: TerminateOptions = {}): Record<string, s
   return a;
 }
 
-export async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+/**
+ * Polls `probe`. The bound is a safety net for a hung step, never the assertion, so it is at least
+ * 60 s: an API-server write or a pod start takes seconds at load 15 on the 2 shared cores.
+ */
+export async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  timeoutMs = Math.max(timeoutMs, 60_000);
   const deadline = Date.now() + timeoutMs;
   let last = "";
   while (Date.now() < deadline) {

@@ -15,7 +15,7 @@ export interface Started {
 export class ProcessGroup {
   private readonly started: Started[] = [];
 
-  /** Logs go to `logDir`; every PID is also appended to `pidsFile` (see reap.ts). */
+  /** Logs go to `logDir`; every PID is also appended to `pidsFile` (see test/setup/reap.ts). */
   constructor(
     private readonly logDir: string,
     private readonly pidsFile: string,

@@ -5,10 +5,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ManualClock } from "../core/clock.ts";
-import { startRegistry, type TestRegistry } from "../../test/support/registry.ts";
-import { OciClient } from "./oci.ts";
-import { ecrAuth, ecrRegionOf, registryLoginFor, type EcrTokenSource } from "./registryLogin.ts";
+import { ManualClock } from "../../runtime/core/clock.ts";
+import { startRegistry, type TestRegistry } from "../support/registry.ts";
+import { OciClient } from "../../runtime/snapshot/oci.ts";
+import { ecrAuth, ecrRegionOf, registryLoginFor, type EcrTokenSource } from "../../runtime/snapshot/registryLogin.ts";
 
 describe("ecrRegionOf", () => {
   it.each([

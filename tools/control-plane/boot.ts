@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
-import * as plan from "./control-plane-plan.ts";
+import * as plan from "./plan.ts";
 import { freePort, ProcessGroup, waitUntil, type Started } from "./processes.ts";
 
 export interface Cluster {
@@ -89,7 +89,7 @@ export async function bootCluster(l: plan.Layout, group: ProcessGroup): Promise<
   const apiserver = start(group, plan.apiserverCommand(l, p));
   await waitUntil("kube-apiserver /readyz", apiserver, async () => {
     return (await httpsGet(`${server}/readyz`, admin)).status === 200;
-  }, "Check the kube-apiserver log (flags in test/setup/control-plane-plan.ts).", 90_000);
+  }, "Check the kube-apiserver log (flags in tools/control-plane/plan.ts).", 90_000);
 
   const kwokConfigPath = join(l.dir, "kwok.yaml");
   writeFileSync(kwokConfigPath, plan.kwokConfig(STAGES, p));
@@ -120,7 +120,7 @@ export async function bootCluster(l: plan.Layout, group: ProcessGroup): Promise<
       const nodes = (await core.listNode()).items;
       const ready = nodes.filter((n) => n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"));
       return ready.length === plan.planNodes().length;
-    }, "Check the kwok log and test/setup/kwok-stages.yaml."),
+    }, "Check the kwok log and tools/control-plane/kwok-stages.yaml."),
     waitUntil("docker-registry to answer /v2/", registry, () => httpOk(`http://127.0.0.1:${p.registry}/v2/`),
       `Check the registry log; it needs ${REGISTRY_BIN} (apt-get install docker-registry, or scripts/install-debian.sh).`),
   ]);

@@ -1,5 +1,5 @@
 // Pure description of the test control plane: each component's command line, the
-// kubeconfig, the kwok configuration and the simulated nodes. control-plane.ts runs it.
+// kubeconfig, the kwok configuration and the simulated nodes. boot.ts runs it.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT } from "../../runtime/k8s/contract.ts";

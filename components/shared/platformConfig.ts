@@ -1,6 +1,7 @@
 // The typed, validated stack config. Produced once by validatePlatformConfig; every other
-// module reads this object, never raw config.
-import type { InstanceNetworkLimits } from "../cluster/maxPods.ts";
+// module reads this object, never raw config. In shared/ because the platform component and
+// the components it composes (cluster, network, tenancy, runtime) all read it: kept under
+// platform/ it made each of them a folder cycle with platform.
 
 export type PlatformMode = "eks" | "existing-cluster";
 
@@ -76,6 +77,15 @@ export interface PlatformConfig {
     cpu: string;
     memory: string;
     runtimeClassName?: string;
+    /** sandbox pods in their own user namespace (`hostUsers: false`); default false */
+    userNamespaces: boolean;
     credentialDurationSeconds: number;
   };
+}
+
+/** An EC2 instance type's network limits (cluster/maxPods.ts turns them into max pods). */
+export interface InstanceNetworkLimits {
+  vcpus: number;
+  maxEnis: number;
+  ipsPerEni: number;
 }

@@ -1,0 +1,48 @@
+// What the pause/resume benchmarks drive, as types: the target's arguments and the opened
+// target. Apart from target.ts so that its Kubernetes half (kubernetesTarget.ts, loaded
+// lazily) does not import target.ts back.
+import type { Manager } from "../../runtime/core/types.ts";
+
+export interface TargetArgs {
+  /** in-process backend; "kubernetes" is implied by kubeconfig */
+  platform?: "local" | "kubernetes";
+  /** Kubernetes: a real cluster's kubeconfig (else the test control plane) */
+  kubeconfig?: string;
+  /** Kubernetes: sandbox namespace (required with kubeconfig) and the lease's namespace (default: the same) */
+  namespace?: string;
+  runtimeNamespace?: string;
+  /** Kubernetes: image of the benchmark's profile (required with kubeconfig) */
+  image?: string;
+  runtimeClass?: string;
+  server?: string;
+  token?: string;
+  owner: string;
+  /** snapshot registry (local target) / the same registry the server uses (raw throughput) */
+  registry?: string;
+  size: string;
+  profile: string;
+  warm: number;
+  workspace?: string;
+  tmp?: string;
+  memoryLimit?: string;
+}
+
+export interface BenchTarget {
+  kind: "local" | "server" | "kubernetes";
+  manager: Manager & Required<Pick<Manager, "pause" | "resume">>;
+  owner: string;
+  /** registry URL for raw push/pull in the same run (undefined when unknown) */
+  registry?: string;
+  /** true once the sandbox holds no compute */
+  computeGone(id: string): Promise<boolean>;
+  /** the recorded snapshot of a paused sandbox, when the target can see it */
+  snapshotOf?(id: string): Promise<unknown>;
+  /** where a sandbox's compute is now (pod, node, warm or cold), when the target can see it */
+  computeOf?(id: string): Promise<Record<string, unknown>>;
+  /** untimed, just before a resume: bring the target to its stated condition (a full warm pool); returns evidence */
+  beforeResume?(): Promise<Record<string, unknown>>;
+  /** the snapshotter's durable steps of `id` since performance.now() `t0`, in ms from t0 (then forgotten) */
+  stepsSince?(id: string, t0: number): { step: string; ms: number }[];
+  environment: Record<string, unknown>;
+  close(): Promise<void>;
+}
