@@ -55,10 +55,16 @@ export const runtimeConfigInput = z.object({
       namespace: z.string().default("sbx-sandboxes"),
       runtimeNamespace: z.string().default("sbx-system"),
       runtimeClassName: z.string().optional(),
+      /**
+       * Run sandbox pods in their own user namespace (`hostUsers: false`): root or a breakout in
+       * the container is an unprivileged uid on the node. Needs Kubernetes >= 1.33, Linux >= 6.3
+       * and containerd >= 2.0 or CRI-O >= 1.25 on the nodes (docs/kubernetes-runtime.md).
+       */
+      userNamespaces: z.boolean().default(false),
       kubeconfigPath: z.string().optional(),
       leaseName: z.string().default("sbx-controller"),
     })
-    .default({ namespace: "sbx-sandboxes", runtimeNamespace: "sbx-system", leaseName: "sbx-controller" }),
+    .default({ namespace: "sbx-sandboxes", runtimeNamespace: "sbx-system", userNamespaces: false, leaseName: "sbx-controller" }),
   local: z
     .object({
       /** where sandboxes' writable dirs and state live */

@@ -18,6 +18,12 @@ export interface ImageCatalogOptions {
   debounceMs?: number;
 }
 
+/** What a backend needs of the catalog: the image of a profile now (warm pools). */
+export interface ImageLookup {
+  /** undefined for an unknown profile */
+  imageOf(profile: string): string | undefined;
+}
+
 const PROFILE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
 /** Parse and check a catalog document. Throws ValidationError naming the bad entry. */
@@ -40,7 +46,12 @@ export function parseCatalog(source: string, text: string): Record<string, strin
   return out;
 }
 
-export class ImageCatalog {
+/**
+ * The one catalog reader. The composition root (runtime/backends.ts) builds one, starts its
+ * watch with the Manager and hands it to the backend too; a backend constructed on its own
+ * (tests, benchmarks) builds an unwatched one from the same config with `catalogFrom`.
+ */
+export class ImageCatalog implements ImageLookup {
   private entries: Record<string, string>;
   private watcher?: FSWatcher;
   private timer?: NodeJS.Timeout;
@@ -58,6 +69,10 @@ export class ImageCatalog {
       throw new ValidationError("profile", profile, `unknown profile; use one of: ${this.profiles().join(", ")}`);
     }
     return { profile, image };
+  }
+
+  imageOf(profile: string): string | undefined {
+    return Object.hasOwn(this.entries, profile) ? this.entries[profile] : undefined;
   }
 
   profiles(): string[] {
@@ -107,4 +122,9 @@ export class ImageCatalog {
     this.watcher?.close();
     this.watcher = undefined;
   }
+}
+
+/** The injected catalog, else one read once (not watched) from config.catalog and config.catalogPath. */
+export function catalogFrom(config: { catalog: Record<string, string>; catalogPath?: string }, logger: Logger, given?: ImageLookup): ImageLookup {
+  return given ?? new ImageCatalog({ inline: config.catalog, path: config.catalogPath, logger });
 }
