@@ -5,7 +5,7 @@ import { join } from "node:path";
 import type { RuntimeConfig } from "./config/schema.ts";
 import { Admission } from "./core/admission.ts";
 import { createAuditStore } from "./core/audit.ts";
-import { ImageCatalog } from "./core/catalog.ts";
+import { ImageCatalog, type ImageLookup } from "./core/catalog.ts";
 import type { Clock } from "./core/clock.ts";
 import { ValidationError } from "./core/errors.ts";
 import type { Logger } from "./core/log.ts";
@@ -13,10 +13,15 @@ import type { MaintenanceTask } from "./core/maintenance.ts";
 import { SandboxManager } from "./core/manager.ts";
 import type { Backend } from "./core/types.ts";
 import type { AutoPauseStatusStore } from "./autopause/controller.ts";
+import type { PauseResume } from "./snapshot/service.ts";
+import type { SandboxView } from "./core/types.ts";
+import type { SnapshotGc } from "./snapshot/gc.ts";
 
 export interface BackendDeps {
   logger: Logger;
   clock: Clock;
+  /** the Manager's catalog, so the backend's warm pool reads the same one (buildManager sets it) */
+  catalog?: ImageLookup;
 }
 
 type Factory = (config: RuntimeConfig, deps: BackendDeps) => Backend;
@@ -25,7 +30,7 @@ type Factory = (config: RuntimeConfig, deps: BackendDeps) => Backend;
 // esbuild, which can only follow imports it can read; a backend still loads only when chosen.
 const MODULES: Record<RuntimeConfig["platform"], { file: string; export: string; load: () => Promise<Record<string, unknown>> }> = {
   local: { file: "runtime/local/backend.ts", export: "createLocalBackend", load: () => import("./local/backend.ts") },
-  kubernetes: { file: "runtime/k8s/backend.ts", export: "createKubernetesBackend", load: () => import("./k8s/backend.ts") },
+  kubernetes: { file: "runtime/kubernetes.ts", export: "createKubernetesBackend", load: () => import("./kubernetes.ts") },
 };
 
 export async function createBackend(config: RuntimeConfig, deps: BackendDeps): Promise<Backend> {
@@ -46,25 +51,30 @@ export interface RuntimeParts {
   backend: Backend;
   manager: SandboxManager;
   catalog: ImageCatalog;
+  /** present when pause/resume is configured */
+  pauseResume?: PauseResume;
 }
 
 /**
- * With config.snapshots, wrap the backend so the Manager gets pause/resume (runtime/snapshot),
- * and expire old snapshots hourly. Loaded only when configured.
+ * With config.snapshots (or a service the caller built), the pause/resume service the Manager
+ * owns (runtime/snapshot), and its periodic jobs. Loaded only when configured.
  */
-async function withPauseResume(backend: Backend, config: RuntimeConfig, deps: BackendDeps, catalog: ImageCatalog): Promise<{ backend: Backend; maintenance: MaintenanceTask[] }> {
-  // a backend that already pauses (a caller wrapped it, or it does so natively) is used as is
-  if (!config.snapshots || backend.pause) return { backend, maintenance: [] };
-  const [{ withSnapshots }, { registryLoginFor }] = await Promise.all([import("./snapshot/wire.ts"), import("./snapshot/registryLogin.ts")]);
-  const auth = registryLoginFor(config.snapshots, { clock: deps.clock });
-  const wrapped = withSnapshots(backend, { config, clock: deps.clock, logger: deps.logger, auth, imageFor: (p) => catalog.resolve(p).image });
+async function pauseResumeFor(backend: Backend, config: RuntimeConfig, deps: BackendDeps & { snapshotGc?: SnapshotGc }, catalog: ImageCatalog, given?: PauseResume): Promise<{ pauseResume?: PauseResume; maintenance: MaintenanceTask[] }> {
+  let pauseResume = given;
+  if (!pauseResume && config.snapshots) {
+    const [{ createPauseResume }, { registryLoginFor }] = await Promise.all([import("./snapshot/wire.ts"), import("./snapshot/registryLogin.ts")]);
+    const auth = registryLoginFor(config.snapshots, { clock: deps.clock });
+    pauseResume = createPauseResume(backend, { config, clock: deps.clock, logger: deps.logger, auth, imageFor: (p) => catalog.resolve(p).image, gc: deps.snapshotGc });
+  }
+  if (!pauseResume) return { maintenance: [] };
+  const pr = pauseResume;
   return {
-    backend: wrapped,
+    pauseResume: pr,
     maintenance: [
-      { name: "snapshots.expire", everyMs: 60 * 60_000, run: () => wrapped.snapshotter.expire() },
+      { name: "snapshots.expire", everyMs: 60 * 60_000, run: () => pr.expire() },
       // settles what a crashed process left mid-pause or mid-resume without waiting for a
       // restart (with several replicas, the one that crashed may never come back)
-      { name: "snapshots.recover", everyMs: 60_000, run: () => wrapped.snapshotter.recover() },
+      { name: "snapshots.recover", everyMs: 60_000, run: () => pr.recover() },
     ],
   };
 }
@@ -74,9 +84,10 @@ async function withPauseResume(backend: Backend, config: RuntimeConfig, deps: Ba
  * run on the raw backend (a probe never wakes a paused sandbox nor counts as activity); actions
  * go through the Manager as the sandbox's owner, so admission and audit apply to them too.
  */
-async function autoPauseTask(raw: Backend, backend: Backend, config: RuntimeConfig, deps: BackendDeps, manager: () => SandboxManager): Promise<MaintenanceTask> {
-  const [{ AutoPauseController, FileStatusStore }, { validateAutoPause }] = await Promise.all([import("./autopause/controller.ts"), import("./autopause/spec.ts")]);
-  const ownerOf = async (id: string) => (await backend.describe(id))?.owner ?? "";
+async function autoPauseTask(raw: Backend, view: SandboxView, config: RuntimeConfig, deps: BackendDeps, manager: () => SandboxManager): Promise<MaintenanceTask> {
+  const [{ AutoPauseController, FileStatusStore }, { StoredPolicies }] = await Promise.all([import("./autopause/controller.ts"), import("./autopause/stored.ts")]);
+  const stored = new StoredPolicies(deps.logger);
+  const ownerOf = async (id: string) => (await view.describe(id))?.owner ?? "";
   const shared = raw as SharedStateBackend;
   const controller = new AutoPauseController({
     // the wake schedule of a paused sandbox must survive a restart: in the Sandbox objects
@@ -85,10 +96,7 @@ async function autoPauseTask(raw: Backend, backend: Backend, config: RuntimeConf
     clock: deps.clock,
     logger: deps.logger,
     probeBackend: raw,
-    targets: async () =>
-      (await backend.list())
-        .filter((s) => s.autoPause !== undefined)
-        .map((s) => ({ sandbox: s, policy: validateAutoPause(s.autoPause as never, `sandbox ${s.id} autoPause`) })),
+    targets: async () => stored.of(await view.list()),
     pause: async (id) => manager().pause(await ownerOf(id), id),
     resume: async (id) => manager().resume(await ownerOf(id), id),
     kill: async (id) => manager().kill(await ownerOf(id), id),
@@ -106,15 +114,16 @@ interface SharedStateBackend extends Backend {
 /** Backend + catalog + audit + admission + manager, not yet started. */
 export async function buildManager(
   config: RuntimeConfig,
-  deps: BackendDeps & { backend?: Backend; processMetrics?: boolean; reaperIntervalMs?: number },
+  deps: BackendDeps & { backend?: Backend; pauseResume?: PauseResume; snapshotGc?: SnapshotGc; processMetrics?: boolean; reaperIntervalMs?: number },
 ): Promise<RuntimeParts> {
   const catalog = new ImageCatalog({ inline: config.catalog, path: config.catalogPath, logger: deps.logger });
-  const raw = deps.backend ?? (await createBackend(config, deps));
-  const { backend, maintenance } = await withPauseResume(raw, config, deps, catalog);
+  const backend = deps.backend ?? (await createBackend(config, { ...deps, catalog }));
+  const { pauseResume, maintenance } = await pauseResumeFor(backend, config, deps, catalog, deps.pauseResume);
   let manager: SandboxManager | undefined;
-  if (backend.pause) maintenance.push(await autoPauseTask(raw, backend, config, deps, () => manager!));
+  if (pauseResume) maintenance.push(await autoPauseTask(backend, pauseResume, config, deps, () => manager!));
   manager = new SandboxManager({
     backend,
+    pauseResume,
     config,
     catalog,
     audit: createAuditStore(config.audit, deps.logger),
@@ -125,5 +134,5 @@ export async function buildManager(
     reaperIntervalMs: deps.reaperIntervalMs,
     maintenance,
   });
-  return { backend, manager, catalog };
+  return { backend, manager, catalog, pauseResume };
 }

@@ -1,5 +1,6 @@
-// One operation per key at a time, in call order; different keys run concurrently. The Manager
-// runs each sandbox's pause and resume through one, so their admission changes never interleave.
+// One operation per key at a time, in call order; different keys run concurrently. The
+// pause/resume service (runtime/snapshot/service.ts) runs every pause, resume, delete and
+// recovery of a sandbox through one, with the Manager's admission steps inside the same turn.
 export class KeyedQueue {
   private readonly tails = new Map<string, Promise<unknown>>();
 

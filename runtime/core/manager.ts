@@ -1,22 +1,24 @@
 // The Manager: all sandbox policy on top of a Backend. It keeps no database: the substrate is
 // the source of truth; the only in-process state is the admission budget (rebuilt from the
-// substrate at start and reconciled by the reaper) and the creates in flight.
+// substrate at start and reconciled by the reaper) and the creates in flight. Pause and resume
+// are the pause/resume service's (PauseResumeService, runtime/snapshot/service.ts), which the Manager owns and calls
+// directly; the Manager adds ownership, admission and audit, inside the service's queue turn.
 import { Maintenance, type MaintenanceTask } from "./maintenance.ts";
 import type { Readable } from "node:stream";
 import type { RuntimeConfig } from "../config/schema.ts";
-import { Admission, holdsCapacity } from "./admission.ts";
+import { ActivityTouches } from "./activity.ts";
+import { Admission } from "./admission.ts";
+import { AdmissionFollower } from "./admission-follow.ts";
 import type { AuditEntry, AuditOp, AuditStore } from "./audit.ts";
 import type { ImageCatalog } from "./catalog.ts";
 import type { Clock } from "./clock.ts";
 import { CapacityError, ConflictError, NotFoundError, SbxError, ValidationError } from "./errors.ts";
 import type { Logger } from "./log.ts";
-import { KeyedQueue } from "./keyed-queue.ts";
 import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
-import { ProgressFanout } from "./progress-fanout.ts";
 import { Reaper } from "./reaper.ts";
+import { resumeAdmission } from "./resume-admission.ts";
 import { resolveSpec, validateOwner } from "./spec.ts";
 import {
-  TERMINAL_PHASES,
   type Backend,
   type CreateRequest,
   type ExecRequest,
@@ -24,9 +26,10 @@ import {
   type ListFilter,
   type LogOptions,
   type Manager,
+  type PauseResumeService,
   type PoolStatus,
   type Sandbox,
-  type SandboxEvent,
+  type SandboxView,
   type SandboxSpec,
   type TransferOptions,
   type WaitOptions,
@@ -47,39 +50,37 @@ export interface ManagerDeps {
   processMetrics?: boolean;
   /** periodic jobs run while the manager is started (e.g. expiring old snapshots) */
   maintenance?: MaintenanceTask[];
+  /** pause/resume (config.snapshots); without it pause and resume are refused */
+  pauseResume?: PauseResumeService;
 }
-
-/** How long an id we released stays barred from being re-adopted by a late event. */
-const GONE_MEMORY_MS = 10 * 60_000;
-/** sandbox metadata that turns automatic resume off ("false"); shared with runtime/snapshot */
-const AUTO_RESUME_KEY = "sbx.auto-resume";
 
 export class SandboxManager implements Manager {
   readonly admission: Admission;
   readonly metrics: Metrics;
   readonly reaper: Reaper;
   private readonly creating = new Map<string, Promise<Sandbox>>();
-  private readonly lastTouch = new Map<string, number>();
-  private readonly gone = new Map<string, number>();
-  /** per-sandbox idle timeouts from create, for backends whose Sandbox does not carry them */
-  private readonly idleTimeouts = new Map<string, number>();
+  private readonly activity: ActivityTouches;
+  private readonly follower: AdmissionFollower;
   private lastList: readonly Sandbox[] = [];
   private unsubscribe?: () => void;
   private readonly log: Logger;
   private readonly maintenance: Maintenance;
-  /** pause and resume of one sandbox, one at a time (their admission changes must not interleave) */
-  private readonly transitions = new KeyedQueue();
-  /** a call queued behind another pause/resume of the sandbox watches that one's bytes too */
-  private readonly progress = new ProgressFanout();
+  private readonly pr?: PauseResumeService;
+  /** reads and deletes of sandboxes: through pause/resume when configured, so paused ones show */
+  private readonly sandboxes: SandboxView;
 
   constructor(private readonly deps: ManagerDeps) {
     const { config } = deps;
     this.admission = deps.admission ?? new Admission(config.budget);
     this.log = deps.logger;
+    this.pr = deps.pauseResume;
+    this.sandboxes = deps.pauseResume ?? deps.backend;
+    this.activity = new ActivityTouches({ backend: deps.backend, clock: deps.clock, logger: deps.logger, intervalMs: deps.touchIntervalMs });
+    this.follower = new AdmissionFollower({ admission: this.admission, logger: deps.logger });
     this.maintenance = new Maintenance({ tasks: deps.maintenance ?? [], clock: deps.clock, logger: deps.logger });
     this.metrics = new Metrics({ admission: () => this.admission.usage(), sandboxes: () => this.lastList }, { defaultMetrics: deps.processMetrics ?? false });
     this.reaper = new Reaper({
-      backend: deps.backend,
+      backend: this.sandboxes,
       admission: this.admission,
       audit: deps.audit,
       clock: deps.clock,
@@ -91,11 +92,9 @@ export class SandboxManager implements Manager {
         this.metrics.reaped.inc({ reason: a.reason });
         this.forget(a.id);
       },
-      idleTimeoutFor: (id) => this.idleTimeouts.get(id),
+      idleTimeoutFor: (id) => this.activity.idleTimeoutOf(id),
       intervalMs: deps.reaperIntervalMs,
     });
-    // a backend that wakes paused sandboxes on its own does it through resume(), past admission
-    deps.backend.routeAutoResume?.((id, op) => this.autoResume(id, op));
   }
 
   get backendName(): string {
@@ -107,8 +106,9 @@ export class SandboxManager implements Manager {
     const { backend } = this.deps;
     this.deps.catalog.start();
     await backend.start();
-    this.unsubscribe = backend.subscribe((e) => this.onEvent(e));
-    const live = await backend.list();
+    await this.pr?.recover();
+    this.unsubscribe = this.sandboxes.subscribe((e) => this.follower.onEvent(e));
+    const live = await this.sandboxes.list();
     this.lastList = live;
     const { adopted } = this.admission.rebuild(live, new Set(this.creating.keys()));
     this.log.info({ op: "start", backend: backend.name, live: live.length, adopted: adopted.length, budget: this.admission.usage() }, "manager started; admission budget rebuilt from live sandboxes");
@@ -134,7 +134,7 @@ export class SandboxManager implements Manager {
       this.audit("create", String(req.owner), undefined, err);
       throw err;
     }
-    if (spec.autoPause && !this.deps.backend.pause) {
+    if (spec.autoPause && !this.pr) {
       const err = new ValidationError("autoPause", "(policy)", "this service cannot pause sandboxes: configure snapshots.registry, or create without autoPause");
       this.audit("create", spec.owner, undefined, err);
       throw err;
@@ -152,7 +152,7 @@ export class SandboxManager implements Manager {
   }
 
   private async doCreate(spec: SandboxSpec, t0: bigint): Promise<Sandbox> {
-    const { backend } = this.deps;
+    const backend = this.sandboxes;
     const log = this.log.child({ sandbox: spec.id, owner: spec.owner, op: "create" });
     let path = "cold";
     try {
@@ -170,7 +170,7 @@ export class SandboxManager implements Manager {
         if (err instanceof CapacityError) this.metrics.admissionRejects.inc();
         throw err;
       }
-      this.gone.delete(spec.id);
+      this.follower.revived(spec.id);
       let sandbox: Sandbox;
       try {
         sandbox = (await this.claim(spec)) ?? (await this.provision(spec));
@@ -187,7 +187,7 @@ export class SandboxManager implements Manager {
         }
         throw err;
       }
-      this.idleTimeouts.set(sandbox.id, spec.idleTimeoutSeconds);
+      this.activity.created(sandbox.id, spec.idleTimeoutSeconds);
       if (sandbox.id !== spec.id) {
         // A backend that hands out its own ids: move the reservation to the id callers will use.
         this.admission.release(spec.id);
@@ -215,14 +215,14 @@ export class SandboxManager implements Manager {
   }
 
   async wait(owner: string, id: string, opts: WaitOptions): Promise<Sandbox> {
-    await this.usable(owner, id);
+    await this.usable(owner, id, "wait");
     return observed(this.metrics.wait, () => this.deps.backend.awaitReady(id, opts));
   }
 
   async exec(owner: string, id: string, req: ExecRequest): Promise<ExecSession> {
     const details = { command: req.command };
     try {
-      await this.usable(owner, id);
+      await this.usable(owner, id, "exec");
       const t0 = process.hrtime.bigint();
       const session = await this.deps.backend.exec(id, req);
       this.audit("exec", owner, id, undefined, details);
@@ -242,7 +242,7 @@ export class SandboxManager implements Manager {
 
   async putArchive(owner: string, id: string, dir: string, tar: Readable): Promise<void> {
     try {
-      await this.usable(owner, id);
+      await this.usable(owner, id, "upload files");
       await this.deps.backend.putArchive(id, dir, tar);
       this.audit("put", owner, id, undefined, { dir });
     } catch (err) {
@@ -256,12 +256,12 @@ export class SandboxManager implements Manager {
   }
 
   async getArchive(owner: string, id: string, path: string): Promise<Readable> {
-    await this.usable(owner, id);
+    await this.usable(owner, id, "download files");
     return this.deps.backend.getArchive(id, path);
   }
 
   async logs(owner: string, id: string, opts: LogOptions): Promise<Readable> {
-    await this.usable(owner, id);
+    await this.usable(owner, id, "logs");
     return this.deps.backend.logs(id, opts);
   }
 
@@ -271,98 +271,76 @@ export class SandboxManager implements Manager {
 
   async list(filter: ListFilter): Promise<Sandbox[]> {
     const owner = validateOwner(filter.owner);
-    const all = await this.deps.backend.list();
+    const all = await this.sandboxes.list();
     return all.filter((s) => s.owner === owner).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
   }
 
-  async kill(owner: string, id: string): Promise<void> {
-    try {
+  kill(owner: string, id: string): Promise<void> {
+    return this.audited("kill", owner, id, async () => {
       await this.owned(owner, id, { touch: false });
-      await this.deps.backend.delete(id);
+      await this.sandboxes.delete(id);
       this.admission.release(id);
       this.forget(id);
-      this.audit("kill", owner, id);
-    } catch (err) {
-      this.audit("kill", owner, id, err);
-      throw err;
-    }
+    });
   }
 
   /**
-   * Snapshot and release the compute; the sandbox's reservation returns to admission. Pause and
-   * resume of one sandbox run one after the other, so their admission changes never interleave.
+   * Snapshot and release the compute; the sandbox's reservation returns to admission. The
+   * ownership check and the release run in the service's queue turn for the sandbox, so they
+   * never interleave with another pause or resume of it.
    */
-  async pause(owner: string, id: string, opts: TransferOptions = {}): Promise<Sandbox> {
-    const { backend } = this.deps;
-    const unlisten = this.progress.add(id, "pause", opts.onProgress);
-    try {
-      return await this.transitions.run(id, async () => {
-        await this.owned(owner, id);
-        if (!backend.pause) throw new ConflictError(`pause: the ${backend.name} backend does not support pause; kill the sandbox instead`);
-        const s = await backend.pause(id, { onProgress: this.progress.sink(id) });
-        this.admission.release(id); // a paused sandbox holds no compute
-        this.audit("pause", owner, id);
-        return s;
+  pause(owner: string, id: string, opts: TransferOptions = {}): Promise<Sandbox> {
+    return this.audited("pause", owner, id, async () => {
+      const pr = await this.pauseResume(owner, id, "pause");
+      let s: Sandbox | undefined;
+      await pr.pause(id, {
+        onProgress: opts.onProgress,
+        before: async () => void (await this.owned(owner, id)),
+        done: async () => {
+          this.admission.release(id); // a paused sandbox holds no compute
+          s = await pr.describe(id); // before another operation of the sandbox can start
+        },
       });
-    } catch (err) {
-      this.audit("pause", owner, id, err);
-      throw err;
-    } finally {
-      unlisten();
-    }
+      if (!s) throw new NotFoundError("sandbox", id);
+      return s;
+    });
   }
 
   /** Restore a paused sandbox; it reserves its size class's requests first (429 when over budget). */
-  async resume(owner: string, id: string, opts: TransferOptions = {}): Promise<Sandbox> {
-    const unlisten = this.progress.add(id, "resume", opts.onProgress);
-    try {
-      const r = await this.transitions.run(id, () => this.doResume(owner, id));
-      this.audit("resume", owner, id);
-      return r;
-    } catch (err) {
-      this.audit("resume", owner, id, err);
-      throw err;
-    } finally {
-      unlisten();
-    }
+  resume(owner: string, id: string, opts: TransferOptions = {}): Promise<Sandbox> {
+    return this.audited("resume", owner, id, () => this.resumeAdmitted(owner, id, opts));
   }
 
-  private async doResume(owner: string, id: string): Promise<Sandbox> {
-    const { backend } = this.deps;
-    const s = await this.owned(owner, id);
-    if (!backend.resume) throw new ConflictError(`resume: the ${backend.name} backend does not support resume`);
-    // a paused sandbox reports zero requests (it holds nothing); reserve what it will hold
-    const sc = Object.hasOwn(this.deps.config.sizeClasses, s.size) ? this.deps.config.sizeClasses[s.size] : undefined;
-    const reservedBefore = this.admission.has(id);
-    this.admission.admit({ id, size: { name: s.size, cpuRequestMillis: sc?.cpuRequestMillis ?? s.cpuRequestMillis, memoryRequestBytes: sc?.memoryRequestBytes ?? s.memoryRequestBytes } });
-    this.gone.delete(id);
-    try {
-      return await backend.resume(id, { onProgress: this.progress.sink(id) });
-    } catch (err) {
-      // give back only what this call reserved: a running sandbox's own reservation stays
-      if (!reservedBefore) this.admission.release(id);
-      throw err;
-    }
+  /** The resume, with its reservation taken in its queue turn and given back if it fails. */
+  private async resumeAdmitted(owner: string, id: string, opts: TransferOptions): Promise<Sandbox> {
+    const hooks = resumeAdmission(id, { admission: this.admission, sizeClasses: this.deps.config.sizeClasses, owned: () => this.owned(owner, id), reserved: (x) => this.follower.revived(x) });
+    return (await this.pauseResume(owner, id, "resume")).resume(id, { onProgress: opts.onProgress, ...hooks });
   }
 
   /**
-   * The backend's auto-resume (exec, files, logs, wait on a paused sandbox that allows it),
-   * routed here so it reserves capacity like an explicit resume; over budget it is a 429 naming
-   * the call that needed the sandbox, and the sandbox stays paused.
+   * The wake of a paused sandbox that a call needs running (exec, files, logs, wait; the
+   * service decides whether it may): an admission-checked resume like an explicit one. Over
+   * budget it is a 429 naming the call that needed the sandbox, and the sandbox stays paused.
    */
   private async autoResume(id: string, op: string): Promise<void> {
-    const s = await this.deps.backend.describe(id);
+    const s = await this.sandboxes.describe(id);
     if (!s) throw new NotFoundError("sandbox", id);
     try {
-      await this.transitions.run(id, () => this.doResume(s.owner, id));
-      this.audit("resume", s.owner, id, undefined, { auto: op });
+      await this.audited("resume", s.owner, id, () => this.resumeAdmitted(s.owner, id, {}), { auto: op });
     } catch (err) {
-      this.audit("resume", s.owner, id, err, { auto: op });
       if (err instanceof CapacityError) {
         throw new CapacityError(`${op}: sandbox ${id} is paused and resuming it needs capacity: ${err.message}`, err.retryAfterSeconds, err.details);
       }
       throw err;
     }
+  }
+
+  /** The service; without one, a 404 for a sandbox that is not the caller's comes before the 409. */
+  private async pauseResume(owner: string, id: string, op: "pause" | "resume"): Promise<PauseResumeService> {
+    if (this.pr) return this.pr;
+    await this.owned(owner, id);
+    const { name } = this.deps.backend;
+    throw new ConflictError(op === "pause" ? `pause: the ${name} backend does not support pause; kill the sandbox instead` : `resume: the ${name} backend does not support resume`);
   }
 
   async poolStatus(): Promise<PoolStatus[]> {
@@ -373,23 +351,19 @@ export class SandboxManager implements Manager {
 
   /** Another owner's sandbox answers exactly like a missing one. Touches activity unless told not to. */
   private async owned(owner: string, id: string, opts: { touch?: boolean } = {}): Promise<Sandbox> {
-    const s = typeof id === "string" && id.length > 0 && id.length <= 253 ? await this.deps.backend.describe(id) : undefined;
+    const s = typeof id === "string" && id.length > 0 && id.length <= 253 ? await this.sandboxes.describe(id) : undefined;
     if (!s || s.owner !== owner) throw new NotFoundError("sandbox", id);
-    if (opts.touch ?? true) this.touch(s);
+    if (opts.touch ?? true) this.activity.touch(s);
     return s;
   }
 
   /**
-   * owned(), and a paused sandbox that allows auto-resume is resumed through resume() first, so
-   * the wake passes admission. A backend that routes its auto-resume to us (routeAutoResume)
-   * decides itself, at the moment it needs the sandbox (it knows the policy, and a pause that
-   * starts after this check is covered too); this check is for backends that pause without it.
+   * owned(), and a paused sandbox is woken first when the pause/resume service says the call
+   * (`what`) may wake it: through resume(), so the wake passes admission.
    */
-  private async usable(owner: string, id: string): Promise<Sandbox> {
-    const s = await this.owned(owner, id);
-    const { backend } = this.deps;
-    if (!backend.routeAutoResume && s.phase === "Paused" && backend.resume && s.metadata[AUTO_RESUME_KEY] !== "false") return this.resume(owner, id);
-    return s;
+  private async usable(owner: string, id: string, what: string): Promise<void> {
+    await this.owned(owner, id);
+    if (this.pr && (await this.pr.wakeNeeded(id, what))) await this.autoResume(id, what);
   }
 
   private sameOwner(s: Sandbox, owner: string): Sandbox {
@@ -397,47 +371,21 @@ export class SandboxManager implements Manager {
     return s;
   }
 
-  /** Activity for the idle timeout; throttled, never on the request's critical path. */
-  private touch(s: Sandbox): void {
-    if (TERMINAL_PHASES.has(s.phase)) return;
-    const now = this.deps.clock.now();
-    const last = this.lastTouch.get(s.id);
-    // at most every touchIntervalMs, and at least 4 times per idle timeout so throttling never reaps
-    const idle = s.idleTimeoutSeconds ?? this.idleTimeouts.get(s.id);
-    const every = Math.min(this.deps.touchIntervalMs ?? 2000, idle ? (idle * 1000) / 4 : Infinity);
-    if (last !== undefined && now.getTime() - last < every) return;
-    this.lastTouch.set(s.id, now.getTime());
-    this.deps.backend.touch(s.id, now).catch((err) => {
-      this.lastTouch.delete(s.id);
-      this.log.warn({ sandbox: s.id, owner: s.owner, op: "touch", err }, "recording activity failed; the idle timeout may reap early");
-    });
-  }
-
-  private onEvent(e: SandboxEvent): void {
-    if (e.type === "delete") {
-      if (this.admission.release(e.id)) this.log.info({ sandbox: e.id, owner: e.owner, op: "release" }, "sandbox gone; capacity released");
-      this.forget(e.id);
-      return;
-    }
-    const s = e.sandbox;
-    if (!holdsCapacity(s.phase)) {
-      if (this.admission.release(s.id)) this.log.info({ sandbox: s.id, owner: s.owner, op: "release", phase: s.phase, reason: s.reason }, "sandbox ended; capacity released");
-      if (TERMINAL_PHASES.has(s.phase)) this.gone.set(s.id, Date.now());
-      return;
-    }
-    // Live but unreserved (resumed elsewhere, created by another replica): count it, unless we
-    // just saw it end (a late event must not resurrect a reservation).
-    if (s.phase !== "Terminating" && !this.gone.has(s.id) && this.admission.adopt(s)) {
-      this.log.info({ sandbox: s.id, owner: s.owner, op: "adopt" }, "live sandbox adopted into the admission budget");
-    }
-  }
-
   private forget(id: string): void {
-    this.lastTouch.delete(id);
-    this.idleTimeouts.delete(id);
-    const now = Date.now();
-    this.gone.set(id, now);
-    for (const [k, t] of this.gone) if (now - t > GONE_MEMORY_MS) this.gone.delete(k);
+    this.activity.forget(id);
+    this.follower.ended(id);
+  }
+
+  /** Runs fn and records its outcome in the audit log. */
+  private async audited<T>(op: AuditOp, owner: string, id: string, fn: () => Promise<T>, details?: Record<string, unknown>): Promise<T> {
+    try {
+      const r = await fn();
+      this.audit(op, owner, id, undefined, details);
+      return r;
+    } catch (err) {
+      this.audit(op, owner, id, err, details);
+      throw err;
+    }
   }
 
   private audit(op: AuditOp, owner: string, sandbox: string | undefined, err?: unknown, details?: Record<string, unknown>): void {

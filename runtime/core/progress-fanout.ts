@@ -1,6 +1,7 @@
 // Progress of a pause or resume, delivered to every caller waiting on that sandbox's operation,
 // not only the one that started it: a second `sbx pause` (or an exec's auto-resume and an
-// explicit resume) runs after or shares the first, and should watch the same bytes move.
+// explicit resume) runs after the first, and should watch the same bytes move. The pause/resume
+// service (runtime/snapshot/service.ts) holds the one instance.
 import type { TransferProgress } from "./types.ts";
 
 type Listener = (p: TransferProgress) => void;

@@ -194,28 +194,66 @@ export interface Backend {
   close(): Promise<void>;
   /** Warm pool state per (profile, size); absent when the backend has no pool. */
   poolStatus?(): Promise<PoolStatus[]>;
-  /** Snapshot and release compute (pause/resume issue); absent when unsupported. */
-  pause?(id: string, opts?: TransferOptions): Promise<Sandbox>;
-  /** Restore a paused sandbox; absent when unsupported. */
-  resume?(id: string, opts?: TransferOptions): Promise<Sandbox>;
   /**
-   * A backend that resumes paused sandboxes on its own (exec, files, logs, wait on a paused
-   * sandbox that allows auto-resume) calls `resume` instead, once installed: the Manager installs
-   * its own resume here so every wake passes admission. Without it the backend resumes directly.
+   * The capability pause/resume needs (runtime/snapshot, docs/pause-resume.md "Backend duties");
+   * absent when the backend cannot give compute back without losing the sandbox.
    */
-  routeAutoResume?(resume: (id: string, op: string) => Promise<void>): void;
+  readonly compute?: ComputeRelease;
+}
+
+/**
+ * The two things pause/resume asks of a backend. Everything else (snapshots, the record, queues,
+ * progress, auto-resume) is the pause/resume service's job, the same for every backend.
+ */
+export interface ComputeRelease {
   /**
-   * Pause/resume building block (runtime/snapshot, docs/pause-resume.md): stop and remove the
-   * sandbox's compute and its writable storage but keep its identity (id, owner, spec), so it
-   * lists as Paused and can be adopted again. Idempotent: resolves when already released.
+   * Stop and remove the sandbox's compute and its writable storage but keep its identity (id,
+   * owner, spec), so it can be adopted again. Idempotent: resolves when already released.
    */
-  releaseCompute?(id: string): Promise<void>;
+  releaseCompute(id: string): Promise<void>;
   /**
-   * Pause/resume building block: give the released sandbox spec.id compute again under the same
-   * id and owner: take a warm slot of spec's profile and size when one exists, else start one.
-   * Resolves once the substrate accepted it (then awaitReady). Writable paths start empty.
+   * Give the released sandbox spec.id compute again under the same id and owner: take a warm
+   * slot of spec's profile and size when one exists, else start one. Resolves once the
+   * substrate accepted it (then awaitReady). Writable paths start empty.
    */
-  adopt?(spec: SandboxSpec): Promise<Sandbox>;
+  adopt(spec: SandboxSpec): Promise<Sandbox>;
+}
+
+/** The reads and the delete callers make of sandboxes (a Backend, or pause/resume's view of one). */
+export interface SandboxView {
+  describe(id: string): Promise<Sandbox | undefined>;
+  list(): Promise<Sandbox[]>;
+  subscribe(listener: (event: SandboxEvent) => void): () => void;
+  delete(id: string): Promise<void>;
+}
+
+/** A caller's own steps, run in the sandbox's turn of the pause/resume queue around the operation. */
+export interface TransitionHooks {
+  /** runs first; a throw stops the operation before it starts (ownership, admission) */
+  before?(): Promise<void> | void;
+  /** runs after the operation failed, to undo what `before` did */
+  failed?(): void;
+  /** runs after the operation succeeded, still in the sandbox's turn */
+  done?(): Promise<void> | void;
+}
+
+export type TransitionOptions = TransferOptions & TransitionHooks;
+
+/**
+ * Pause/resume as the Manager owns and calls it (runtime/snapshot/service.ts): one queue per
+ * sandbox, one progress fan-out, the one auto-resume decision, and the view of sandboxes with
+ * their pause state applied.
+ */
+export interface PauseResumeService extends SandboxView {
+  /** resolves once the sandbox is paused (with its pause record) */
+  pause(id: string, opts?: TransitionOptions): Promise<unknown>;
+  resume(id: string, opts?: TransitionOptions): Promise<Sandbox>;
+  /** true when a call named `what` must wake the sandbox first; a ConflictError when it may not */
+  wakeNeeded(id: string, what: string): Promise<boolean>;
+  /** settles what a crash left mid-pause or mid-resume */
+  recover(): Promise<void>;
+  /** deletes paused sandboxes past the snapshot retention; their ids */
+  expire(): Promise<string[]>;
 }
 
 export interface CreateRequest {

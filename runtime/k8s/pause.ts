@@ -13,19 +13,19 @@ import type { Clock } from "../core/clock.ts";
 import { UpstreamError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Sandbox, SandboxSpec } from "../core/types.ts";
-import type { WarmPool } from "../controller/warmpool.ts";
 import { isNotFound, mergePatch, toDomainError } from "./client.ts";
 import { ANNOTATIONS, API_GROUP, API_VERSION, SANDBOX_PLURAL } from "./contract.ts";
 import { POD_DELETE_GRACE_SECONDS } from "./podTemplate.ts";
 import { podNameOf, type SandboxResource, type SandboxResourceStatus } from "./resource.ts";
 import type { SandboxIndex } from "./sandboxIndex.ts";
+import type { WarmPods } from "./control.ts";
 
 export interface ComputeReleaseDeps {
   namespace: string;
   core: CoreV1Api;
   custom: CustomObjectsApi;
   index: SandboxIndex;
-  warmPool: WarmPool;
+  warmPool: Pick<WarmPods, "claim">;
   clock: Clock;
   logger: Logger;
   /** the Sandbox object from the cache or the API server; throws NotFoundError */
@@ -40,6 +40,20 @@ export interface ComputeReleaseDeps {
 
 /** Status fields that describe one pod's life; cleared when the pod goes. */
 const POD_STATUS_FIELDS: (keyof SandboxResourceStatus)[] = ["podName", "node", "readyAt", "reason", "message", "exitCode", "finishedAt", "warm", "credentialsExpiresAt"];
+
+/**
+ * Deletes a warm pod this replica claimed for sandbox `id` but could not use. Never rejects: a
+ * failure is logged with the sandbox and the pod, and the reconciler removes the pod later (a
+ * second pod carrying the sandbox's label, or an orphan).
+ */
+export async function discardClaimedPod(d: Pick<ComputeReleaseDeps, "core" | "namespace" | "logger">, id: string, podName: string, op: string): Promise<void> {
+  try {
+    await d.core.deleteNamespacedPod({ name: podName, namespace: d.namespace, gracePeriodSeconds: POD_DELETE_GRACE_SECONDS });
+  } catch (err) {
+    if (isNotFound(err)) return;
+    d.logger.warn({ sandbox: id, pod: podName, op, err: (err as Error).message ?? String(err) }, "deleting a claimed pod that could not be used failed; the reconciler removes it later");
+  }
+}
 
 export function createComputeRelease(d: ComputeReleaseDeps) {
   const crApi = { group: API_GROUP, version: API_VERSION, namespace: d.namespace, plural: SANDBOX_PLURAL };
@@ -116,9 +130,8 @@ export function createComputeRelease(d: ComputeReleaseDeps) {
             spec: { desiredState: "Running", podName: pod ? pod.metadata!.name! : null },
           });
         } catch (err) {
-          // a claimed pod is never returned to the pool (if this delete fails too, the
-          // reconciler removes it: a second pod carrying the sandbox's label)
-          if (pod) await d.core.deleteNamespacedPod({ name: pod.metadata!.name!, namespace: d.namespace, gracePeriodSeconds: POD_DELETE_GRACE_SECONDS }).catch(() => undefined);
+          // a claimed pod is never returned to the pool
+          if (pod) await discardClaimedPod(d, id, pod.metadata!.name!, "resume");
           throw err;
         }
         d.logger.info({ sandbox: id, pod: pod?.metadata?.name ?? id, warm: !!pod, op: "resume" }, "compute adopted");

@@ -3,10 +3,11 @@
 import fs from "node:fs";
 import path from "node:path";
 import { Readable } from "node:stream";
+import { catalogFrom, type ImageLookup } from "../core/catalog.ts";
 import type { Clock } from "../core/clock.ts";
 import { ConflictError, NotFoundError, SandboxFailedError, TimeoutError, ValidationError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import type { Backend, ExecRequest, ExecSession, LogOptions, Sandbox, SandboxEvent, SandboxSpec, WaitOptions } from "../core/types.ts";
+import type { Backend, ComputeRelease, ExecRequest, ExecSession, LogOptions, Sandbox, SandboxEvent, SandboxSpec, WaitOptions } from "../core/types.ts";
 import { TERMINAL_PHASES } from "../core/types.ts";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { detectCgroups, killCgroup, listSandboxKeys, oomKills, childDirs, removeCgroup, removeRootIfEmpty, sandboxDirs, type CgroupLayout } from "./cgroups.ts";
@@ -15,7 +16,10 @@ import { ensureHelperBinary } from "./helper-binary.ts";
 import { ImageStore } from "./images.ts";
 import { claimStateDir, findBwrap, hostTopLevel } from "./host.ts";
 import { followFile, readTail } from "./logs.ts";
-import { cgroupRootName, newSlotKey, readRecords, uidBlockBase, writeRecord, writeRecordSync, type SandboxRecord } from "./records.ts";
+import { cgroupRootName, newSlotKey, readRecords, uidBlockBase, writeRecord, writeRecordOrLog, writeRecordSync, writeRecordSyncOrLog, type SandboxRecord } from "./records.ts";
+import { planSlotRecovery, shouldProbeSlot } from "./recoveryPlan.ts";
+import { sandboxFor, specFromRecord } from "./specs.ts";
+import { within } from "./within.ts";
 import { Slot, type SlotEnv } from "./slot.ts";
 import { archiveIn, archiveOut } from "./archive.ts";
 import { WarmPool } from "./warm-pool.ts";
@@ -27,6 +31,8 @@ const TOUCH_PERSIST_MS = 1000;
 export interface LocalBackendDeps {
   logger: Logger;
   clock: Clock;
+  /** the Manager's catalog (buildManager); else config.catalog + config.catalogPath read once */
+  catalog?: ImageLookup;
 }
 
 export function createLocalBackend(config: RuntimeConfig, deps: LocalBackendDeps): Backend {
@@ -46,8 +52,17 @@ class LocalBackend implements Backend {
   private readonly ttls = new Map<string, AbortController>();
   private readonly pool: WarmPool<Slot>;
   private readonly uidBase: number;
+  private readonly catalog: ImageLookup;
   private closed = false;
   private readonly touchPending = new Set<string>();
+  /**
+   * Pause/resume's capability. Exact here because a local delete removes nothing but the slot
+   * (processes, workspace image, tmpfs): the identity lives in the pause/resume record.
+   */
+  readonly compute: ComputeRelease = {
+    releaseCompute: (id) => this.delete(id),
+    adopt: async (spec) => (await this.claim(spec)) ?? (await this.provision(spec)),
+  };
 
   constructor(
     private readonly config: RuntimeConfig,
@@ -57,6 +72,7 @@ class LocalBackend implements Backend {
     this.images = new ImageStore(path.join(this.stateDir, "images"));
     this.workspaces = new WorkspaceStore(this.stateDir, deps.logger);
     this.uidBase = uidBlockBase(this.stateDir);
+    this.catalog = catalogFrom(config, deps.logger, deps.catalog);
     this.pool = new WarmPool<Slot>(config.warmPool, {
       startSlot: (profile, size) => this.startWarmSlot(profile, size),
       onError: (err, t) => deps.logger.error({ op: "warm-pool", profile: t.profile, size: t.size, err: err.message }, "warm slot failed to start"),
@@ -81,7 +97,7 @@ class LocalBackend implements Backend {
     if (this.byId.has(spec.id)) throw new ConflictError(`sandbox ${spec.id} already exists`, { id: spec.id });
     const slot = this.pool.take(spec.image.profile, spec.size.name, (s) => s.state === "ready" && s.rec.image.image === spec.image.image);
     if (!slot) return undefined;
-    slot.rec.sandbox = { ...this.sandboxFor(spec, true), phase: "Running", ready: true, readyAt: this.deps.clock.now().toISOString() };
+    slot.rec.sandbox = { ...sandboxFor(spec, true), phase: "Running", ready: true, readyAt: this.deps.clock.now().toISOString() };
     slot.rec.env = { ...spec.env };
     this.byId.set(spec.id, slot);
     await writeRecord(slot.paths, slot.rec);
@@ -95,7 +111,7 @@ class LocalBackend implements Backend {
     if (this.byId.has(spec.id)) throw new ConflictError(`sandbox ${spec.id} already exists`, { id: spec.id });
     const rootfs = await this.images.resolve(spec.image.profile, spec.image.image);
     const rec: SandboxRecord = { version: 1, key: newSlotKey(), uid: this.allocateUid(), image: spec.image, rootfs, size: spec.size, env: { ...spec.env } };
-    rec.sandbox = this.sandboxFor(spec, false);
+    rec.sandbox = sandboxFor(spec, false);
     const slot = await this.launchSlot(env, rec, spec.id);
     this.armTtl(slot);
     this.emit(slot);
@@ -104,11 +120,7 @@ class LocalBackend implements Backend {
         if (!rec.sandbox || slot.state !== "ready") return;
         rec.sandbox = { ...rec.sandbox, phase: "Running", ready: true, readyAt: this.deps.clock.now().toISOString() };
         // on disk before awaitReady resolves: a crash right after must still find the helper's pid
-        try {
-          writeRecordSync(slot.paths, rec);
-        } catch (err) {
-          this.deps.logger.error({ sandbox: spec.id, err: (err as Error).message }, "record write failed");
-        }
+        writeRecordSyncOrLog(slot.paths, rec, this.deps.logger, "ready");
         this.emit(slot);
       },
       () => {},
@@ -121,24 +133,14 @@ class LocalBackend implements Backend {
     const sb = () => ({ ...slot.rec.sandbox! });
     if (slot.state === "ready" && sb().ready) return sb();
     if (slot.state === "dead") throw this.failed(slot);
-    let timer: NodeJS.Timeout | undefined;
-    let onAbort: (() => void) | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new TimeoutError(`sandbox ${id} was not ready within ${opts.timeoutMs} ms; raise the wait timeout or check its logs (sbx logs ${id})`)), opts.timeoutMs);
-      onAbort = () => reject(opts.signal!.reason ?? new Error("aborted"));
-      opts.signal?.addEventListener("abort", onAbort, { once: true });
-    });
     try {
-      await Promise.race([slot.ready, timeout]);
+      await within(slot.ready, opts, () => new TimeoutError(`sandbox ${id} was not ready within ${opts.timeoutMs} ms; raise the wait timeout or check its logs (sbx logs ${id})`));
       // the ready handler in provision() runs first (registered earlier), so the record is current
       await Promise.resolve();
       return sb();
     } catch (err) {
       if ((slot.state as string) === "dead") throw this.failed(slot);
       throw err;
-    } finally {
-      clearTimeout(timer);
-      if (onAbort) opts.signal?.removeEventListener("abort", onAbort);
     }
   }
 
@@ -187,22 +189,7 @@ class LocalBackend implements Backend {
   /** The create-time spec from the slot record, env included (a resume starts from it). */
   async specOf(id: string): Promise<SandboxSpec | undefined> {
     const rec = this.byId.get(id)?.rec;
-    const sb = rec?.sandbox;
-    if (!rec || !sb) return undefined;
-    const createdAt = new Date(sb.createdAt);
-    return {
-      id,
-      owner: sb.owner,
-      image: { ...rec.image },
-      size: { ...rec.size },
-      env: { ...(rec.env ?? {}) },
-      ttlSeconds: Math.max(1, Math.round((Date.parse(sb.expiresAt) - createdAt.getTime()) / 1000)),
-      idleTimeoutSeconds: sb.idleTimeoutSeconds ?? this.config.defaults.idleTimeoutSeconds,
-      ...(sb.clientKey ? { clientKey: sb.clientKey } : {}),
-      metadata: { ...sb.metadata },
-      createdAt,
-      ...(sb.autoPause ? { autoPause: sb.autoPause } : {}),
-    };
+    return rec ? specFromRecord(id, rec, this.config.defaults.idleTimeoutSeconds) : undefined;
   }
 
   async touch(id: string, at: Date): Promise<void> {
@@ -214,7 +201,7 @@ class LocalBackend implements Backend {
     this.touchPending.add(id);
     setTimeout(() => {
       this.touchPending.delete(id);
-      if (this.byId.get(id) === slot) void writeRecord(slot.paths, slot.rec).catch((err) => this.deps.logger.error({ sandbox: id, err: err.message }, "record write failed"));
+      if (this.byId.get(id) === slot) void writeRecordOrLog(slot.paths, slot.rec, this.deps.logger, "last activity");
     }, TOUCH_PERSIST_MS).unref();
   }
 
@@ -236,7 +223,7 @@ class LocalBackend implements Backend {
         await slot.stop();
         if (wasAlive) {
           slot.rec.sandbox = { ...slot.rec.sandbox, phase: "Failed", ready: false, reason: "Shutdown", message: "the local backend stopped; the workspace is kept until the sandbox is deleted" };
-          await writeRecord(slot.paths, slot.rec).catch(() => {});
+          await writeRecordOrLog(slot.paths, slot.rec, this.deps.logger, "stopped at shutdown");
         }
       }),
     );
@@ -274,28 +261,6 @@ class LocalBackend implements Backend {
   private failed(slot: Slot): SandboxFailedError {
     const sb = slot.rec.sandbox;
     return new SandboxFailedError(sb?.id ?? slot.rec.key, sb?.reason ?? slot.deathReason ?? "Error", sb?.message ?? slot.deathMessage);
-  }
-
-  private sandboxFor(spec: SandboxSpec, warm: boolean): Sandbox {
-    return {
-      id: spec.id,
-      owner: spec.owner,
-      profile: spec.image.profile,
-      size: spec.size.name,
-      phase: "Pending",
-      ready: false,
-      createdAt: spec.createdAt.toISOString(),
-      expiresAt: new Date(spec.createdAt.getTime() + spec.ttlSeconds * 1000).toISOString(),
-      warm,
-      node: "local",
-      clientKey: spec.clientKey,
-      metadata: { ...spec.metadata },
-      // persisted with the record, so the reaper and the auto-pause controller find them after a restart
-      idleTimeoutSeconds: spec.idleTimeoutSeconds,
-      ...(spec.autoPause ? { autoPause: spec.autoPause } : {}),
-      cpuRequestMillis: spec.size.cpuRequestMillis,
-      memoryRequestBytes: spec.size.memoryRequestBytes,
-    };
   }
 
   private allocateUid(): number {
@@ -337,7 +302,7 @@ class LocalBackend implements Backend {
     slot.rec.sandbox = { ...sb, phase: "Failed", ready: false, reason, message };
     this.deps.logger.warn({ sandbox: sb.id, owner: sb.owner, reason }, "sandbox stopped");
     if (!slot.stopping) void slot.stop();
-    void writeRecord(slot.paths, slot.rec).catch(() => {});
+    void writeRecordOrLog(slot.paths, slot.rec, this.deps.logger, `failed: ${reason}`);
     this.emit(slot);
   }
 
@@ -350,8 +315,8 @@ class LocalBackend implements Backend {
   private async startWarmSlot(profile: string, sizeName: string): Promise<Slot> {
     const env = this.requireStarted();
     const size = this.config.sizeClasses[sizeName];
-    const image = this.config.catalog[profile];
-    if (!size || !image) throw new ValidationError("config.warmPool", { profile, size: sizeName }, `profile must be in config.catalog and size in config.sizeClasses`);
+    const image = this.catalog.imageOf(profile);
+    if (!size || !image) throw new ValidationError("config.warmPool", { profile, size: sizeName }, `profile must be in the catalog (config.catalog or catalogPath) and size in config.sizeClasses`);
     const rootfs = await this.images.resolve(profile, image);
     const rec: SandboxRecord = { version: 1, key: newSlotKey(), uid: this.allocateUid(), image: { profile, image }, rootfs, size, env: {} };
     const slot = await this.launchSlot(env, rec);
@@ -379,50 +344,51 @@ class LocalBackend implements Backend {
     return slot;
   }
 
-  /** After a restart: adopt sandboxes whose helper still answers, clean up the rest. */
+  /**
+   * After a restart: adopt sandboxes whose helper still answers, clean up the rest. Each slot's
+   * fate is planned from its record and whether its helper answers (recoveryPlan.ts); this only
+   * observes and applies.
+   */
   private async recover(layout: CgroupLayout): Promise<void> {
     const env = this.env!;
-    for (const { key, record, error } of readRecords(this.stateDir)) {
-      if (!record) {
+    for (const { key, record, error } of readRecords(this.stateDir, this.deps.logger)) {
+      const slot = record && this.adoptSlot(env, key, record);
+      const alive = !!slot && shouldProbeSlot(record!) && (await slot.attach().then(() => true, () => false));
+      const plan = planSlotRecovery(record, { alive }, this.deps.clock.now());
+      if (plan.action === "remove" || !slot || !record) {
         this.deps.logger.warn({ op: "recover", key, err: error }, "removing a sandbox directory without a readable record");
         await this.cleanCgroups(layout, key);
         await this.workspaces.remove(path.join(this.stateDir, "sandboxes", key));
         continue;
       }
-      const slot = new Slot(env, record);
-      this.slots.set(key, slot);
-      slot.onDeath(() => this.onDeath(slot));
-      const terminal = record.sandbox && TERMINAL_PHASES.has(record.sandbox.phase);
-      let alive = false;
-      if (!terminal) {
-        try {
-          await slot.attach();
-          alive = true;
-        } catch {
-          alive = false;
-        }
-      }
-      if (!record.sandbox) {
-        if (!alive || !this.pool.adopt(record.image.profile, record.size.name, slot)) await slot.destroy();
+      if (plan.action === "offer-to-pool" || plan.action === "destroy") {
+        if (plan.action === "destroy" || !this.pool.adopt(record.image.profile, record.size.name, slot)) await slot.destroy();
         continue;
       }
-      this.byId.set(record.sandbox.id, slot);
-      if (alive) {
-        if (!record.sandbox.ready) {
-          // the previous process crashed between start and ready; the helper made it since
-          record.sandbox = { ...record.sandbox, phase: "Running", ready: true, readyAt: this.deps.clock.now().toISOString() };
+      this.byId.set(record.sandbox!.id, slot);
+      if (plan.action === "adopt") {
+        if (plan.sandbox) {
+          record.sandbox = plan.sandbox;
           await writeRecord(slot.paths, record);
         }
         this.armTtl(slot);
         continue;
       }
       await slot.stop();
-      if (!terminal) {
-        record.sandbox = { ...record.sandbox, phase: "Failed", ready: false, reason: "Lost", message: "the sandbox was not running when the local backend restarted; the workspace is kept until it is deleted" };
+      if (plan.action === "mark-lost") {
+        record.sandbox = plan.sandbox;
         await writeRecord(slot.paths, record);
       }
     }
     for (const key of listSandboxKeys(layout)) if (!this.slots.has(key)) await this.cleanCgroups(layout, key);
+  }
+
+  /** A Slot object for a directory a previous process left, known and watched from now on. */
+  private adoptSlot(env: SlotEnv, key: string, record: SandboxRecord): Slot {
+    const slot = new Slot(env, record);
+    this.slots.set(key, slot);
+    slot.onDeath(() => this.onDeath(slot));
+    return slot;
   }
 
   private async cleanCgroups(layout: CgroupLayout, key: string): Promise<void> {

@@ -4,6 +4,7 @@
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
+import type { Logger } from "../core/log.ts";
 import type { ImageRef, Sandbox, SizeClass } from "../core/types.ts";
 
 export interface SandboxRecord {
@@ -55,6 +56,35 @@ export async function writeRecord(p: SlotPaths, rec: SandboxRecord): Promise<voi
   await fs.promises.rename(tmp, p.record);
 }
 
+/**
+ * writeRecord for writes whose failure must not stop the caller (the sandbox already changed
+ * state; the record is how a restart learns it). Never rejects: a failure is logged with the
+ * sandbox id, because a restart will then find the record as it was before.
+ */
+export async function writeRecordOrLog(p: SlotPaths, rec: SandboxRecord, logger: Logger, why: string): Promise<void> {
+  try {
+    await writeRecord(p, rec);
+  } catch (err) {
+    logRecordFailure(rec, logger, why, err);
+  }
+}
+
+function logRecordFailure(rec: SandboxRecord, logger: Logger, why: string, err: unknown): void {
+  logger.error(
+    { sandbox: rec.sandbox?.id, slot: rec.key, op: "record", phase: rec.sandbox?.phase, err: (err as Error).message },
+    `writing the sandbox record (${why}) failed; after a restart the sandbox shows its previous state`,
+  );
+}
+
+/** writeRecordOrLog, synchronously (see writeRecordSync). */
+export function writeRecordSyncOrLog(p: SlotPaths, rec: SandboxRecord, logger: Logger, why: string): void {
+  try {
+    writeRecordSync(p, rec);
+  } catch (err) {
+    logRecordFailure(rec, logger, why, err);
+  }
+}
+
 /** The same, synchronously: for state changes that must be on disk before anyone hears of them. */
 export function writeRecordSync(p: SlotPaths, rec: SandboxRecord): void {
   const tmp = `${p.record}.${crypto.randomBytes(4).toString("hex")}.tmp`;
@@ -62,23 +92,45 @@ export function writeRecordSync(p: SlotPaths, rec: SandboxRecord): void {
   fs.renameSync(tmp, p.record);
 }
 
-export function readRecords(stateDir: string): { key: string; record?: SandboxRecord; error?: string }[] {
+/**
+ * Every sandbox directory with its record, or why it has none. Only a path that does not exist
+ * (ENOENT; ENOTDIR for a stray file where a directory should be) means "absent": no sandboxes
+ * yet, or a directory whose create never wrote a record. Any other error reading the
+ * directory or a record (EACCES, EIO...) throws: read as "no sandboxes", recovery would forget
+ * or remove live sandboxes. A record that is there but is not a record is reported per key.
+ */
+export function readRecords(stateDir: string, logger?: Logger): { key: string; record?: SandboxRecord; error?: string }[] {
   const root = path.join(stateDir, "sandboxes");
-  let names: string[] = [];
-  try {
-    names = fs.readdirSync(root);
-  } catch {
-    return [];
-  }
+  const names = readOrAbsent(root, () => fs.readdirSync(root), logger);
+  if (names === undefined) return [];
   return names.map((key) => {
+    const file = slotPaths(stateDir, key).record;
+    const text = readOrAbsent(file, () => fs.readFileSync(file, "utf8"), logger);
+    if (text === undefined) return { key, error: `no record in ${key}` };
     try {
-      const record = JSON.parse(fs.readFileSync(slotPaths(stateDir, key).record, "utf8")) as SandboxRecord;
+      const record = JSON.parse(text) as SandboxRecord;
       if (record.version !== 1 || record.key !== key) return { key, error: `unexpected record version or key in ${key}` };
       return { key, record };
     } catch (err) {
       return { key, error: (err as Error).message };
     }
   });
+}
+
+const ABSENT = new Set(["ENOENT", "ENOTDIR"]);
+
+/** `read()`, or undefined when `target` does not exist; any other failure is logged and thrown, naming the path and the fix. */
+function readOrAbsent<T>(target: string, read: () => T, logger?: Logger): T | undefined {
+  try {
+    return read();
+  } catch (err) {
+    if (ABSENT.has((err as NodeJS.ErrnoException).code ?? "")) return undefined;
+    logger?.error({ op: "recover", path: target, err }, "cannot read the local sandbox records; not starting rather than forgetting sandboxes");
+    throw new Error(
+      `reading the local sandbox records failed at ${target}: ${(err as Error).message}; the runtime must be able to read its state dir (config.local.stateDir): fix the permissions, or move the unreadable entry away, and start again`,
+      { cause: err },
+    );
+  }
 }
 
 /**

@@ -35,6 +35,7 @@ export class Slot {
   private rejectReady!: (err: Error) => void;
   private watch?: net.Socket;
   private readonly deathListeners: (() => void)[] = [];
+  private released?: Promise<void>;
 
   constructor(
     private readonly env: SlotEnv,
@@ -49,6 +50,7 @@ export class Slot {
     this.ready.catch(() => {});
   }
 
+  /** Called once the slot has died and its processes are gone (never while any still runs). */
   onDeath(fn: () => void): void {
     this.deathListeners.push(fn);
   }
@@ -133,21 +135,37 @@ export class Slot {
     this.died();
   }
 
+  /**
+   * Dead at once (no new exec, readiness fails), but the death listeners only hear of it once every
+   * process is gone: they report a terminal phase, and the Manager frees the budget on it. The watch
+   * closes when the helper's fds do, while it and the rest of its pid namespace are still exiting.
+   */
   private died(): void {
     if (this.state === "dead") return;
     this.state = "dead";
     this.rejectReady(new Error(this.deathMessage ?? "the sandbox stopped before it was ready"));
-    for (const fn of this.deathListeners) fn();
+    void this.release().then(() => {
+      for (const fn of this.deathListeners) fn();
+    });
+  }
+
+  /** Kills every process of the sandbox and waits until they are gone; one run for every caller. */
+  private release(): Promise<void> {
+    this.released ??= (async () => {
+      await killCgroup(this.env.layout, this.dirs);
+      // a killed helper stays a zombie until bubblewrap reaps it; "stopped" means gone
+      for (let i = 0; i < 400 && this.rec.helperPid && fs.existsSync(`/proc/${this.rec.helperPid}`); i++) await new Promise((r) => setTimeout(r, 5));
+      this.watch?.destroy();
+    })();
+    return this.released;
   }
 
   /** Kills every process of the sandbox and removes its cgroups. Keeps the workspace. */
   async stop(): Promise<void> {
     this.stopping = true;
-    await killCgroup(this.env.layout, this.dirs);
-    // a killed helper stays a zombie until bubblewrap reaps it; "stopped" means gone
-    for (let i = 0; i < 400 && this.rec.helperPid && fs.existsSync(`/proc/${this.rec.helperPid}`); i++) await new Promise((r) => setTimeout(r, 5));
-    this.watch?.destroy();
+    // died() before waiting: its listeners run first, while the cgroups (OOM counters) still exist
     this.died();
+    await this.release();
     // the pid namespace's teardown finishes asynchronously; cgroups become removable soon after
     for (let i = 0; i < 200 && !removeCgroup(this.dirs); i++) await new Promise((r) => setTimeout(r, 5));
   }

@@ -2,10 +2,11 @@
 // after every step that changes where the sandbox's data lives, so that after a crash the
 // recovery pass (Snapshotter.recover) can always finish or undo the step:
 //   running -> pausing -> paused (computeReleased false -> true) -> resuming -> running
-import { mkdir, open, readdir, readFile, rename, rm } from "node:fs/promises";
+import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Sandbox, SandboxSpec } from "../core/types.ts";
 import { ValidationError } from "../core/errors.ts";
+import { readJsonIfExists, writeJsonAtomic } from "../core/jsonFile.ts";
 
 export type SnapshotState = "running" | "pausing" | "paused" | "resuming";
 
@@ -110,35 +111,5 @@ export class FileRecordStore implements SnapshotRecordStore {
       if (r) out.push(r);
     }
     return out;
-  }
-}
-
-/** The JSON in `file`, or undefined when there is no such file. */
-export async function readJsonIfExists<T>(file: string): Promise<T | undefined> {
-  try {
-    return JSON.parse(await readFile(file, "utf8")) as T;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw err;
-  }
-}
-
-/** Replace `file` (inside `dir`) with `value` as JSON: temp file, fsync, rename, fsync the directory. */
-export async function writeJsonAtomic(dir: string, file: string, value: unknown): Promise<void> {
-  await mkdir(dir, { recursive: true });
-  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
-  const fh = await open(tmp, "w");
-  try {
-    await fh.writeFile(JSON.stringify(value, null, 1));
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, file);
-  const d = await open(dir, "r");
-  try {
-    await d.sync();
-  } finally {
-    await d.close();
   }
 }

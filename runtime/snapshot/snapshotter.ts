@@ -3,14 +3,18 @@
 // a manifest, verifies it, records it durably and only then releases the compute. A resume
 // takes compute again (adopt, else claim/provision), streams the layers back in
 // (backend.putArchive, digest-verified), runs the post-resume hook and records running.
-// Every transition is written to the SnapshotRecordStore first; recover() finishes or undoes
+// Every transition is written to the SnapshotRecordStore first; settle() finishes or undoes
 // whatever a crash interrupted, so a sandbox is always running with its data or paused with a
 // verified snapshot.
+// This is the engine of one operation at a time: it keeps no queue and no listeners. The
+// pause/resume service (service.ts) runs every operation of a sandbox through its one queue,
+// fans progress out and stops an operation when the sandbox is deleted.
 import type { Clock } from "../core/clock.ts";
-import { KeyedQueue } from "../core/keyed-queue.ts";
 import { ConflictError, NotFoundError, SbxError, UpstreamError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import { TERMINAL_PHASES, type Backend, type Sandbox, type SandboxSpec } from "../core/types.ts";
+import { TERMINAL_PHASES, type Backend, type ComputeRelease, type Sandbox, type SandboxSpec, type TransferProgress } from "../core/types.ts";
+import { allowsAutoResume } from "./autoResume.ts";
+import { computeAlive, planRecovery, type RecoveryObserved, type RecoveryPlan } from "./recoveryPlan.ts";
 import { pushLayer, restoreLayer, verifySnapshot, type LayerIo } from "./layers.ts";
 import { buildSnapshotManifest, readSnapshotLayers, snapshotTag, type SnapshotConfig } from "./manifest.ts";
 import type { OciClient } from "./oci.ts";
@@ -19,24 +23,14 @@ import { runHook } from "./hooks.ts";
 
 export const DEFAULT_WRITABLE_PATHS = ["/workspace", "/tmp"];
 
-/** Metadata keys a sandbox can set at create time. */
+/** Metadata keys of the hooks a sandbox can set at create time (sbx.auto-resume: autoResume.ts). */
 export const META = {
-  autoResume: "sbx.auto-resume", // "true" | "false"
   prePause: "sbx.pre-pause", // shell command run before the archive is taken
   postResume: "sbx.post-resume", // shell command run after the data is back
 } as const;
 
 export type PauseStep = "pausing-recorded" | "pre-pause-hook" | "layer-pushed" | "manifest-put" | "paused-recorded" | "compute-released";
 export type ResumeStep = "resuming-recorded" | "slot-acquired" | "layer-restored" | "post-resume-hook" | "running-recorded";
-
-export interface Progress {
-  op: "pause" | "resume";
-  path: string;
-  /** bytes of this path moved so far */
-  bytes: number;
-  /** known on resume (layer size) */
-  totalBytes?: number;
-}
 
 export interface SnapshotterOptions {
   backend: Backend;
@@ -50,7 +44,7 @@ export interface SnapshotterOptions {
   specFor(sandbox: Sandbox): Promise<SandboxSpec>;
   retentionDays: number;
   writablePaths?: string[];
-  /** when the sandbox's metadata does not say (META.autoResume) */
+  /** when the sandbox's metadata does not say (autoResume.ts) */
   autoResumeDefault?: boolean;
   readyTimeoutMs?: number;
   hookTimeoutMs?: number;
@@ -65,18 +59,13 @@ export interface SnapshotterOptions {
   inFlightGraceMs?: number;
   /** test seam: called after each durable step (crash tests kill the process here) */
   onStep?(id: string, step: PauseStep | ResumeStep): void | Promise<void>;
+  /** registry garbage collection (gc.ts): a push (blobs, then their manifest) never overlaps one */
+  gc?: { whilePushing<T>(push: () => Promise<T>): Promise<T> };
 }
 
-export interface OpOptions {
-  onProgress?(p: Progress): void;
-}
+type OnProgress = (p: TransferProgress) => void;
 
 export class Snapshotter {
-  private readonly locks = new KeyedQueue();
-  private readonly resuming = new Map<string, Promise<Sandbox>>();
-  /** the pause or resume running per sandbox, which a delete stops */
-  private readonly aborts = new Map<string, AbortController>();
-  private readonly pausing = new Map<string, Promise<SnapshotRecord>>();
   private readonly paths: string[];
 
   private readonly io: LayerIo;
@@ -96,80 +85,40 @@ export class Snapshotter {
     return this.o.store.list();
   }
 
-  /** Idempotent: pausing a paused sandbox resolves with its record; concurrent calls share one pause. */
-  pause(id: string, opts: OpOptions = {}): Promise<SnapshotRecord> {
-    return share(this.pausing, id, () => this.serial(id, () => this.abortable(id, (signal) => this.doPause(id, opts, signal))));
-  }
-
-  /** Resuming a running sandbox is a no-op; concurrent calls share one resume. */
-  resume(id: string, opts: OpOptions = {}): Promise<Sandbox> {
-    return share(this.resuming, id, () => this.serial(id, () => this.abortable(id, (signal) => this.doResume(id, opts, signal))));
-  }
-
-  /** Deletes the snapshot and the record (the caller deletes the sandbox itself). */
-  remove(id: string): Promise<void> {
-    return this.removeWith(id, async () => undefined);
-  }
-
   /**
    * Deletes the sandbox (deleteSandbox) and then its snapshot and record. The record is read
    * first because it may live in the object the delete removes (the Kubernetes Sandbox).
    */
-  async removeWith(id: string, deleteSandbox: () => Promise<void>): Promise<void> {
-    // A kill does not wait for a long pause or resume to finish: it stops it. The operation
-    // unwinds as after any failure (a pause keeps the sandbox running, a resume leaves it
-    // paused), then the delete runs.
-    this.aborts.get(id)?.abort(new ConflictError(`sandbox ${id} is being deleted; its pause or resume was stopped`, { id }));
-    await this.serial(id, async () => {
-      const rec = await this.o.store.get(id);
-      await deleteSandbox();
-      if (!rec) return;
-      if (rec.snapshot) await this.o.oci.deleteManifest(this.o.repository, rec.snapshot.digest);
-      if (rec.pending) await this.deleteTag(rec.pending.tag);
-      await this.o.store.delete(id);
-    });
+  async remove(id: string, deleteSandbox: () => Promise<void>): Promise<void> {
+    const rec = await this.o.store.get(id);
+    await deleteSandbox();
+    if (!rec) return;
+    if (rec.snapshot) await this.o.oci.deleteManifest(this.o.repository, rec.snapshot.digest);
+    if (rec.pending) await this.deleteTag(rec.pending.tag);
+    await this.o.store.delete(id);
   }
 
-  /** Paused sandboxes whose snapshot is older than the retention are deleted with it. Returns their ids. */
-  async expire(): Promise<string[]> {
+  /** Paused sandboxes whose snapshot is older than the retention (the service deletes them). */
+  async expired(): Promise<SnapshotRecord[]> {
     const cutoff = this.o.clock.now().getTime() - this.o.retentionDays * 86_400_000;
-    const gone: string[] = [];
-    for (const rec of await this.o.store.list()) {
-      if (rec.state !== "paused" || !rec.snapshot || Date.parse(rec.snapshot.createdAt) > cutoff) continue;
-      this.o.logger.info({ sandbox: rec.id, owner: rec.owner, op: "expire", snapshot: rec.snapshot.ref }, "paused sandbox's snapshot passed the retention; deleting");
-      await this.removeWith(rec.id, () => this.o.backend.delete(rec.id));
-      gone.push(rec.id);
-    }
-    return gone;
+    return (await this.o.store.list()).filter((rec) => rec.state === "paused" && rec.snapshot && Date.parse(rec.snapshot.createdAt) <= cutoff);
   }
 
-  /** After a crash: bring every record to running or paused-with-released-compute. */
-  async recover(): Promise<void> {
-    for (const rec of await this.o.store.list()) {
-      await this.serial(rec.id, () => this.recoverOne(rec.id)).catch((err: unknown) =>
-        this.o.logger.error({ sandbox: rec.id, owner: rec.owner, op: "recover", err }, "recovering pause/resume state failed; it is retried on the next start"),
-      );
-    }
+  /** The backend's compute capability; a backend without it cannot pause. */
+  private compute(what: string): ComputeRelease {
+    const c = this.o.backend.compute;
+    if (!c) throw new ConflictError(`${what}: the ${this.o.backend.name} backend cannot release compute; kill the sandbox instead`);
+    return c;
   }
 
-  /** Runs fn with a signal that a delete of the same sandbox aborts. */
-  private async abortable<T>(id: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    const ac = new AbortController();
-    this.aborts.set(id, ac);
-    try {
-      return await fn(ac.signal);
-    } finally {
-      if (this.aborts.get(id) === ac) this.aborts.delete(id);
-    }
-  }
-
-  private async doPause(id: string, opts: OpOptions, signal: AbortSignal): Promise<SnapshotRecord> {
-    let rec = await this.recoverOne(id);
+  /** Idempotent: pausing a paused sandbox resolves with its record. */
+  async pause(id: string, onProgress: OnProgress | undefined, signal: AbortSignal): Promise<SnapshotRecord> {
+    let rec = await this.settle(id);
     if (rec?.state === "paused") return rec;
     const sandbox = await this.o.backend.describe(id);
     if (!sandbox) throw new NotFoundError("sandbox", id);
     if (TERMINAL_PHASES.has(sandbox.phase)) throw new ConflictError(`pause: sandbox ${id} is ${sandbox.phase} (${sandbox.reason ?? "finished"}); only a running sandbox can be paused`);
-    if (!this.o.backend.releaseCompute) throw new ConflictError(`pause: the ${this.o.backend.name} backend cannot release compute; kill the sandbox instead`);
+    this.compute("pause");
     const spec = await this.o.specFor(sandbox);
     const generation = (rec?.generation ?? 0) + 1;
     const tag = snapshotTag(id, generation);
@@ -182,7 +131,7 @@ export class Snapshotter {
       pending: { tag, startedAt: this.o.clock.now().toISOString() },
       spec: toStoredSpec(spec),
       sandbox,
-      autoResume: (spec.metadata[META.autoResume] ?? String(this.o.autoResumeDefault ?? true)) === "true",
+      autoResume: allowsAutoResume(spec.metadata, this.o.autoResumeDefault ?? true),
       updatedAt: this.o.clock.now().toISOString(),
     };
     await this.put(rec);
@@ -193,10 +142,13 @@ export class Snapshotter {
       if (hook) await runHook(this.o.backend, id, "pre-pause", hook, this.o.hookTimeoutMs ?? 60_000);
       await this.step(id, "pre-pause-hook");
       signal.throwIfAborted();
-      snapshot = await this.pushSnapshot(rec, tag, opts, signal);
+      const push = () => this.pushSnapshot(rec!, tag, onProgress, signal);
+      snapshot = await (this.o.gc ? this.o.gc.whilePushing(push) : push());
     } catch (err) {
       await this.put({ ...rec, state: "running", pending: undefined });
-      await this.deleteTag(tag).catch(() => undefined);
+      await this.deleteTag(tag).catch((e: unknown) =>
+        this.o.logger.warn({ sandbox: id, owner: rec!.owner, op: "pause", tag, err: e }, "deleting the manifest of a failed pause failed; it stays in the registry as an orphan until retention or a manual delete"),
+      );
       throw err;
     }
     const previous = rec.snapshot;
@@ -208,12 +160,12 @@ export class Snapshotter {
     return rec;
   }
 
-  private async pushSnapshot(rec: SnapshotRecord, tag: string, opts: OpOptions, signal: AbortSignal): Promise<SnapshotInfo> {
+  private async pushSnapshot(rec: SnapshotRecord, tag: string, onProgress: OnProgress | undefined, signal: AbortSignal): Promise<SnapshotInfo> {
     const { oci, repository } = this.o;
     // paths stream concurrently: each is its own archive exec and its own upload
     const layers: SnapshotLayer[] = await Promise.all(
       this.paths.map(async (path) => {
-        const layer = await pushLayer(this.io, rec.id, path, signal, (bytes) => opts.onProgress?.({ op: "pause", path, bytes }));
+        const layer = await pushLayer(this.io, rec.id, path, signal, (bytes) => onProgress?.({ op: "pause", path, bytes }));
         await this.step(rec.id, "layer-pushed");
         return layer;
       }),
@@ -242,7 +194,7 @@ export class Snapshotter {
   private async release(rec: SnapshotRecord): Promise<SnapshotRecord> {
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.o.backend.releaseCompute!(rec.id);
+        await this.compute("pause").releaseCompute(rec.id);
         return await this.put({ ...rec, computeReleased: true });
       } catch (err) {
         if (attempt >= 3) {
@@ -257,8 +209,9 @@ export class Snapshotter {
     }
   }
 
-  private async doResume(id: string, opts: OpOptions, signal: AbortSignal): Promise<Sandbox> {
-    let rec = await this.recoverOne(id);
+  /** Resuming a running sandbox is a no-op. */
+  async resume(id: string, onProgress: OnProgress | undefined, signal: AbortSignal): Promise<Sandbox> {
+    let rec = await this.settle(id);
     if (!rec || rec.state === "running") {
       const s = await this.o.backend.describe(id);
       if (!s) throw new NotFoundError("sandbox", id);
@@ -270,15 +223,14 @@ export class Snapshotter {
     try {
       const spec = fromStoredSpec(rec.spec);
       const { backend } = this.o;
-      if (backend.adopt) await backend.adopt(spec);
-      else if (!(await backend.claim(spec))) await backend.provision(spec);
+      await this.compute("resume").adopt(spec);
       signal.throwIfAborted();
       await backend.awaitReady(id, { timeoutMs: this.o.readyTimeoutMs ?? 120_000, signal });
       await this.step(id, "slot-acquired");
       await Promise.all(
         rec.snapshot!.layers.map(async (layer) => {
           if (layer.entries !== 0) {
-            await restoreLayer(this.io, id, rec!.snapshot!, layer, signal, (bytes) => opts.onProgress?.({ op: "resume", path: layer.path, bytes, totalBytes: layer.size }));
+            await restoreLayer(this.io, id, rec!.snapshot!, layer, signal, (bytes) => onProgress?.({ op: "resume", path: layer.path, bytes, totalBytes: layer.size }));
           }
           await this.step(id, "layer-restored");
         }),
@@ -288,7 +240,7 @@ export class Snapshotter {
       await this.step(id, "post-resume-hook");
     } catch (err) {
       // The snapshot is untouched; throw the half-restored slot away so a retry starts clean.
-      await this.o.backend.releaseCompute?.(id).catch((e: unknown) => this.o.logger.warn({ sandbox: id, op: "resume", err: e }, "releasing a failed resume's compute failed"));
+      await this.o.backend.compute?.releaseCompute(id).catch((e: unknown) => this.o.logger.warn({ sandbox: id, op: "resume", err: e }, "releasing a failed resume's compute failed"));
       await this.put({ ...rec, state: "paused", computeReleased: true });
       throw err instanceof SbxError ? err : new UpstreamError(`resume ${id}: ${(err as Error).message}; the snapshot is intact, retry the resume`);
     }
@@ -302,53 +254,65 @@ export class Snapshotter {
     return s;
   }
 
-  /** Finishes or undoes an interrupted transition. Returns the settled record. */
-  private async recoverOne(id: string): Promise<SnapshotRecord | undefined> {
+  /**
+   * Finishes or undoes an interrupted transition (crash recovery, and the first step of every
+   * pause and resume). Observes, plans (recoveryPlan.ts), applies. Returns the settled record.
+   */
+  async settle(id: string): Promise<SnapshotRecord | undefined> {
     const rec = await this.o.store.get(id);
     if (!rec) return undefined;
-    const log = this.o.logger.child({ sandbox: id, owner: rec.owner, op: "recover" });
-    this.refuseForeignInFlight(rec);
-    if (rec.state === "pausing") {
-      const pendingTag = rec.pending?.tag;
-      const head = pendingTag ? await this.o.oci.headManifest(this.o.repository, pendingTag) : undefined;
-      const live = await this.o.backend.describe(id);
-      if (live && !TERMINAL_PHASES.has(live.phase) && live.phase !== "Paused") {
-        log.warn({ tag: pendingTag }, "pause was interrupted before it was recorded; the sandbox keeps running");
-        if (head) await this.o.oci.deleteManifest(this.o.repository, head.digest);
-        return this.put({ ...rec, state: "running", pending: undefined });
-      }
-      // Compute vanished mid-pause (node loss): a complete pending snapshot is the best copy.
-      const promoted = head && pendingTag ? await this.snapshotFromTag(pendingTag, head.digest) : undefined;
-      if (promoted) return this.release(await this.put({ ...rec, state: "paused", snapshot: promoted, pending: undefined }));
-      if (rec.snapshot) return this.release(await this.put({ ...rec, state: "paused", pending: undefined }));
-      log.error("pause was interrupted and the compute is gone without a snapshot; the sandbox's data is lost");
-      await this.o.store.delete(id);
-      return undefined;
-    }
-    if (rec.state === "paused" && !rec.computeReleased) {
-      log.info("pause was recorded but compute not yet released; releasing");
-      return this.release(rec);
-    }
-    if (rec.state === "resuming") {
-      log.warn("resume was interrupted; discarding the half-restored compute, the snapshot is intact");
-      await this.o.backend.releaseCompute?.(id);
-      return this.put({ ...rec, state: "paused", computeReleased: true });
-    }
-    return rec;
+    const plan = planRecovery(rec, await this.observe(rec), this.o.clock.now(), { holder: this.o.holder, inFlightGraceMs: this.o.inFlightGraceMs });
+    return this.apply(rec, plan);
   }
 
-  /** A pause or resume another live process is driving: not ours to finish or undo. */
-  private refuseForeignInFlight(rec: SnapshotRecord): void {
-    const grace = this.o.inFlightGraceMs;
-    if (!grace || (rec.state !== "pausing" && rec.state !== "resuming") || !rec.holder || rec.holder === this.o.holder) return;
-    const ageMs = this.o.clock.now().getTime() - Date.parse(rec.updatedAt);
-    if (ageMs >= grace) return;
-    const doing = rec.state === "pausing" ? "paused" : "resumed";
-    throw new ConflictError(
-      `sandbox ${rec.id} is being ${doing} by runtime replica ${rec.holder} (its last step was ${Math.round(ageMs / 1000)} s ago); ` +
-        `retry when it finishes, or after ${Math.round(grace / 1000)} s if that replica died`,
-      { id: rec.id, holder: rec.holder },
-    );
+  /** What the plan needs to know; the registry is only asked when the answer can matter. */
+  private async observe(rec: SnapshotRecord): Promise<RecoveryObserved> {
+    if (rec.state !== "pausing") return {};
+    const tag = rec.pending?.tag;
+    const pendingManifest = tag ? await this.o.oci.headManifest(this.o.repository, tag) : undefined;
+    const livePhase = (await this.o.backend.describe(rec.id))?.phase;
+    const observed: RecoveryObserved = { livePhase, ...(pendingManifest ? { pendingManifest } : {}) };
+    // a live sandbox goes back to running whatever the manifest holds: no need to read it
+    if (pendingManifest && tag && !computeAlive(livePhase)) {
+      const snap = await this.snapshotFromTag(tag, pendingManifest.digest);
+      if (snap) observed.pendingSnapshot = snap;
+    }
+    return observed;
+  }
+
+  private async apply(rec: SnapshotRecord, plan: RecoveryPlan): Promise<SnapshotRecord | undefined> {
+    const log = this.o.logger.child({ sandbox: rec.id, owner: rec.owner, op: "recover" });
+    switch (plan.action) {
+      case "keep":
+        return rec;
+      case "refuse": {
+        const doing = rec.state === "pausing" ? "paused" : "resumed";
+        throw new ConflictError(
+          `sandbox ${rec.id} is being ${doing} by runtime replica ${plan.holder} (its last step was ${Math.round(plan.ageMs / 1000)} s ago); ` +
+            `retry when it finishes, or after ${Math.round(plan.graceMs / 1000)} s if that replica died`,
+          { id: rec.id, holder: plan.holder },
+        );
+      }
+      case "back-to-running":
+        log.warn({ tag: rec.pending?.tag }, "pause was interrupted before it was recorded; the sandbox keeps running");
+        if (plan.deleteManifest) await this.o.oci.deleteManifest(this.o.repository, plan.deleteManifest);
+        return this.put({ ...rec, state: "running", pending: undefined });
+      case "promote":
+        return this.release(await this.put({ ...rec, state: "paused", snapshot: plan.snapshot, pending: undefined }));
+      case "keep-previous":
+        return this.release(await this.put({ ...rec, state: "paused", pending: undefined }));
+      case "drop":
+        log.error("pause was interrupted and the compute is gone without a snapshot; the sandbox's data is lost");
+        await this.o.store.delete(rec.id);
+        return undefined;
+      case "release":
+        log.info("pause was recorded but compute not yet released; releasing");
+        return this.release(rec);
+      case "discard-resume":
+        log.warn("resume was interrupted; discarding the half-restored compute, the snapshot is intact");
+        await this.o.backend.compute?.releaseCompute(rec.id);
+        return this.put({ ...rec, state: "paused", computeReleased: true });
+    }
   }
 
   private async snapshotFromTag(tag: string, digest: string): Promise<SnapshotInfo | undefined> {
@@ -388,17 +352,4 @@ export class Snapshotter {
   private async step(id: string, step: PauseStep | ResumeStep): Promise<void> {
     await this.o.onStep?.(id, step);
   }
-
-  /** One operation per sandbox at a time, in call order. */
-  private serial<T>(id: string, fn: () => Promise<T>): Promise<T> {
-    return this.locks.run(id, fn);
-  }
-}
-
-function share<T>(map: Map<string, Promise<T>>, id: string, start: () => Promise<T>): Promise<T> {
-  const existing = map.get(id);
-  if (existing) return existing;
-  const p = start().finally(() => map.delete(id));
-  map.set(id, p);
-  return p;
 }

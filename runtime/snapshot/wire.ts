@@ -1,9 +1,5 @@
-// Assembly: wrap the configured backend so the Manager gets pause/resume. Backends that do not
-// (yet) implement releaseCompute/adopt get the generic fallback: release = delete the compute
-// and its writable storage (the record store keeps the identity), adopt = claim a warm slot of
-// the same profile and size, else provision. That fallback is exact for the local backend,
-// whose delete removes nothing but the slot; a backend whose delete also removes a durable
-// object other components read (the Kubernetes Sandbox CR) must implement the real methods.
+// Assembly of the pause/resume service for a backend that offers the ComputeRelease capability:
+// the Snapshotter (registry, record store, steps) under the PauseResume service the Manager owns.
 import { join } from "node:path";
 import type { RuntimeConfig } from "../config/schema.ts";
 import type { Clock } from "../core/clock.ts";
@@ -11,12 +7,15 @@ import { ValidationError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Backend, Sandbox, SandboxSpec } from "../core/types.ts";
 import type { RegistryAuth } from "./auth.ts";
-import { SnapshottingBackend } from "./backend.ts";
+import { CollectingOciClient, type SnapshotGc } from "./gc.ts";
 import { OciClient } from "./oci.ts";
 import { FileRecordStore, type SnapshotRecordStore } from "./record.ts";
+import { PauseResume } from "./service.ts";
 import { Snapshotter, type SnapshotterOptions } from "./snapshotter.ts";
 
 export interface SnapshotWiring {
+  /** reclaims registry storage after deletes (the embedded docker-registry; ECR does it itself) */
+  gc?: SnapshotGc;
   config: RuntimeConfig;
   clock: Clock;
   logger: Logger;
@@ -35,9 +34,10 @@ export interface SnapshotWiring {
 }
 
 /**
- * What a backend may offer the snapshot layer beyond the Backend seam: a record store that
- * lives with its sandboxes (Kubernetes: the Sandbox object, shared by every replica) and the
- * exact spec a sandbox was created with (so a resume keeps its env).
+ * What a backend may offer the snapshot layer beyond the Backend seam (not part of Backend:
+ * the wiring looks for them on the concrete backend): a record store that lives with its
+ * sandboxes (Kubernetes: the Sandbox object, shared by every replica) and the exact spec a
+ * sandbox was created with (so a resume keeps its env).
  */
 export interface SnapshotAwareBackend extends Backend {
   snapshotRecords?: SnapshotRecordStore;
@@ -49,45 +49,17 @@ export interface SnapshotAwareBackend extends Backend {
 /** How long another replica's in-flight pause or resume is left alone before it counts as abandoned. */
 const SHARED_STORE_IN_FLIGHT_GRACE_MS = 10 * 60_000;
 
-/**
- * The backend as the Snapshotter drives it: releaseCompute/adopt added where the backend lacks
- * them (see the file comment).
- */
-export function withComputeRelease(backend: Backend): Backend {
-  if (backend.releaseCompute && backend.adopt) return backend;
-  const b: Backend = {
-    name: backend.name,
-    start: () => backend.start(),
-    claim: (spec) => backend.claim(spec),
-    provision: (spec) => backend.provision(spec),
-    awaitReady: (id, opts) => backend.awaitReady(id, opts),
-    exec: (id, req) => backend.exec(id, req),
-    putArchive: (id, dir, tar) => backend.putArchive(id, dir, tar),
-    getArchive: (id, path) => backend.getArchive(id, path),
-    logs: (id, opts) => backend.logs(id, opts),
-    delete: (id) => backend.delete(id),
-    describe: (id) => backend.describe(id),
-    list: () => backend.list(),
-    touch: (id, at) => backend.touch(id, at),
-    subscribe: (l) => backend.subscribe(l),
-    close: () => backend.close(),
-    releaseCompute: backend.releaseCompute ? (id) => backend.releaseCompute!(id) : (id) => backend.delete(id),
-    adopt: backend.adopt ? (spec) => backend.adopt!(spec) : async (spec) => (await backend.claim(spec)) ?? (await backend.provision(spec)),
-  };
-  if (backend.poolStatus) b.poolStatus = () => backend.poolStatus!();
-  return b;
-}
-
-export function withSnapshots(backend: Backend, w: SnapshotWiring): SnapshottingBackend {
+/** The pause/resume service over `backend` (its ComputeRelease capability, records and specs). */
+export function createPauseResume(backend: Backend, w: SnapshotWiring): PauseResume {
   const snap = w.config.snapshots;
   if (!snap) throw new ValidationError("config.snapshots", undefined, "set snapshots.registry (e.g. http://127.0.0.1:5000 or <account>.dkr.ecr.<region>.amazonaws.com) to enable pause and resume");
   const aware = backend as SnapshotAwareBackend;
   const shared = !w.store && !!aware.snapshotRecords;
-  const inner = withComputeRelease(backend);
-  const oci = new OciClient({ registry: snap.registry, auth: w.auth });
+  // with a collector, every manifest delete schedules a garbage collection of the registry
+  const oci = w.gc ? new CollectingOciClient({ registry: snap.registry, auth: w.auth }, w.gc) : new OciClient({ registry: snap.registry, auth: w.auth });
   const holder = w.holder ?? aware.snapshotHolder;
   const snapshotter = new Snapshotter({
-    backend: inner,
+    backend,
     oci,
     repository: snap.repository,
     store: w.store ?? aware.snapshotRecords ?? new FileRecordStore(join(w.config.local.stateDir, "snapshot-records")),
@@ -99,9 +71,10 @@ export function withSnapshots(backend: Backend, w: SnapshotWiring): Snapshotting
     writablePaths: w.writablePaths,
     autoResumeDefault: w.autoResumeDefault,
     onStep: w.onStep,
+    gc: w.gc,
     specFor: async (s) => (await aware.specOf?.(s.id)) ?? specFromSandbox(s, w),
   });
-  return new SnapshottingBackend(inner, snapshotter);
+  return new PauseResume({ backend, snapshotter, logger: w.logger });
 }
 
 /**

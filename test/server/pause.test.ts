@@ -12,7 +12,6 @@ import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import type { Admission } from "../../runtime/core/admission.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
-import { SnapshottingBackend } from "../../runtime/snapshot/backend.ts";
 import { DirBackend } from "../snapshot/dir-backend.ts";
 import { makeFixture } from "../snapshot/fixture.ts";
 import type { ExecSession, TransferProgress } from "../../runtime/core/types.ts";
@@ -297,7 +296,7 @@ describe("auto-resume passes admission", () => {
       },
     });
     const config = validateRuntimeConfig({ local: { stateDir: join(root, "state") }, budget: { cpu: "150m", memory: "4Gi" } });
-    const { manager } = await buildManager(config, { logger: silentLogger(), clock: systemClock, backend: new SnapshottingBackend(f.backend, f.snapshotter) });
+    const { manager } = await buildManager(config, { logger: silentLogger(), clock: systemClock, backend: f.backend, pauseResume: f.snapshotter });
     await manager.start({ reaper: false });
     try {
       const { id } = await manager.create({ owner: "alice", profile: "base", size: "nano" });

@@ -8,7 +8,7 @@ import { validateAutoPause } from "../../runtime/autopause/spec.ts";
 import { ManualClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import type { Sandbox } from "../../runtime/core/types.ts";
-import { SnapshottingBackend } from "../../runtime/snapshot/backend.ts";
+import { pauseCaller } from "../support/pause.ts";
 import { snapshotTestEnv } from "./env.ts";
 import { makeFixture, makeSpec } from "./fixture.ts";
 
@@ -17,7 +17,7 @@ const env = snapshotTestEnv("sbx-autop-");
 it("pauses after the idle probe reports inactive for the threshold, and wakes leadTime before the probed task", async () => {
   const clock = new ManualClock(new Date("2026-01-01T00:00:00Z"));
   const f = makeFixture(env.root, env.registry.url, { clock });
-  const backend = new SnapshottingBackend(f.backend, f.snapshotter);
+  const backend = pauseCaller(f.backend, f.snapshotter);
   const spec = makeSpec("sb-auto");
   f.specs.set(spec.id, spec);
   await backend.provision(spec);
@@ -99,7 +99,7 @@ it("pauses after the idle probe reports inactive for the threshold, and wakes le
 it("a failing or timed-out idle probe keeps the sandbox running", async () => {
   const clock = new ManualClock(new Date("2026-01-01T00:00:00Z"));
   const f = makeFixture(env.root, env.registry.url, { clock });
-  const backend = new SnapshottingBackend(f.backend, f.snapshotter);
+  const backend = pauseCaller(f.backend, f.snapshotter);
   const spec = makeSpec("sb-fail");
   f.specs.set(spec.id, spec);
   await backend.provision(spec);

@@ -1,12 +1,13 @@
-// SnapshottingBackend: what the Manager sees of paused sandboxes, auto-resume on exec (its own,
-// or routed to the Manager), and progress reaching every caller of a pause or resume.
+// The pause/resume service as its callers see it: paused sandboxes in the view, the auto-resume
+// decision on exec (the service resumes, or the installed wake does: the Manager's), and progress
+// reaching every caller of a pause or resume.
 import { randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CapacityError, ConflictError, HTTP_STATUS } from "../../runtime/core/errors.ts";
 import type { ExecSession, TransferProgress } from "../../runtime/core/types.ts";
-import { SnapshottingBackend } from "../../runtime/snapshot/backend.ts";
+import { pauseCaller } from "../support/pause.ts";
 import { snapshotTestEnv } from "./env.ts";
 import { makeFixture, makeSpec } from "./fixture.ts";
 
@@ -22,7 +23,7 @@ async function output(s: ExecSession): Promise<{ stdout: string; exitCode: numbe
 
 function setup(id: string, metadata: Record<string, string> = {}) {
   const f = makeFixture(env.root, env.registry.url);
-  const backend = new SnapshottingBackend(f.backend, f.snapshotter);
+  const backend = pauseCaller(f.backend, f.snapshotter);
   const spec = makeSpec(id, metadata);
   f.specs.set(id, spec);
   return { f, backend, spec };

@@ -8,7 +8,7 @@ import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { PassThrough, type Readable } from "node:stream";
 import { NotFoundError } from "../../runtime/core/errors.ts";
-import type { Backend, ExecRequest, ExecSession, Sandbox, SandboxSpec } from "../../runtime/core/types.ts";
+import type { Backend, ComputeRelease, ExecRequest, ExecSession, Sandbox, SandboxSpec } from "../../runtime/core/types.ts";
 
 interface Meta {
   sandbox: Sandbox;
@@ -27,6 +27,8 @@ function alive(pid: number | undefined): boolean {
 
 export class DirBackend implements Backend {
   readonly name = "dir";
+  /** calls the methods below at call time, so a test can replace one of them */
+  readonly compute: ComputeRelease = { releaseCompute: (id) => this.releaseCompute(id), adopt: (spec) => this.adopt(spec) };
   constructor(readonly root: string) {}
 
   /** host directory that stands for `/` inside the sandbox */

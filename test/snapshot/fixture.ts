@@ -1,5 +1,5 @@
-// Builds a Snapshotter over the DirBackend, a FileRecordStore and a real registry; shared by
-// the tests and by the crash child process.
+// Builds the pause/resume service (a Snapshotter under PauseResume) over the DirBackend, a
+// FileRecordStore and a real registry; shared by the tests and by the crash child process.
 import { createHash } from "node:crypto";
 import { lstat, readdir, readFile, readlink } from "node:fs/promises";
 import { join } from "node:path";
@@ -9,6 +9,7 @@ import { silentLogger } from "../../runtime/core/log.ts";
 import type { SandboxSpec } from "../../runtime/core/types.ts";
 import { OciClient } from "../../runtime/snapshot/oci.ts";
 import { FileRecordStore } from "../../runtime/snapshot/record.ts";
+import { PauseResume } from "../../runtime/snapshot/service.ts";
 import { Snapshotter, type SnapshotterOptions } from "../../runtime/snapshot/snapshotter.ts";
 import { DirBackend } from "./dir-backend.ts";
 
@@ -30,7 +31,8 @@ export interface Fixture {
   backend: DirBackend;
   store: FileRecordStore;
   oci: OciClient;
-  snapshotter: Snapshotter;
+  /** the pause/resume service (its engine: snapshotter.snapshotter) */
+  snapshotter: PauseResume;
   specs: Map<string, SandboxSpec>;
 }
 
@@ -39,7 +41,7 @@ export function makeFixture(root: string, registryUrl: string, extra: Partial<Sn
   const store = new FileRecordStore(join(root, "records"));
   const oci = new OciClient({ registry: registryUrl, chunkBytes: 4 << 20 });
   const specs = new Map<string, SandboxSpec>();
-  const snapshotter = new Snapshotter({
+  const engine = new Snapshotter({
     backend,
     oci,
     repository: "sbx-snapshots",
@@ -50,6 +52,7 @@ export function makeFixture(root: string, registryUrl: string, extra: Partial<Sn
     specFor: async (s) => specs.get(s.id) ?? makeSpec(s.id, s.metadata),
     ...extra,
   });
+  const snapshotter = new PauseResume({ backend, snapshotter: engine, logger: silentLogger() });
   return { backend, store, oci, snapshotter, specs };
 }
 

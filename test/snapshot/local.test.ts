@@ -13,14 +13,13 @@ import { silentLogger } from "../../runtime/core/log.ts";
 import type { SandboxManager } from "../../runtime/core/manager.ts";
 import type { Manager } from "../../runtime/core/types.ts";
 import { createLocalBackend } from "../../runtime/local/backend.ts";
-import type { SnapshottingBackend } from "../../runtime/snapshot/backend.ts";
-import { withSnapshots } from "../../runtime/snapshot/wire.ts";
+import type { PauseResume } from "../../runtime/snapshot/service.ts";
 import { startRegistry, type TestRegistry } from "../support/registry.ts";
 
 let registry: TestRegistry;
 let stateDir: string;
 let manager: SandboxManager;
-let backend: SnapshottingBackend;
+let backend: PauseResume;
 
 async function run(m: Manager, owner: string, id: string, script: string): Promise<string> {
   const s = await m.exec(owner, id, { command: ["sh", "-c", script], timeoutMs: 120_000 });
@@ -44,8 +43,9 @@ beforeAll(async () => {
     defaults: { size: "nano" },
   });
   const logger = silentLogger();
-  backend = withSnapshots(createLocalBackend(config, { logger, clock: systemClock }), { config, clock: systemClock, logger });
-  ({ manager } = await buildManager(config, { logger, clock: systemClock, backend }));
+  const parts = await buildManager(config, { logger, clock: systemClock, backend: createLocalBackend(config, { logger, clock: systemClock }) });
+  manager = parts.manager;
+  backend = parts.pauseResume!;
   await manager.start({ reaper: false });
 });
 afterAll(async () => {

@@ -9,6 +9,7 @@ import { ConflictError } from "../../runtime/core/errors.ts";
 import { DigestMismatchError } from "../../runtime/snapshot/digest.ts";
 import { snapshotTag } from "../../runtime/snapshot/manifest.ts";
 import type { PauseStep, ResumeStep } from "../../runtime/snapshot/snapshotter.ts";
+import { captureLogger, LEVEL } from "../support/logs.ts";
 import { DirBackend } from "./dir-backend.ts";
 import { snapshotTestEnv } from "./env.ts";
 import { makeFixture, makeSpec, treeDigest, type Fixture } from "./fixture.ts";
@@ -202,6 +203,33 @@ describe("Snapshotter", () => {
     expect(await f.store.get("sb-kill-resuming")).toBeUndefined();
     expect(await f.backend.hasCompute("sb-kill-resuming")).toBe(false);
     expect(await f.oci.headManifest("sbx-snapshots", paused.snapshot!.tag)).toBeUndefined();
+    f.oci.close();
+  });
+});
+
+describe("Snapshotter: effect failures it cannot act on are logged with the sandbox id", () => {
+  it("a failed pause whose manifest cannot be deleted logs the orphaned manifest, and the sandbox keeps running", async () => {
+    const { logger, lines } = captureLogger();
+    const f = makeFixture(env.root, env.registry.url, {
+      logger,
+      onStep: (_id, step) => {
+        if (step === "manifest-put") throw new Error("the registry went away after the manifest");
+      },
+    });
+    await seeded(f, "sb-orphan", 1);
+    const deleteManifest = f.oci.deleteManifest.bind(f.oci);
+    f.oci.deleteManifest = async () => {
+      throw new Error("405 Method Not Allowed: deletes are disabled");
+    };
+    await expect(f.snapshotter.pause("sb-orphan")).rejects.toThrow("the registry went away after the manifest");
+    expect((await f.store.get("sb-orphan"))!.state).toBe("running");
+    expect(await f.backend.hasCompute("sb-orphan")).toBe(true);
+    const tag = snapshotTag("sb-orphan", 1);
+    expect(await f.oci.headManifest("sbx-snapshots", tag)).toBeDefined(); // the orphan the log line is about
+    expect(lines).toContainEqual(
+      expect.objectContaining({ level: LEVEL.warn, sandbox: "sb-orphan", owner: "alice", op: "pause", tag, msg: expect.stringContaining("stays in the registry as an orphan") }),
+    );
+    f.oci.deleteManifest = deleteManifest;
     f.oci.close();
   });
 });

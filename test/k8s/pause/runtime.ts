@@ -10,9 +10,9 @@ import { createLogger, silentLogger } from "../../../runtime/core/log.ts";
 import type { SandboxManager } from "../../../runtime/core/manager.ts";
 import type { ExecSession, SandboxSpec } from "../../../runtime/core/types.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
-import type { SnapshottingBackend } from "../../../runtime/snapshot/backend.ts";
 import type { SnapshotterOptions } from "../../../runtime/snapshot/snapshotter.ts";
-import { withSnapshots } from "../../../runtime/snapshot/wire.ts";
+import { createPauseResume } from "../../../runtime/snapshot/wire.ts";
+import { pauseCaller, type PauseCaller } from "../../support/pause.ts";
 import { adminClients, testBackend, testConfig, testSandboxSpec } from "../runtime/support.ts";
 
 export interface PauseRuntimeArgs {
@@ -32,7 +32,7 @@ export interface PauseRuntimeArgs {
 export interface PauseRuntime {
   config: RuntimeConfig;
   backend: KubernetesBackend;
-  snap: SnapshottingBackend;
+  snap: PauseCaller;
   close(): Promise<void>;
 }
 
@@ -50,7 +50,8 @@ export function pauseConfig(a: Pick<PauseRuntimeArgs, "namespaces" | "registry" 
 export async function startPauseRuntime(a: PauseRuntimeArgs): Promise<PauseRuntime> {
   const config = pauseConfig(a);
   const backend = testBackend(config, adminClients(a.kubeconfigPath), { identity: a.identity });
-  const snap = withSnapshots(backend, { config, clock: systemClock, logger: silentLogger(), onStep: a.onStep, inFlightGraceMs: a.inFlightGraceMs });
+  const pr = createPauseResume(backend, { config, clock: systemClock, logger: silentLogger(), onStep: a.onStep, inFlightGraceMs: a.inFlightGraceMs });
+  const snap = pauseCaller(backend, pr);
   await snap.start();
   return { config, backend, snap, close: () => snap.close() };
 }

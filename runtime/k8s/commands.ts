@@ -1,0 +1,55 @@
+// What runs inside a sandbox's pod through the API server: commands (exec), files (tar in and
+// out) and the sandbox's own output (logs). Every command and transfer is killable: closing
+// the stream leaves a command running on a real kubelet, so kill() also runs a second exec that
+// kills every process marked with the command's id (execKill.ts).
+import { PassThrough, type Readable } from "node:stream";
+import { Log } from "@kubernetes/client-node";
+import type { Backend } from "../core/types.ts";
+import { getArchive, putArchive } from "./archive.ts";
+import { toDomainError } from "./client.ts";
+import { SANDBOX_CONTAINER } from "./contract.ts";
+import { credentialsEnv } from "./credentials.ts";
+import { buildExecArgv } from "./execCommand.ts";
+import { newExecId, withProcessKill } from "./execKill.ts";
+import type { SandboxLookup } from "./lookup.ts";
+import type { KubernetesParts } from "./parts.ts";
+import { killableRunner } from "./podExec.ts";
+import { podNameOf } from "./resource.ts";
+
+export type SandboxCommands = Pick<Backend, "exec" | "putArchive" | "getArchive" | "logs">;
+
+export function sandboxCommands(p: KubernetesParts, lookup: SandboxLookup): SandboxCommands {
+  const { config, clock, runInPod, namespace } = p;
+  const podLogger = (id: string, pod: string) => p.logger.child({ sandbox: id, pod });
+  const transfers = (id: string, podName: string) => killableRunner(runInPod, podName, { clock, logger: podLogger(id, podName) });
+  return {
+    async exec(id, req) {
+      const { cr, podName } = await lookup.runningPod(id);
+      const baseEnv = { ...(cr.spec.env ?? {}), ...(config.credentials ? credentialsEnv(config.credentials, id) : {}) };
+      const execId = newExecId();
+      const session = await runInPod(podName, buildExecArgv(req, baseEnv, execId), req.stdin, req.timeoutMs);
+      return withProcessKill(session, { execId, timeoutMs: req.timeoutMs, run: (argv) => runInPod(podName, argv), clock, logger: podLogger(id, podName) });
+    },
+
+    async putArchive(id, dir, tar) {
+      const { podName } = await lookup.runningPod(id);
+      await putArchive(transfers(id, podName), id, dir, tar);
+    },
+
+    async getArchive(id, path) {
+      const { podName } = await lookup.runningPod(id);
+      return getArchive(transfers(id, podName), id, path);
+    },
+
+    async logs(id, opts): Promise<Readable> {
+      const cr = await lookup.resource(id);
+      const out = new PassThrough();
+      try {
+        await new Log(p.clients.kc).log(namespace, podNameOf(cr), SANDBOX_CONTAINER, out, { follow: !!opts.follow, ...(opts.tailLines !== undefined ? { tailLines: opts.tailLines } : {}) });
+      } catch (err) {
+        throw toDomainError(err, "read logs", { kind: "sandbox", name: id });
+      }
+      return out;
+    },
+  };
+}
