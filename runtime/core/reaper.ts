@@ -62,7 +62,8 @@ export function planReap(
 }
 
 export interface ReaperDeps {
-  backend: Backend;
+  /** list and delete; the Manager passes its view, so paused sandboxes are reaped with their snapshots */
+  backend: Pick<Backend, "list" | "delete">;
   admission: Admission;
   audit: AuditStore;
   clock: Clock;
