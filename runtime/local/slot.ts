@@ -1,6 +1,6 @@
 // One running local sandbox ("slot"): launch with bubblewrap, readiness, the watch connection
 // that tells us when it dies, and teardown. Policy (TTL, pool, events) lives in backend.ts.
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import type net from "node:net";
 import type { CgroupDirs, CgroupLayout } from "./cgroups.ts";
@@ -84,7 +84,7 @@ export class Slot {
       devFd: readyFd + 2 + cgFds.length,
       hostTopLevel: this.env.hostTopLevel,
     });
-    let child;
+    let child: ChildProcess;
     try {
       child = spawn(this.env.bwrapPath, args, { stdio: ["ignore", logFd, logFd, "pipe", ...cgFds, wsFd, devFd], detached: true });
     } finally {
@@ -144,18 +144,26 @@ export class Slot {
     if (this.state === "dead") return;
     this.state = "dead";
     this.rejectReady(new Error(this.deathMessage ?? "the sandbox stopped before it was ready"));
-    void this.release().then(() => {
+    const notify = () => {
       for (const fn of this.deathListeners) fn();
-    });
+    };
+    // a kill that failed is stop()'s error to report; the death is still told, never lost
+    void this.release().then(notify, notify);
   }
 
-  /** Kills every process of the sandbox and waits until they are gone; one run for every caller. */
+  /** Kills every process of the sandbox and waits until they are gone; one run for every caller at a time. */
   private release(): Promise<void> {
     this.released ??= (async () => {
-      await killCgroup(this.env.layout, this.dirs);
-      // a killed helper stays a zombie until bubblewrap reaps it; "stopped" means gone
-      for (let i = 0; i < 400 && this.rec.helperPid && fs.existsSync(`/proc/${this.rec.helperPid}`); i++) await new Promise((r) => setTimeout(r, 5));
-      this.watch?.destroy();
+      let emptied = false;
+      try {
+        emptied = await killCgroup(this.env.layout, this.dirs);
+        // a killed helper stays a zombie until bubblewrap reaps it; "stopped" means gone
+        for (let i = 0; i < 400 && this.rec.helperPid && fs.existsSync(`/proc/${this.rec.helperPid}`); i++) await new Promise((r) => setTimeout(r, 5));
+        this.watch?.destroy();
+      } finally {
+        // a kill that failed, or a cgroup that would not empty in time, is tried again by the next stop()
+        if (!emptied) this.released = undefined;
+      }
     })();
     return this.released;
   }

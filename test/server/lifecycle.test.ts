@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ManualClock } from "../../runtime/core/clock.ts";
 import { auth, parseExecFrames, startLocalRuntime, type LocalRuntime } from "../support/local.ts";
 
 let rt: LocalRuntime;
@@ -23,8 +24,8 @@ afterAll(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-async function create(body: Record<string, unknown> = {}, who: "alice" | "bob" = "alice") {
-  const res = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth(who), payload: body });
+async function create(body: Record<string, unknown> = {}, who: "alice" | "bob" = "alice", on: LocalRuntime = rt) {
+  const res = await on.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth(who), payload: body });
   expect(res.statusCode, res.body).toBe(201);
   return res.json() as { id: string; phase: string; ready: boolean; owner: string };
 }
@@ -36,6 +37,7 @@ async function exec(id: string, body: Record<string, unknown>) {
   return parseExecFrames(res.body);
 }
 
+/** Polls until `cond`; `ms` is a safety bound far above a normal wait on a loaded machine, not the assertion. */
 const until = async (cond: () => Promise<boolean> | boolean, ms: number, what: string) => {
   const end = Date.now() + ms;
   while (Date.now() < end) {
@@ -120,7 +122,7 @@ describe("lifecycle through the service", () => {
     expect(rt.manager.admission.has(created.id)).toBe(false);
 
     // audit: every state-changing call with owner, sandbox, time and outcome
-    await until(() => readFileSync(auditPath(), "utf8").includes(`"op":"kill"`), 2000, "the kill audit line");
+    await until(() => readFileSync(auditPath(), "utf8").includes(`"op":"kill"`), 30_000, "the kill audit line");
     const entries = readFileSync(auditPath(), "utf8").trim().split("\n").map((l) => JSON.parse(l)).filter((e) => e.sandbox === created.id);
     expect(entries.map((e) => `${e.op}:${e.outcome}`)).toEqual(["create:ok", "exec:ok", "exec:ok", "exec:ok", "put:ok", "exec:ok", "put:error", "kill:ok"]);
     expect(entries.every((e) => e.owner === "alice" && !Number.isNaN(Date.parse(e.time)))).toBe(true);
@@ -154,25 +156,6 @@ describe("lifecycle through the service", () => {
 });
 
 describe("capacity comes back on every terminal path", () => {
-  it("idle timeout: the reaper deletes it and releases its reservation; API calls keep one alive", async () => {
-    const idle = await create({ idleTimeoutSeconds: 1 });
-    const busy = await create({ idleTimeoutSeconds: 2 });
-    expect(rt.manager.admission.has(idle.id)).toBe(true);
-    const t0 = Date.now();
-    // keep `busy` active with calls every 400 ms while `idle` idles out
-    while (Date.now() - t0 < 3000) {
-      await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${busy.id}`, headers: auth("alice") });
-      await new Promise((r) => setTimeout(r, 400));
-    }
-    await until(async () => (await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${idle.id}`, headers: auth("alice") })).statusCode === 404, 3000, "the idle sandbox to be reaped");
-    expect(rt.manager.admission.has(idle.id)).toBe(false);
-    expect((await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${busy.id}`, headers: auth("alice") })).statusCode).toBe(200);
-    await until(() => readFileSync(auditPath(), "utf8").includes(`"sandbox":"${idle.id}","outcome":"ok","details":{"reason":"idle"}`), 2000, "the reap audit line");
-    const metrics = await rt.app.inject({ method: "GET", url: "/metrics" });
-    expect(metrics.body).toMatch(/sbx_reaped_total\{reason="idle"\} [1-9]/);
-    await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${busy.id}`, headers: auth("alice") });
-  });
-
   it("hard TTL: the sandbox ends (Failed/DeadlineExceeded, or reaped), capacity is released, then it is deleted", async () => {
     const s = await create({ ttlSeconds: 1 });
     expect(rt.manager.admission.has(s.id)).toBe(true);
@@ -182,7 +165,7 @@ describe("capacity comes back on every terminal path", () => {
       const r = await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${s.id}`, headers: auth("alice") });
       seen = { statusCode: r.statusCode, body: r.json() };
       return r.statusCode === 404 || seen.body.phase === "Failed";
-    }, 5000, "the TTL to end the sandbox");
+    }, 60_000, "the TTL to end the sandbox");
     expect(rt.manager.admission.has(s.id)).toBe(false);
     if (seen.statusCode === 200) {
       expect(seen.body).toMatchObject({ phase: "Failed", reason: "DeadlineExceeded" });
@@ -190,7 +173,53 @@ describe("capacity comes back on every terminal path", () => {
       const late = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${s.id}/exec`, headers: auth("alice"), payload: { command: ["true"] } });
       expect([409, 404]).toContain(late.statusCode);
     }
-    await until(async () => (await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${s.id}`, headers: auth("alice") })).statusCode === 404, 5000, "the reaper to delete the finished sandbox");
+    await until(async () => (await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${s.id}`, headers: auth("alice") })).statusCode === 404, 60_000, "the reaper to delete the finished sandbox");
     expect(rt.manager.admission.usage().used).toEqual({ cpuMillis: 0, memoryBytes: 0 });
+  });
+});
+
+describe("idle timeout on the injected clock", () => {
+  // its own runtime: the time the reaper and the activity record see is the test's, not the wall's
+  const clock = new ManualClock(Date.now());
+  let idleRt: LocalRuntime;
+  beforeAll(async () => {
+    idleRt = await startLocalRuntime({ audit: { path: join(work, "audit-idle.jsonl") } }, { clock, reaper: false });
+  });
+  afterAll(async () => {
+    await idleRt?.close();
+  });
+  const get = (id: string) => idleRt.app.inject({ method: "GET", url: `/v1/sandboxes/${id}`, headers: auth("alice") });
+
+  it("the reaper deletes a silent sandbox and releases its reservation; API calls keep another alive until they stop", async () => {
+    const idle = await create({ idleTimeoutSeconds: 1 }, "alice", idleRt);
+    const busy = await create({ idleTimeoutSeconds: 2 }, "alice", idleRt);
+    for (const s of [idle, busy]) {
+      const w = await idleRt.app.inject({ method: "POST", url: `/v1/sandboxes/${s.id}/wait`, headers: auth("alice"), payload: { timeoutSeconds: 60 } });
+      expect(w.statusCode, w.body).toBe(200);
+    }
+    expect(idleRt.manager.admission.has(idle.id)).toBe(true);
+    // 4 s of the clock in 400 ms steps: a call on `busy` every step, nothing on `idle`; a reaper pass each step
+    const reaped: { id: string; reason: string; atMs: number }[] = [];
+    for (let atMs = 400; atMs <= 4000; atMs += 400) {
+      await clock.advance(400);
+      expect((await get(busy.id)).statusCode).toBe(200);
+      for (const a of await idleRt.manager.reaper.runOnce()) reaped.push({ id: a.id, reason: a.reason, atMs });
+    }
+    // idle since it became ready: reaped by the first pass 1 s after that (the 3rd step), and only it
+    expect(reaped).toEqual([{ id: idle.id, reason: "idle", atMs: 1200 }]);
+    expect((await get(idle.id)).statusCode).toBe(404);
+    expect(idleRt.manager.admission.has(idle.id)).toBe(false);
+    // the audit stream writes asynchronously: poll, with a bound far above any normal write
+    await until(() => readFileSync(join(work, "audit-idle.jsonl"), "utf8").includes(`"sandbox":"${idle.id}","outcome":"ok","details":{"reason":"idle"}`), 30_000, "the reap audit line");
+    expect((await idleRt.app.inject({ method: "GET", url: "/metrics" })).body).toMatch(/sbx_reaped_total\{reason="idle"\} 1/);
+
+    // silence reaps `busy` too: not 1.4 s after its last call (activity is written at most every
+    // quarter of the idle timeout, so the last write is at most 0.5 s older), but once 2 s have passed
+    await clock.advance(1400);
+    expect(await idleRt.manager.reaper.runOnce()).toEqual([]);
+    await clock.advance(600);
+    expect(await idleRt.manager.reaper.runOnce()).toEqual([{ id: busy.id, owner: "alice", reason: "idle" }]);
+    expect(idleRt.manager.admission.has(busy.id)).toBe(false);
+    expect(idleRt.manager.admission.usage().used).toEqual({ cpuMillis: 0, memoryBytes: 0 });
   });
 });
