@@ -6,7 +6,7 @@
 //   npx tsx bench/cli-startup.ts [--samples 30]
 // Needs root (the local service runs real sandboxes). Asserts nothing: tests assert behaviour.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";

@@ -62,9 +62,9 @@ export function validatePlatformConfig(raw: Raw): PlatformConfig {
 function readCluster(v: unknown): PlatformConfig["cluster"] {
   const o = obj(K("cluster"), v, ["version", "admins", "logTypes", "endpointPublicAccess", "endpointPrivateAccess", "publicAccessCidrs"]);
   const logTypes = strList(K("cluster.logTypes"), o.logTypes, ["api", "audit", "authenticator"]);
-  logTypes.forEach((t, i) => oneOf(K(`cluster.logTypes[${i}]`), t, LOG_TYPES, "api"));
+  for (const [i, t] of logTypes.entries()) oneOf(K(`cluster.logTypes[${i}]`), t, LOG_TYPES, "api");
   const publicAccessCidrs = strList(K("cluster.publicAccessCidrs"), o.publicAccessCidrs, ["0.0.0.0/0"]);
-  publicAccessCidrs.forEach((c, i) => parseCidr(K(`cluster.publicAccessCidrs[${i}]`), c));
+  for (const [i, c] of publicAccessCidrs.entries()) parseCidr(K(`cluster.publicAccessCidrs[${i}]`), c);
   const endpointPublicAccess = bool(K("cluster.endpointPublicAccess"), o.endpointPublicAccess, true);
   const endpointPrivateAccess = bool(K("cluster.endpointPrivateAccess"), o.endpointPrivateAccess, true);
   if (!endpointPublicAccess && !endpointPrivateAccess) {
@@ -316,7 +316,7 @@ function readCredentialDuration(v: unknown): number {
 
 function readBlockedCidrs(v: unknown): string[] {
   const cidrs = strList(K("blockedCidrs"), v, []);
-  cidrs.forEach((c, i) => parseCidr(K(`blockedCidrs[${i}]`), c));
+  for (const [i, c] of cidrs.entries()) parseCidr(K(`blockedCidrs[${i}]`), c);
   return cidrs;
 }
 

@@ -1,9 +1,10 @@
 // sbx's security rules as @pulumi/policy validations. Plain functions over (type, props) so
 // the tests run them on the resources the Pulumi mocks captured; index.ts serves them as a
 // policy pack for `pulumi preview --policy-pack policy`.
-import type { ReportViolation, ResourceValidationPolicy, StackValidationPolicy } from "@pulumi/policy";
+import type { ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, StackValidationPolicy } from "@pulumi/policy";
 
-type Props = Record<string, any>;
+// a resource's inputs as the policy engine hands them over (untyped JSON); each rule reads only its fields
+type Props = ResourceValidationArgs["props"];
 const list = (v: unknown): unknown[] => (v === undefined || v === null ? [] : Array.isArray(v) ? v : [v]);
 
 // ---- S3 -------------------------------------------------------------------------------

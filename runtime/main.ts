@@ -151,7 +151,10 @@ async function main(): Promise<void> {
 function listenForStop(): { handle: (stop: (reason: string) => void) => void } {
   let stop: ((reason: string) => void) | undefined;
   let pending: string | undefined;
-  const request = (reason: string) => (stop ? stop(reason) : (pending ??= reason));
+  const request = (reason: string): void => {
+    if (stop) stop(reason);
+    else pending ??= reason;
+  };
   process.on("SIGINT", () => request("SIGINT"));
   process.on("SIGTERM", () => request("SIGTERM"));
   if (process.env.npm_lifecycle_event) watchParent(() => request("parent exited"));

@@ -19,7 +19,7 @@ const run = async (owner: string, id: string, command: string[]) => {
   return performance.now() - t0;
 };
 const rows = [];
-let out;
+let out: unknown;
 try {
   const sb = await rt.manager.create({ owner: "bench", profile: "base", size: "nano" });
   await rt.manager.wait("bench", sb.id, { timeoutMs: 60_000 });

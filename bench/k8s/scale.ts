@@ -52,7 +52,7 @@ try {
       accept.push(performance.now() - c0);
       extra++;
       void rt.manager.kill(sb.owner, sb.id).catch(() => undefined);
-    } catch (err) {
+    } catch {
       accept.push(performance.now() - c0);
     }
     await new Promise((r) => setTimeout(r, 50));

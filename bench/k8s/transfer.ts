@@ -43,7 +43,7 @@ async function main(): Promise<void> {
   const m = t.manager;
   const procs = clusterProcesses(t.kube.kubeconfigPath);
   const results: Row[] = [];
-  const measure = async (row: string, what: string, moved: number | null, fn: () => Promise<string | void>) => {
+  const measure = async (row: string, what: string, moved: number | null, fn: () => Promise<string> | Promise<void>) => {
     const before = cpuNow(procs);
     const mono0 = Number(process.hrtime.bigint() / 1000n);
     const t0 = performance.now();

@@ -20,7 +20,10 @@ describe("nearestRank", () => {
 
   it("property: the result is a sample with at least p% of samples <= it and fewer than p% below it", () => {
     let s = 12345;
-    const rnd = () => ((s = (s * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rnd = () => {
+      s = (s * 1103515245 + 12345) % 2 ** 31;
+      return s / 2 ** 31;
+    };
     for (let trial = 0; trial < 2000; trial++) {
       const n = 1 + Math.floor(rnd() * 60);
       const xs = Array.from({ length: n }, () => Math.floor(rnd() * 20));

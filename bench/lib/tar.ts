@@ -3,7 +3,7 @@
 import { Readable } from "node:stream";
 
 function field(buf: Buffer, off: number, len: number, value: number): void {
-  buf.write(value.toString(8).padStart(len - 1, "0") + "\0", off, len, "latin1");
+  buf.write(`${value.toString(8).padStart(len - 1, "0")}\0`, off, len, "latin1");
 }
 
 export function fileHeader(name: string, size: number, mode = 0o644, mtimeSeconds = 0): Buffer {
@@ -22,7 +22,7 @@ export function fileHeader(name: string, size: number, mode = 0o644, mtimeSecond
   h.write("00", 263, 2, "latin1");
   let sum = 0;
   for (const b of h) sum += b;
-  h.write(sum.toString(8).padStart(6, "0") + "\0 ", 148, 8, "latin1");
+  h.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148, 8, "latin1");
   return h;
 }
 

@@ -46,7 +46,7 @@ export class Runtime extends pulumi.ComponentResource {
     const ns = make(renderNamespace(args.namespace));
     const crd = make(renderCrd());
     const rbac = renderRbac(args.namespace, args.sandboxNamespace).map((o) => make(o, [ns]));
-    const config = renderConfigObjects(input as RuntimeRenderInput<any>).map((o) => make(o, [ns]));
+    const config = renderConfigObjects(input).map((o) => make(o, [ns]));
     const ready: pulumi.Resource[] = [crd, ...rbac, ...config];
     if (args.podIdentity) {
       // the controller runs the same code; whichever pod leads the Lease pauses (pushes
@@ -60,8 +60,8 @@ export class Runtime extends pulumi.ComponentResource {
         }, { parent: this }));
       }
     }
-    make(renderDeployment(input as RuntimeRenderInput<any>, "manager"), ready);
-    make(renderDeployment(input as RuntimeRenderInput<any>, "controller"), ready);
+    make(renderDeployment(input, "manager"), ready);
+    make(renderDeployment(input, "controller"), ready);
     make(renderService(args.namespace), [ns]);
     make(renderPdb(args.namespace, "manager", args.managerReplicas), [ns]);
     make(renderPdb(args.namespace, "controller", args.controllerReplicas), [ns]);

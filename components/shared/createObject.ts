@@ -4,6 +4,7 @@ import * as k8s from "@pulumi/kubernetes";
 import type * as pulumi from "@pulumi/pulumi";
 import type { K8sObject } from "./k8s.ts";
 
+// biome-ignore lint/suspicious/noExplicitAny: each constructor takes its own Args type; one table of them needs a parameter all accept, and the rendered object is passed as is
 type Ctor = new (name: string, args: any, opts?: pulumi.CustomResourceOptions) => pulumi.CustomResource;
 
 const CTORS: Record<string, Ctor> = {

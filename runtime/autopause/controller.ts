@@ -173,7 +173,7 @@ export class AutoPauseController {
       // the result can settle while stdout is still draining
       const [r, text] = await Promise.all([s.result, stdout]);
       return { ok: r.exitCode === 0 && !r.timedOut && !text.flooded, stdout: text.kept, exitCode: r.exitCode, timedOut: r.timedOut };
-    } catch (err) {
+    } catch {
       return { ok: false, stdout: "", exitCode: -1, timedOut: false };
     }
   }

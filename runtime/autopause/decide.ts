@@ -79,7 +79,7 @@ export function decideAutoPause(policy: AutoPausePolicy, state: AutoPauseState, 
 function idlePauseAt(policy: AutoPausePolicy, state: AutoPauseState): number | undefined {
   if (!policy.idle) return undefined;
   const s = state.probes[policy.idle.probe];
-  if (!s || !s.ok || !policy.idle.messageRegex.test(s.message)) return undefined;
+  if (!s?.ok || !policy.idle.messageRegex.test(s.message)) return undefined;
   return Date.parse(s.lastTransitionTime) + policy.idle.thresholdMs;
 }
 
@@ -95,7 +95,7 @@ interface ScheduleView {
 function scheduleFrom(policy: AutoPausePolicy, state: AutoPauseState, t: number): ScheduleView {
   if (!policy.schedule) return { blocked: false, awake: false };
   const s = state.probes[policy.schedule.probe];
-  if (!s || !s.ok) return { blocked: true, awake: false };
+  if (!s?.ok) return { blocked: true, awake: false };
   const task = parseScheduleTime(s.message, policy.schedule.timeFormat)?.getTime();
   if (task === undefined || task <= t) return { blocked: false, awake: false };
   const wake = task - policy.schedule.leadMs;

@@ -19,7 +19,7 @@ export function parseDatetime(text: unknown): Date | undefined {
   const t = text.trim();
   const m = RFC3339_RE.exec(t);
   if (!m) return undefined;
-  const [, y, mo, d, h, mi, s] = m.map(Number);
+  const [, _y, mo, d, h, mi, s] = m.map(Number);
   if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60) return undefined;
   const date = new Date(t);
   if (Number.isNaN(date.getTime())) return undefined;

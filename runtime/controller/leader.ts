@@ -29,7 +29,7 @@ export type LeaseDecision = "renew" | "acquire" | "wait";
 
 /** Pure: what a candidate does next given the lease it sees and when it first saw it. */
 export function decideLease(lease: LeaseView | undefined, observedAtMs: number, nowMs: number, identity: string): LeaseDecision {
-  if (!lease || !lease.holder) return "acquire";
+  if (!lease?.holder) return "acquire";
   if (lease.holder === identity) return "renew";
   return nowMs - observedAtMs >= lease.leaseDurationMs ? "acquire" : "wait";
 }

@@ -14,6 +14,7 @@ export interface WorkQueueOptions {
 }
 
 /** what a reconcile asks for next: nothing, or another look after some time */
+// biome-ignore lint/suspicious/noConfusingVoidType: void (not undefined) lets any async function that returns nothing be a ReconcileFn
 export type ReconcileResult = void | { requeueAfterMs: number };
 
 export type ReconcileFn = (key: string) => Promise<ReconcileResult>;
@@ -61,7 +62,10 @@ export class WorkQueue {
   /** adds key after delayMs; an earlier pending delayed add for the key wins */
   addAfter(key: string, delayMs: number): void {
     if (this.stopped) return;
-    if (delayMs <= 0) return this.add(key);
+    if (delayMs <= 0) {
+      this.add(key);
+      return;
+    }
     const at = this.o.clock.now().getTime() + delayMs;
     const prev = this.delayed.get(key);
     if (prev && prev.at <= at) return;

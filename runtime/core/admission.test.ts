@@ -103,7 +103,10 @@ describe("Admission", () => {
       expect(u.used.memoryBytes).toBeLessThanOrEqual(budget.memoryBytes);
       let cpu = 0;
       let mem = 0;
-      for (const h of held.values()) (cpu += h.cpu), (mem += h.mem);
+      for (const h of held.values()) {
+        cpu += h.cpu;
+        mem += h.mem;
+      }
       expect(u.used).toEqual({ cpuMillis: cpu, memoryBytes: mem });
     };
     const tick = () => new Promise<void>((res) => (r() < 0.5 ? setImmediate(res) : queueMicrotask(res)));
@@ -133,7 +136,10 @@ describe("Admission", () => {
     await Promise.all(Array.from({ length: 30 }, (_, c) => client(c)));
     expect(admitted).toBeGreaterThan(0);
     expect(rejected).toBeGreaterThan(0);
-    for (const id of [...held.keys()]) a.release(id), held.delete(id);
+    for (const id of [...held.keys()]) {
+      a.release(id);
+      held.delete(id);
+    }
     check();
     expect(a.usage().used).toEqual({ cpuMillis: 0, memoryBytes: 0 });
   });

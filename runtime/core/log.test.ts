@@ -16,7 +16,7 @@ describe("createLogger", () => {
     const log = createLogger({ pretty: true, destination: c.destination });
     log.child({ sandbox: "s1" }).info({ owner: "alice", op: "create", ms: 412 }, "sandbox ready");
     expect(c.lines).toHaveLength(1);
-    expect(c.lines[0]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  sbx: sandbox ready {2}sandbox=s1 owner=alice op=create ms=412\n$/);
+    expect(c.lines[0]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO {2}sbx: sandbox ready {2}sandbox=s1 owner=alice op=create ms=412\n$/);
   });
 
   it("not pretty: the JSON pino writes, one object per line", () => {

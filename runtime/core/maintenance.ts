@@ -17,7 +17,8 @@ export class Maintenance {
   constructor(private readonly o: { tasks: MaintenanceTask[]; clock: Clock; logger: Logger }) {}
 
   start(): void {
-    const stop = (this.stopper = new AbortController());
+    const stop = new AbortController();
+    this.stopper = stop;
     this.loops = this.o.tasks.map(async (task) => {
       while (!stop.signal.aborted) {
         try {

@@ -18,21 +18,21 @@ import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
 import { Reaper } from "./reaper.ts";
 import { resumeAdmission } from "./resume-admission.ts";
 import { resolveSpec, validateOwner } from "./spec.ts";
-import {
-  type Backend,
-  type CreateRequest,
-  type ExecRequest,
-  type ExecSession,
-  type ListFilter,
-  type LogOptions,
-  type Manager,
-  type PauseResumeService,
-  type PoolStatus,
-  type Sandbox,
-  type SandboxView,
-  type SandboxSpec,
-  type TransferOptions,
-  type WaitOptions,
+import type {
+  Backend,
+  CreateRequest,
+  ExecRequest,
+  ExecSession,
+  ListFilter,
+  LogOptions,
+  Manager,
+  PauseResumeService,
+  PoolStatus,
+  Sandbox,
+  SandboxView,
+  SandboxSpec,
+  TransferOptions,
+  WaitOptions,
 } from "./types.ts";
 
 export interface ManagerDeps {

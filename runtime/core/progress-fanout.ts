@@ -16,7 +16,10 @@ export class ProgressFanout {
       if (p.op === op) listener(p);
     };
     let set = this.listeners.get(key);
-    if (!set) this.listeners.set(key, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.listeners.set(key, set);
+    }
     set.add(filtered);
     return () => {
       set.delete(filtered);

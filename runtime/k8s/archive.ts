@@ -55,7 +55,12 @@ export async function getArchive(run: RunInSandbox, id: string, path: string): P
   };
   const onFirst = (chunk: Buffer) => startPipe(chunk);
   const first = await Promise.race([
-    new Promise<"data">((resolve) => session.stdout.once("data", (c: Buffer) => (onFirst(c), resolve("data")))),
+    new Promise<"data">((resolve) =>
+      session.stdout.once("data", (c: Buffer) => {
+        onFirst(c);
+        resolve("data");
+      }),
+    ),
     session.result.then(() => "done" as const),
   ]);
   if (first === "done" && !piped) {

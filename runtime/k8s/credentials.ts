@@ -1,7 +1,7 @@
 // CredentialBroker: one base IAM role, narrowed per sandbox by an STS session policy at
 // AssumeRole time (never a role per sandbox). The credentials reach the sandbox as a file
 // written through exec, at create and at warm-claim time; they never appear in the pod spec.
-import { AssumeRoleCommand, STSClient, type STSClientConfig } from "@aws-sdk/client-sts";
+import { AssumeRoleCommand, type AssumeRoleCommandOutput, STSClient, type STSClientConfig } from "@aws-sdk/client-sts";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { UpstreamError } from "../core/errors.ts";
 import { sessionPolicyJson } from "./sessionPolicy.ts";
@@ -31,7 +31,7 @@ export function createStsCredentialBroker(cfg: CredentialsConfig, client?: STSCl
   return {
     async mintScoped(sandboxId) {
       const policy = sessionPolicyJson(sandboxId, cfg.bucket);
-      let out;
+      let out: AssumeRoleCommandOutput;
       try {
         out = await sts.send(
           new AssumeRoleCommand({

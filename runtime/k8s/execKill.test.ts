@@ -97,7 +97,10 @@ describe("withProcessKill", () => {
   it("closes the stream, runs the kill exec once, and settles as killed after it", async () => {
     const killer = fakeSession();
     const calls: string[][] = [];
-    const { main, session } = setup(async (argv) => (calls.push(argv), killer));
+    const { main, session } = setup(async (argv) => {
+      calls.push(argv);
+      return killer;
+    });
     let settled: ExecResult | undefined;
     void session.result.then((r) => (settled = r));
     session.kill();
@@ -114,7 +117,10 @@ describe("withProcessKill", () => {
   it("sweeps a timed-out command's processes before reporting the timeout", async () => {
     const killer = fakeSession();
     const calls: string[][] = [];
-    const { main, session } = setup(async (argv) => (calls.push(argv), killer));
+    const { main, session } = setup(async (argv) => {
+      calls.push(argv);
+      return killer;
+    });
     let settled: ExecResult | undefined;
     void session.result.then((r) => (settled = r));
     const timedOut: ExecResult = { exitCode: 124, timedOut: true, oomKilled: false, durationMs: 1000 };
@@ -128,7 +134,10 @@ describe("withProcessKill", () => {
 
   it("runs no kill exec for a command that already ended", async () => {
     const calls: string[][] = [];
-    const { main, session } = setup(async (argv) => (calls.push(argv), fakeSession()));
+    const { main, session } = setup(async (argv) => {
+      calls.push(argv);
+      return fakeSession();
+    });
     finish(main, { exitCode: 0, timedOut: false, oomKilled: false, durationMs: 5 });
     await session.result;
     session.kill();

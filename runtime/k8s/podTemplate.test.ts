@@ -107,7 +107,7 @@ describe("planWarmPod", () => {
   });
   it.each([
     ["Data_Science", "nano", "x1", "warm-data-science-nano-x1"],
-    ["a".repeat(80), "nano", "zzzzzz", `${"warm-" + "a".repeat(80)}`.slice(0, 56) + "-zzzzzz"],
+    ["a".repeat(80), "nano", "zzzzzz", `${`warm-${"a".repeat(80)}`.slice(0, 56)}-zzzzzz`],
   ])("names %s/%s as a DNS label", (profile, size, suffix, want) => {
     const n = warmPodName(profile, size, suffix);
     expect(n).toBe(want);

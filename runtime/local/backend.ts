@@ -8,7 +8,6 @@ import type { Clock } from "../core/clock.ts";
 import { ConflictError, NotFoundError, SandboxFailedError, TimeoutError, ValidationError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Backend, ComputeRelease, ExecRequest, ExecSession, LogOptions, Sandbox, SandboxEvent, SandboxSpec, WaitOptions } from "../core/types.ts";
-import { TERMINAL_PHASES } from "../core/types.ts";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { detectCgroups, killCgroup, listSandboxKeys, oomKills, childDirs, removeCgroup, removeRootIfEmpty, sandboxDirs, type CgroupLayout } from "./cgroups.ts";
 import { execInSlot } from "./exec.ts";

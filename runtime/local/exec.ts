@@ -32,7 +32,7 @@ export function validateExecRequest(req: ExecRequest): void {
 export async function execInSlot(layout: CgroupLayout, slot: Slot, sandboxId: string, req: ExecRequest, onSandboxGone: () => Error): Promise<ExecSession> {
   validateExecRequest(req);
   const t0 = performance.now();
-  const cgroup = "x" + crypto.randomBytes(6).toString("hex");
+  const cgroup = `x${crypto.randomBytes(6).toString("hex")}`;
   const dirs = childDirs(slot.dirs, cgroup);
   const env = { ...BASE_ENV, SBX_SANDBOX_ID: sandboxId, ...slot.rec.env, ...req.env };
   const cwd = req.cwd ?? IN_SANDBOX.workspace;

@@ -61,7 +61,7 @@ export function encodeRequest(req: HelperExecRequest): Buffer {
   const env = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
   const fields = ["exec", req.cgroup, req.cwd, String(req.argv.length), ...req.argv, String(env.length), ...env];
   for (const f of fields) if (f.includes("\0")) throw new Error(`exec: argument, env or cwd contains a NUL byte: ${JSON.stringify(f)}`);
-  return frame("R", fields.map((f) => f + "\0").join(""));
+  return frame("R", fields.map((f) => `${f}\0`).join(""));
 }
 
 export interface FrameHandlers {

@@ -45,7 +45,7 @@ export function slotPaths(stateDir: string, key: string): SlotPaths {
 }
 
 export function newSlotKey(): string {
-  return "s" + crypto.randomBytes(6).toString("hex");
+  return `s${crypto.randomBytes(6).toString("hex")}`;
 }
 
 /** Atomic (write then rename), so a crash never leaves half a record. */
@@ -145,5 +145,5 @@ export function uidBlockBase(stateDir: string): number {
 
 /** Name of this backend's cgroup root, derived from the state dir so restarts find it again. */
 export function cgroupRootName(stateDir: string): string {
-  return "sbx-" + crypto.createHash("sha256").update(path.resolve(stateDir)).digest("hex").slice(0, 12);
+  return `sbx-${crypto.createHash("sha256").update(path.resolve(stateDir)).digest("hex").slice(0, 12)}`;
 }

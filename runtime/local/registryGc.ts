@@ -11,6 +11,7 @@
 // needed.
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
+import type { Stats } from "node:fs";
 import { lstat, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { CollectionReport } from "../snapshot/gc.ts";
@@ -24,7 +25,7 @@ export interface CollectableRegistry {
 
 /** Bytes allocated on disk under dir (what `du` counts). */
 export async function diskUsage(dir: string): Promise<number> {
-  let st;
+  let st: Stats;
   try {
     st = await lstat(dir);
   } catch {

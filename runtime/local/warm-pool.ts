@@ -34,8 +34,8 @@ export class WarmPool<S> {
   /** Takes a ready slot, or undefined. Triggers a refill. */
   take(profile: string, size: string, usable: (s: S) => boolean): S | undefined {
     const list = this.ready.get(WarmPool.keyOf(profile, size)) ?? [];
-    let slot: S | undefined;
-    while ((slot = list.shift()) !== undefined && !usable(slot));
+    let slot = list.shift();
+    while (slot !== undefined && !usable(slot)) slot = list.shift();
     this.refill();
     return slot;
   }

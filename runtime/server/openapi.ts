@@ -58,7 +58,10 @@ export function buildOpenApi(routes: readonly RouteDef[], info: { title: string;
     if (r.schema?.body) op.requestBody = { required: r.method !== "POST" || !r.url.endsWith("/wait"), content: { "application/json": { schema: r.schema.body } } };
     if (r.requestContentType) op.requestBody = { required: true, content: { [r.requestContentType]: { schema: { type: "string", format: "binary" } } } };
     op.security = r.auth ? [{ bearer: [] }] : [];
-    (paths[openApiPath(r.url)] ??= {})[r.method.toLowerCase()] = op;
+    const key = openApiPath(r.url);
+    const item = paths[key] ?? {};
+    item[r.method.toLowerCase()] = op;
+    paths[key] = item;
   }
   return {
     openapi: "3.1.0",

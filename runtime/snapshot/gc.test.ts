@@ -9,7 +9,10 @@ import { PushGate, SnapshotGc, type CollectionReport } from "./gc.ts";
 function deferred<T = void>() {
   let resolve!: (v: T) => void;
   let reject!: (e: Error) => void;
-  const promise = new Promise<T>((res, rej) => ((resolve = res), (reject = rej)));
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
   return { promise, resolve, reject };
 }
 
@@ -20,9 +23,16 @@ describe("PushGate", () => {
     const gate = new PushGate();
     const log: string[] = [];
     const first = deferred();
-    const p1 = gate.push(async () => (await first.promise, log.push("push 1 done")));
+    const p1 = gate.push(async () => {
+      await first.promise;
+      log.push("push 1 done");
+    });
     const collecting = deferred();
-    const c = gate.exclusive(async () => (log.push("collection started"), await collecting.promise, log.push("collection done")));
+    const c = gate.exclusive(async () => {
+      log.push("collection started");
+      await collecting.promise;
+      log.push("collection done");
+    });
     const p2 = gate.push(async () => log.push("push 2"));
     await settle();
     expect(log).toEqual([]);

@@ -55,7 +55,12 @@ async function unpack(io: LayerIo, id: string, layer: SnapshotLayer, stream: Rea
   // the backend has attached to it, and a backend that never sees the error would wait for
   // an end that never comes: the failure decides, and the caller then releases the compute
   // (which ends the half-done unpack).
-  const failed = new Promise<never>((_, reject) => stream.once("error", (e) => reject((streamError = e))));
+  const failed = new Promise<never>((_, reject) =>
+    stream.once("error", (e) => {
+      streamError = e;
+      reject(e);
+    }),
+  );
   failed.catch(() => undefined);
   const unpacking = io.backend.putArchive(id, parentDir(layer.path), stream);
   unpacking.catch(() => undefined);

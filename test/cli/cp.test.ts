@@ -57,9 +57,15 @@ function sbx(args: string[]): CliRun {
   child.stdout!.on("data", (c) => (stdout += c));
   child.stderr!.on("data", (c) => (stderr += c));
   const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((res, rej) => {
-    const guard = setTimeout(() => (child.kill("SIGKILL"), rej(new Error(`sbx ${args.join(" ")} did not finish in 90 s: ${stderr}`))), 90_000);
+    const guard = setTimeout(() => {
+      child.kill("SIGKILL");
+      rej(new Error(`sbx ${args.join(" ")} did not finish in 90 s: ${stderr}`));
+    }, 90_000);
     child.on("error", rej);
-    child.on("close", (code) => (clearTimeout(guard), res({ code, stdout, stderr })));
+    child.on("close", (code) => {
+      clearTimeout(guard);
+      res({ code, stdout, stderr });
+    });
   });
   return { child, done };
 }
@@ -136,7 +142,7 @@ describe("sbx cp fails loudly", () => {
     expect(existsSync("/sys/bus/pci/rescan"), "this test needs /sys/bus/pci (a write-only sysfs attribute inside)").toBe(true);
     const r = await sbx(["cp", "/sys/bus/pci", `${id}:/workspace/up`]).done;
     expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toContain("sbx: copy of /sys/bus/pci to " + `${id}:/workspace/up failed: local tar -C /sys/bus -cf - pci failed (exit 2)`);
+    expect(r.stderr).toContain(`sbx: copy of /sys/bus/pci to ${id}:/workspace/up failed: local tar -C /sys/bus -cf - pci failed (exit 2)`);
     expect(r.stderr).toContain("rescan: Cannot open: Permission denied");
     expect(r.stderr).toContain("the upload was aborted");
     expect(await sh("ls -A /workspace/up 2>/dev/null | wc -l")).toBe("0\n");

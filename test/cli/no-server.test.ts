@@ -18,7 +18,12 @@ function envWithoutServer(): NodeJS.ProcessEnv {
 
 function sink() {
   let text = "";
-  const stream = new Writable({ write: (c, _e, cb) => ((text += c.toString()), cb()) });
+  const stream = new Writable({
+    write: (c, _e, cb) => {
+      text += c.toString();
+      cb();
+    },
+  });
   return { stream, text: () => text };
 }
 

@@ -21,7 +21,12 @@ async function run(raw: Record<string, unknown>, secrets: Record<string, string>
   resetCaptured();
   setStackConfig(raw, secrets);
   let bundled = 0;
-  const outputs = buildProgram({ bundle: () => (bundled++, FIXTURE_BUNDLE) });
+  const outputs = buildProgram({
+    bundle: () => {
+      bundled++;
+      return FIXTURE_BUNDLE;
+    },
+  });
   return { outputs, resources: await settle(), bundled };
 }
 

@@ -15,14 +15,14 @@ import type { RuntimeSettings } from "../../components/runtime/args.ts";
 
 const FIXTURE_ENTRY = fileURLToPath(new URL("./fixtures/entry.ts", import.meta.url));
 
-export const SETTINGS: RuntimeSettings = {
+const SETTINGS: RuntimeSettings = {
   sizeClasses: structuredClone(DEFAULT_SIZE_CLASSES) as RuntimeSettings["sizeClasses"],
   budget: { cpu: "110", memory: "400Gi" },
   defaults: { profile: "base", size: "nano", ttlSeconds: 3600, maxTtlSeconds: 86400, idleTimeoutSeconds: 900, finishedGraceSeconds: 60 },
   warmPool: [{ profile: "base", size: "nano", count: 10 }],
 };
 
-export function renderInput(overrides: Partial<RuntimeRenderInput> = {}): RuntimeRenderInput {
+function renderInput(overrides: Partial<RuntimeRenderInput> = {}): RuntimeRenderInput {
   return {
     namespace: "sbx-system",
     sandboxNamespace: "sbx-sandboxes",

@@ -130,7 +130,12 @@ describe("downloads that fail say so", () => {
     const client = new HttpManager({ server: url, token: TOKENS.alice });
     const stream = await client.getArchive("alice", id, "/workspace/huge");
     const failed = new Promise<Error>((resolve) => stream.on("error", resolve));
-    await new Promise<void>((resolve) => stream.once("data", () => (stream.pause(), resolve())));
+    await new Promise<void>((resolve) =>
+      stream.once("data", () => {
+        stream.pause();
+        resolve();
+      }),
+    );
     await killTar();
     stream.resume();
     const err = await failed;

@@ -8,6 +8,7 @@ import { HttpManager } from "../../runtime/client/http.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { CapacityError, SbxError } from "../../runtime/core/errors.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
+import type { Sandbox } from "../../runtime/core/types.ts";
 import { createLocalBackend } from "../../runtime/local/backend.ts";
 import { startService, type Service } from "../../runtime/server/service.ts";
 import { localConfig, testTokens, TOKENS } from "../support/local.ts";
@@ -96,7 +97,7 @@ describe("service over a socket with the HTTP client", () => {
   it("a new profile in the catalog file is usable without a restart", async () => {
     await expect(alice.create({ owner: "", profile: "data", size: "nano" })).rejects.toThrow("use one of: base");
     writeFileSync(catalogPath, JSON.stringify({ base: "host", data: "host" }));
-    let created;
+    let created: Sandbox | undefined;
     // the watch reloads within its 50 ms debounce; the bound is a safety net for a loaded machine
     for (const end = Date.now() + 30_000; Date.now() < end && !created; ) {
       created = await alice.create({ owner: "", profile: "data", size: "nano" }).catch(() => undefined);

@@ -82,13 +82,13 @@ export class DirBackend implements Backend {
 
   async awaitReady(id: string): Promise<Sandbox> {
     const s = await this.describe(id);
-    if (!s || s.phase !== "Running") throw new NotFoundError("sandbox", id);
+    if (s?.phase !== "Running") throw new NotFoundError("sandbox", id);
     return s;
   }
 
   async exec(id: string, req: ExecRequest): Promise<ExecSession> {
     const s = await this.describe(id);
-    if (!s || s.phase !== "Running") throw new NotFoundError("sandbox", id);
+    if (s?.phase !== "Running") throw new NotFoundError("sandbox", id);
     const t0 = Date.now();
     const child = spawn(req.command[0], req.command.slice(1), {
       cwd: join(this.fsRoot(id), "workspace"),
@@ -96,7 +96,12 @@ export class DirBackend implements Backend {
       stdio: ["ignore", "pipe", "pipe"],
     });
     let timedOut = false;
-    const timer = req.timeoutMs ? setTimeout(() => ((timedOut = true), child.kill("SIGKILL")), req.timeoutMs) : undefined;
+    const timer = req.timeoutMs
+      ? setTimeout(() => {
+          timedOut = true;
+          child.kill("SIGKILL");
+        }, req.timeoutMs)
+      : undefined;
     const result = new Promise<{ exitCode: number; timedOut: boolean; oomKilled: boolean; durationMs: number }>((resolve) =>
       child.on("close", (code) => {
         if (timer) clearTimeout(timer);

@@ -10,7 +10,6 @@ import { DigestMismatchError } from "../../runtime/snapshot/digest.ts";
 import { snapshotTag } from "../../runtime/snapshot/manifest.ts";
 import type { PauseStep, ResumeStep } from "../../runtime/snapshot/snapshotter.ts";
 import { captureLogger, LEVEL } from "../support/logs.ts";
-import { DirBackend } from "./dir-backend.ts";
 import { snapshotTestEnv } from "./env.ts";
 import { makeFixture, makeSpec, treeDigest, type Fixture } from "./fixture.ts";
 
@@ -65,7 +64,10 @@ describe("Snapshotter", () => {
     await seeded(f, "sb-idem", 1);
     let adopts = 0;
     const adopt = f.backend.adopt.bind(f.backend);
-    f.backend.adopt = (spec) => (adopts++, adopt(spec));
+    f.backend.adopt = (spec) => {
+      adopts++;
+      return adopt(spec);
+    };
     const [a, b] = await Promise.all([f.snapshotter.pause("sb-idem"), f.snapshotter.pause("sb-idem")]);
     const c = await f.snapshotter.pause("sb-idem");
     expect(a.snapshot!.digest).toBe(b.snapshot!.digest);
@@ -85,7 +87,10 @@ describe("Snapshotter", () => {
     await f.snapshotter.pause("sb-concurrent");
     let adopts = 0;
     const adopt = f.backend.adopt.bind(f.backend);
-    f.backend.adopt = (spec) => (adopts++, adopt(spec));
+    f.backend.adopt = (spec) => {
+      adopts++;
+      return adopt(spec);
+    };
     const all = await Promise.all([1, 2, 3, 4].map(() => f.snapshotter.resume("sb-concurrent")));
     expect(adopts).toBe(1);
     expect(new Set(all.map((s) => s.id))).toEqual(new Set(["sb-concurrent"]));

@@ -72,8 +72,8 @@ export async function startLocalRuntime(
 export function parseExecFrames(body: string): { stdout: string; stderr: string; exit?: { exitCode: number; timedOut: boolean; oomKilled: boolean }; error?: { code: string; message: string }; frames: number } {
   let stdout = "";
   let stderr = "";
-  let exit;
-  let error;
+  let exit: { exitCode: number; timedOut: boolean; oomKilled: boolean } | undefined;
+  let error: { code: string; message: string } | undefined;
   let frames = 0;
   for (const line of body.split("\n")) {
     if (!line) continue;

@@ -6,7 +6,7 @@ import { request } from "node:https";
 import { join } from "node:path";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import * as plan from "./plan.ts";
-import { freePort, ProcessGroup, waitUntil, type Started } from "./processes.ts";
+import { freePort, type ProcessGroup, waitUntil, type Started } from "./processes.ts";
 
 export interface Cluster {
   server: string;

@@ -3,7 +3,7 @@
 // CRD installed from the contract, a fresh namespace pair, more simulated sandbox nodes, and a
 // runtime config for that cluster (its pods ignore the image; sbx-kubelet runs host tools).
 import { randomBytes } from "node:crypto";
-import { ApiextensionsV1Api, CoreV1Api, KubeConfig, type V1CustomResourceDefinition, type V1Node } from "@kubernetes/client-node";
+import { ApiextensionsV1Api, type CoreV1Api, type KubeConfig, type V1CustomResourceDefinition, type V1Node } from "@kubernetes/client-node";
 import { validateRuntimeConfig, type RuntimeConfig, type RuntimeConfigInput } from "../../runtime/config/schema.ts";
 import { clientsFor, isConflict, isNotFound, PooledKubeConfig, type KubeClients } from "../../runtime/k8s/client.ts";
 import { API_GROUP, SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT, SANDBOX_PLURAL, sandboxCrd } from "../../runtime/k8s/contract.ts";

@@ -2,7 +2,7 @@
 // snapshots into the suite's registry, optionally with a Manager on top. Used in-process by
 // the tests and by crash-child.ts, which runs one operation in its own process and dies at a
 // chosen step.
-import { Readable } from "node:stream";
+import type { Readable } from "node:stream";
 import { buildManager } from "../../../runtime/backends.ts";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";

@@ -72,7 +72,12 @@ describe("Kubernetes downloads that fail say so", () => {
   it("a tar killed mid-stream errors the archive stream, naming the exit", async () => {
     const stream = await backend.getArchive(ID, "/workspace/huge");
     const failed = new Promise<Error>((resolve) => stream.on("error", resolve));
-    await new Promise<void>((resolve) => stream.once("data", () => (stream.pause(), resolve())));
+    await new Promise<void>((resolve) =>
+      stream.once("data", () => {
+        stream.pause();
+        resolve();
+      }),
+    );
     const killed = await sh("pkill -KILL -x tar; echo $?");
     expect(killed.stdout.trim(), killed.stderr).toBe("0");
     stream.resume();

@@ -2,7 +2,7 @@
 // the Pulumi package deploys), authenticated as a service account, and that is enough for
 // the whole lifecycle, the warm pool and leader election. It is also not more: the same
 // identity is refused outside those rules.
-import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import { CoreV1Api, type KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import type { SandboxSpec } from "../../../runtime/core/types.ts";

@@ -96,7 +96,7 @@ describe("manager restarted in the middle of a burst", () => {
     const used = current.manager.admission.usage();
     const allPods = (await clients.core.listNamespacedPod({ namespace: ns.sandboxes })).items;
     const quota = await clients.core.readNamespacedResourceQuota({ name: "sandboxes", namespace: ns.sandboxes });
-    console.log(JSON.stringify({ pods: allPods.length, quota: quota.status, holding: holding.length, refused: refused.length, names: names.length, phases: [...new Set(holding.map((s) => s.phase + "/" + s.ready))] }));
+    console.log(JSON.stringify({ pods: allPods.length, quota: quota.status, holding: holding.length, refused: refused.length, names: names.length, phases: [...new Set(holding.map((s) => `${s.phase}/${s.ready}`))] }));
     expect(used.used.cpuMillis).toBe(holding.reduce((a, s) => a + s.cpuRequestMillis, 0));
     expect(used.reservations).toBe(holding.length);
     expect(holding.length).toBeLessThanOrEqual(CAPACITY);
