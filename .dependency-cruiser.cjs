@@ -36,9 +36,11 @@ const PURE = [
 const PURE_RE = `(${PURE.join("|")})`;
 
 /** node built-ins that do I/O or start processes. */
-const NODE_EFFECTS = "^(node:)?(fs|fs/promises|child_process|net|http|https|http2|dgram|dns|tls|worker_threads|cluster|readline|repl|inspector)$";
+const NODE_EFFECTS =
+  "^(node:)?(fs|fs/promises|child_process|net|http|https|http2|dgram|dns|tls|worker_threads|cluster|readline|repl|inspector)$";
 /** npm packages that are clients of something outside the process. */
-const NPM_EFFECTS = "node_modules/(@kubernetes/client-node|@pulumi|@aws-sdk|fastify|pino|ws|isomorphic-ws|prom-client|esbuild)/";
+const NPM_EFFECTS =
+  "node_modules/(@kubernetes/client-node|@pulumi|@aws-sdk|fastify|pino|ws|isomorphic-ws|prom-client|esbuild)/";
 
 /**
  * Runtime modules the Pulumi tree (components/, infra/, policy/) may import: pure, and shared
@@ -59,7 +61,13 @@ const KERNEL = "^runtime/core/(errors|types|quantity|clock|log|logFormat|jsonFil
 module.exports = {
   forbidden: [
     // ---- no cycles ----
-    { name: "no-cycles", severity: "error", comment: "A module cycle: break it by moving the shared part down a layer.", from: {}, to: { circular: true } },
+    {
+      name: "no-cycles",
+      severity: "error",
+      comment: "A module cycle: break it by moving the shared part down a layer.",
+      from: {},
+      to: { circular: true },
+    },
     {
       name: "no-folder-cycles",
       severity: "error",
@@ -77,7 +85,8 @@ module.exports = {
       // into kernel/ and manager/ would remove this exception.
       name: "no-folder-cycles-core",
       severity: "error",
-      comment: "core <-> config/autopause is tolerated only through core's kernel modules; no other cycle through these folders.",
+      comment:
+        "core <-> config/autopause is tolerated only through core's kernel modules; no other cycle through these folders.",
       scope: "folder",
       from: { path: "^runtime/(core|config|autopause)/?$" },
       to: { circular: true, pathNot: "^runtime/(core|config|autopause)/?$|^runtime/?$" },
@@ -85,7 +94,8 @@ module.exports = {
     {
       name: "only-kernel-from-core",
       severity: "error",
-      comment: "config/ and autopause/ sit below the Manager: from core/ they may use only the kernel modules (errors, types, quantity, clock, log, logFormat, jsonFile, ports).",
+      comment:
+        "config/ and autopause/ sit below the Manager: from core/ they may use only the kernel modules (errors, types, quantity, clock, log, logFormat, jsonFile, ports).",
       from: { path: "^runtime/(config|autopause)/", pathNot: TESTS },
       to: { path: "^runtime/core/", pathNot: KERNEL },
     },
@@ -101,7 +111,8 @@ module.exports = {
     {
       name: "pure-no-io",
       severity: "error",
-      comment: "A pure module (see PURE in .dependency-cruiser.cjs) does no I/O: take the data as an argument, let the caller do the effect.",
+      comment:
+        "A pure module (see PURE in .dependency-cruiser.cjs) does no I/O: take the data as an argument, let the caller do the effect.",
       from: { path: PURE_RE, pathNot: TESTS },
       to: { dependencyTypes: ["core"], path: NODE_EFFECTS, dependencyTypesNot: ["type-only"] },
     },
@@ -115,7 +126,8 @@ module.exports = {
     {
       name: "pure-imports-pure",
       severity: "error",
-      comment: "A pure module imports only pure modules (type-only imports excepted): an effectful helper makes it effectful.",
+      comment:
+        "A pure module imports only pure modules (type-only imports excepted): an effectful helper makes it effectful.",
       from: { path: PURE_RE, pathNot: TESTS },
       to: { path: "^(runtime|components|infra|bench|policy)/", pathNot: PURE_RE, dependencyTypesNot: ["type-only"] },
     },
@@ -124,21 +136,24 @@ module.exports = {
     {
       name: "runtime-not-to-pulumi-tree",
       severity: "error",
-      comment: "The runtime ships on its own (bundled at deploy time): it never imports components/, infra/, policy/ or stacks/.",
+      comment:
+        "The runtime ships on its own (bundled at deploy time): it never imports components/, infra/, policy/ or stacks/.",
       from: { path: "^runtime/" },
       to: { path: "^(components|infra|policy|stacks)/" },
     },
     {
       name: "pulumi-tree-only-shared-runtime",
       severity: "error",
-      comment: "components/, infra/ and policy/ may import from runtime/ only the shared pure modules (SHARED_WITH_PULUMI in .dependency-cruiser.cjs).",
+      comment:
+        "components/, infra/ and policy/ may import from runtime/ only the shared pure modules (SHARED_WITH_PULUMI in .dependency-cruiser.cjs).",
       from: { path: "^(components|infra|policy)/", pathNot: TESTS },
       to: { path: "^runtime/", pathNot: SHARED_WITH_PULUMI },
     },
     {
       name: "components-not-to-infra",
       severity: "error",
-      comment: "infra/ (the program, the only reader of pulumi.Config) builds components; components never read infra/.",
+      comment:
+        "infra/ (the program, the only reader of pulumi.Config) builds components; components never read infra/.",
       from: { path: "^components/" },
       to: { path: "^infra/" },
     },
@@ -152,7 +167,8 @@ module.exports = {
     {
       name: "backends-not-to-front-ends",
       severity: "error",
-      comment: "Backends (k8s, local, snapshot) and the controller serve the front ends (server, cli, client); never the reverse.",
+      comment:
+        "Backends (k8s, local, snapshot) and the controller serve the front ends (server, cli, client); never the reverse.",
       from: { path: "^runtime/(k8s|local|snapshot|controller|autopause|config)/" },
       to: { path: "^runtime/(server|cli|client)/" },
     },
@@ -172,7 +188,8 @@ module.exports = {
     {
       name: "not-to-entry-points",
       severity: "error",
-      comment: "Process entry points (runtime/main.ts, runtime/cli/main.ts, infra/index.ts) wire a process; import what they import instead.",
+      comment:
+        "Process entry points (runtime/main.ts, runtime/cli/main.ts, infra/index.ts) wire a process; import what they import instead.",
       from: { pathNot: `${TESTS}|^bin/` },
       to: { path: "^(runtime/main|runtime/cli/main|infra/index)\\.ts$" },
     },
@@ -203,7 +220,8 @@ module.exports = {
     {
       name: "shipped-code-not-to-dev-deps",
       severity: "error",
-      comment: "runtime/, components/, infra/ and policy/ ship: they may not import a devDependency (vitest, typescript...).",
+      comment:
+        "runtime/, components/, infra/ and policy/ ship: they may not import a devDependency (vitest, typescript...).",
       from: { path: "^(runtime|components|infra|policy)/", pathNot: TESTS },
       to: { dependencyTypes: ["npm-dev"], dependencyTypesNot: ["type-only"] },
     },

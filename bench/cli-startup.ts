@@ -43,7 +43,11 @@ interface Case {
 function timeOnce(c: Case, baseEnv: NodeJS.ProcessEnv): Promise<number> {
   return new Promise((done, fail) => {
     const t0 = performance.now();
-    const child = spawn(c.command, c.args, { cwd: repo, env: { ...baseEnv, ...c.env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(c.command, c.args, {
+      cwd: repo,
+      env: { ...baseEnv, ...c.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stderr = "";
     child.stdout.resume();
     child.stderr.on("data", (d) => (stderr += d));
@@ -58,7 +62,13 @@ function timeOnce(c: Case, baseEnv: NodeJS.ProcessEnv): Promise<number> {
   });
 }
 
-const stats = (xs: number[]) => ({ n: xs.length, p50: round(nearestRank(xs, 50)!), p95: round(nearestRank(xs, 95)!), min: round(Math.min(...xs)), max: round(Math.max(...xs)) });
+const stats = (xs: number[]) => ({
+  n: xs.length,
+  p50: round(nearestRank(xs, 50)!),
+  p95: round(nearestRank(xs, 95)!),
+  min: round(Math.min(...xs)),
+  max: round(Math.max(...xs)),
+});
 const round = (x: number) => Math.round(x * 10) / 10;
 
 async function main(): Promise<void> {
@@ -66,7 +76,14 @@ async function main(): Promise<void> {
   const config = validateRuntimeConfig({ local: { stateDir }, listen: { host: "127.0.0.1", port: 0 }, warmPool: [] });
   const logger = silentLogger();
   const tokens = new TokenStore(new Map([[hashToken(TOKEN), "bench"]]));
-  const service = await startService({ config, tokens, logger, clock: systemClock, backend: createLocalBackend(config, { logger, clock: systemClock }), port: 0 });
+  const service = await startService({
+    config,
+    tokens,
+    logger,
+    clock: systemClock,
+    backend: createLocalBackend(config, { logger, clock: systemClock }),
+    port: 0,
+  });
   const loadAvgAtStart = os.loadavg()[0];
   try {
     // one sandbox, so `ls` has a row to print
@@ -82,9 +99,21 @@ async function main(): Promise<void> {
       { label: "node bin/sbx.mjs --help", command: process.execPath, args: ["bin/sbx.mjs", "--help"], expect: 0 },
       { label: "sbx ls (PATH)", command: "sbx", args: ["ls"], env: live, expect: 0 },
       { label: "sbx ls, no server", command: "sbx", args: ["ls"], env: nobody, expect: 8 },
-      { label: "tsx runtime/cli (before)", command: process.execPath, args: ["--import", "tsx", "runtime/cli/main.ts", "ls"], env: live, expect: 0 },
+      {
+        label: "tsx runtime/cli (before)",
+        command: process.execPath,
+        args: ["--import", "tsx", "runtime/cli/main.ts", "ls"],
+        env: live,
+        expect: 0,
+      },
       { label: "npx sbx ls", command: "npx", args: ["sbx", "ls"], env: live, expect: 0 },
-      { label: "npm run sbx -- ls", command: "npm", args: ["run", "--silent", "sbx", "--", "ls"], env: live, expect: 0 },
+      {
+        label: "npm run sbx -- ls",
+        command: "npm",
+        args: ["run", "--silent", "sbx", "--", "ls"],
+        env: live,
+        expect: 0,
+      },
     ];
     const baseEnv = { ...process.env, PATH: `${join(repo, "node_modules/.bin")}:${process.env.PATH}` };
     const times = new Map<string, number[]>(cases.map((c) => [c.label, []]));
@@ -115,16 +144,29 @@ async function main(): Promise<void> {
     const rebuildStats = stats(rebuild);
     const out = {
       bench: "cli-startup",
-      machine: { cpus: os.cpus().length, node: process.version, kernel: os.release(), loadAvgAtStart, loadAvgAtEnd: os.loadavg()[0] },
+      machine: {
+        cpus: os.cpus().length,
+        node: process.version,
+        kernel: os.release(),
+        loadAvgAtStart,
+        loadAvgAtEnd: os.loadavg()[0],
+      },
       samples: SAMPLES,
       results,
       firstCallAfterEdit: { ...rebuildStats, ratioP50: round(rebuildStats.p50 / base) },
     };
     process.stdout.write(`${JSON.stringify(out)}\n\n`);
     const rows = [...Object.entries(results), ["first call after an edit (rebuild)", out.firstCallAfterEdit] as const];
-    process.stdout.write(`${"command".padEnd(36)} ${"n".padStart(3)} ${"p50 ms".padStart(8)} ${"p95 ms".padStart(8)} ${"÷ node p50".padStart(11)}\n`);
-    for (const [label, s] of rows) process.stdout.write(`${label.padEnd(36)} ${String(s.n).padStart(3)} ${s.p50.toFixed(1).padStart(8)} ${s.p95.toFixed(1).padStart(8)} ${`${s.ratioP50.toFixed(2)}×`.padStart(11)}\n`);
-    process.stdout.write(`load average ${loadAvgAtStart.toFixed(1)} at start, ${os.loadavg()[0].toFixed(1)} at end (${os.cpus().length} cores)\n`);
+    process.stdout.write(
+      `${"command".padEnd(36)} ${"n".padStart(3)} ${"p50 ms".padStart(8)} ${"p95 ms".padStart(8)} ${"÷ node p50".padStart(11)}\n`,
+    );
+    for (const [label, s] of rows)
+      process.stdout.write(
+        `${label.padEnd(36)} ${String(s.n).padStart(3)} ${s.p50.toFixed(1).padStart(8)} ${s.p95.toFixed(1).padStart(8)} ${`${s.ratioP50.toFixed(2)}×`.padStart(11)}\n`,
+      );
+    process.stdout.write(
+      `load average ${loadAvgAtStart.toFixed(1)} at start, ${os.loadavg()[0].toFixed(1)} at end (${os.cpus().length} cores)\n`,
+    );
   } finally {
     await service.close();
     rmSync(stateDir, { recursive: true, force: true });

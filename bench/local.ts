@@ -42,7 +42,9 @@ function bareSpawn(): Promise<void> {
 function sandboxesMemoryMiB(stateDir: string): number {
   const layout = detectCgroups(cgroupRootName(stateDir));
   const file =
-    layout.version === 1 ? path.join(layout.mounts.memory, layout.rootName, "memory.usage_in_bytes") : path.join(layout.mounts.unified, layout.rootName, "memory.current");
+    layout.version === 1
+      ? path.join(layout.mounts.memory, layout.rootName, "memory.usage_in_bytes")
+      : path.join(layout.mounts.unified, layout.rootName, "memory.current");
   return Math.round(Number(fs.readFileSync(file, "utf8")) / 2 ** 20);
 }
 
@@ -75,7 +77,15 @@ async function main(): Promise<void> {
   const backend = createLocalBackend(config, { logger: silentLogger(), clock: systemClock });
   await backend.start();
   // other work on the machine moves every number here: the load average is part of the result
-  const out: Record<string, unknown> = { machine: { cpus: os.cpus().length, memGiB: Math.round(os.totalmem() / 2 ** 30), kernel: os.release(), node: process.version, loadAvgAtStart: os.loadavg()[0] } };
+  const out: Record<string, unknown> = {
+    machine: {
+      cpus: os.cpus().length,
+      memGiB: Math.round(os.totalmem() / 2 ** 30),
+      kernel: os.release(),
+      node: process.version,
+      loadAvgAtStart: os.loadavg()[0],
+    },
+  };
   try {
     // warm-up: first spawn/create pay for page cache and JIT
     for (let i = 0; i < 5; i++) await bareSpawn();
@@ -133,7 +143,8 @@ async function main(): Promise<void> {
       allReadyMs: Math.round(allReadyMs),
       execInAllMs: Math.round(allExecMs),
       execOk: execs.filter((r) => r.status === "fulfilled").length,
-      execFirstError: (execs.find((r) => r.status === "rejected") as PromiseRejectedResult | undefined)?.reason?.message,
+      execFirstError: (execs.find((r) => r.status === "rejected") as PromiseRejectedResult | undefined)?.reason
+        ?.message,
       sandboxesMemoryMiB: memoryMiB,
     };
     const t2 = performance.now();

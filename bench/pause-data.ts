@@ -37,7 +37,18 @@ const VARIANTS: Record<string, Variant> = {
   disk2g: { name: "disk2g", dir: "/workspace", bytes: 2 * GiB, medium: "disk" },
   disk4g: { name: "disk4g", dir: "/workspace", bytes: 4 * GiB, medium: "disk" },
 };
-const METRICS = ["pause_ms", "resume_ms", "read_ms", "resume_plus_read_ms", "pause_MBps", "resume_MBps", "raw_push_MBps", "raw_pull_MBps", "pause_vs_raw_push", "resume_vs_raw_pull"];
+const METRICS = [
+  "pause_ms",
+  "resume_ms",
+  "read_ms",
+  "resume_plus_read_ms",
+  "pause_MBps",
+  "resume_MBps",
+  "raw_push_MBps",
+  "raw_pull_MBps",
+  "pause_vs_raw_push",
+  "resume_vs_raw_pull",
+];
 /** below this a raw baseline measures round trips, not throughput */
 const RAW_MIN_BYTES = 64 << 20;
 
@@ -45,14 +56,33 @@ async function main(): Promise<void> {
   const f = flags(process.argv.slice(2));
   const variants = (f.get("variants") ?? "empty,mem1g,disk1g,disk2g,disk4g").split(",").map((v) => {
     const x = VARIANTS[v];
-    if (!x) throw new Error(`--variants: unknown variant ${JSON.stringify(v)}: use ${Object.keys(VARIANTS).join(", ")}`);
+    if (!x)
+      throw new Error(`--variants: unknown variant ${JSON.stringify(v)}: use ${Object.keys(VARIANTS).join(", ")}`);
     return x;
   });
   const trialsPer = intFlag(f, "trials", 3, 1);
   const settleMs = intFlag(f, "settle-seconds", 60) * 1000;
   const out = openResults(f.get("output"), "pause-data");
-  const target = await openTarget(targetArgs(f, { size: "bench", profile: "base", warm: intFlag(f, "warm", 1), workspace: "10Gi", tmp: "1100Mi", memoryLimit: "3Gi" }));
-  out.write({ type: "environment", benchmark: "pause-data", seed: BENCH_SEED, trials_per_variant: trialsPer, settle_ms: settleMs, started_at: new Date().toISOString(), ...runnerEnvironment(), ...target.environment });
+  const target = await openTarget(
+    targetArgs(f, {
+      size: "bench",
+      profile: "base",
+      warm: intFlag(f, "warm", 1),
+      workspace: "10Gi",
+      tmp: "1100Mi",
+      memoryLimit: "3Gi",
+    }),
+  );
+  out.write({
+    type: "environment",
+    benchmark: "pause-data",
+    seed: BENCH_SEED,
+    trials_per_variant: trialsPer,
+    settle_ms: settleMs,
+    started_at: new Date().toISOString(),
+    ...runnerEnvironment(),
+    ...target.environment,
+  });
   const summaries: Record<string, unknown> = {};
   let exit = 0;
   try {
@@ -62,8 +92,13 @@ async function main(): Promise<void> {
         const t = await trial(target, v, i, settleMs);
         trials.push(t);
         out.write({ ...t, variant: v.name } as Record<string, unknown>);
-        process.stderr.write(`${v.name} trial ${i}: ${t.ok ? `pause ${t.timings.pause_ms.toFixed(0)} ms, resume ${t.timings.resume_ms.toFixed(0)} ms, read ${t.timings.read_ms.toFixed(0)} ms` : `FAILED at ${t.failed_stage}: ${t.error}`}\n`);
-        if (t.cleanup_error) throw new Error(`cleanup failed; delete sandbox ${(t as unknown as { sandbox_id: string }).sandbox_id} by hand`);
+        process.stderr.write(
+          `${v.name} trial ${i}: ${t.ok ? `pause ${t.timings.pause_ms.toFixed(0)} ms, resume ${t.timings.resume_ms.toFixed(0)} ms, read ${t.timings.read_ms.toFixed(0)} ms` : `FAILED at ${t.failed_stage}: ${t.error}`}\n`,
+        );
+        if (t.cleanup_error)
+          throw new Error(
+            `cleanup failed; delete sandbox ${(t as unknown as { sandbox_id: string }).sandbox_id} by hand`,
+          );
       }
       const s = summarize(trials, trialsPer, METRICS);
       summaries[v.name] = { ...s, variant: v.name };
@@ -71,7 +106,10 @@ async function main(): Promise<void> {
       exit ||= exitCodeFor(trials, s);
       console.log(`\n== ${v.name} (${v.bytes} bytes, ${v.medium}) ==\n${formatTable(s)}`);
       const pct = (x: number | null) => (x === null ? "n/a" : `${(x * 100).toFixed(0)}%`);
-      if (s.metrics.pause_vs_raw_push?.n) console.log(`per trial, against the registry's raw speed just before: pause p50 ${pct(s.metrics.pause_vs_raw_push.p50)} of raw push, resume p50 ${pct(s.metrics.resume_vs_raw_pull.p50)} of raw pull`);
+      if (s.metrics.pause_vs_raw_push?.n)
+        console.log(
+          `per trial, against the registry's raw speed just before: pause p50 ${pct(s.metrics.pause_vs_raw_push.p50)} of raw push, resume p50 ${pct(s.metrics.resume_vs_raw_pull.p50)} of raw pull`,
+        );
     }
   } finally {
     out.close();
@@ -81,10 +119,22 @@ async function main(): Promise<void> {
   process.exitCode = exit;
 }
 
-async function trial(t: BenchTarget, v: Variant, index: number, settleMs: number): Promise<TrialRecord & Record<string, unknown>> {
+async function trial(
+  t: BenchTarget,
+  v: Variant,
+  index: number,
+  settleMs: number,
+): Promise<TrialRecord & Record<string, unknown>> {
   const m = t.manager;
   const timings: Record<string, number> = {};
-  const rec: TrialRecord & Record<string, unknown> = { type: "trial", index, warmup: false, ok: false, timings, sandbox_id: null };
+  const rec: TrialRecord & Record<string, unknown> = {
+    type: "trial",
+    index,
+    warmup: false,
+    ok: false,
+    timings,
+    sandbox_id: null,
+  };
   let stage = "create";
   try {
     const sb = await m.create({ owner: t.owner, profile: "base", size: "bench" });
@@ -92,10 +142,24 @@ async function trial(t: BenchTarget, v: Variant, index: number, settleMs: number
     await m.wait(t.owner, sb.id, { timeoutMs: 5 * 60_000 });
     stage = "load";
     let sha = "";
-    await m.putArchive(t.owner, sb.id, v.dir, singleFileTar("payload.bin", v.bytes, shakeStream(BENCH_SEED, v.bytes, (h) => (sha = h))));
+    await m.putArchive(
+      t.owner,
+      sb.id,
+      v.dir,
+      singleFileTar(
+        "payload.bin",
+        v.bytes,
+        shakeStream(BENCH_SEED, v.bytes, (h) => (sha = h)),
+      ),
+    );
     rec.payload_sha256 = sha;
     const file = `${v.dir}/payload.bin`;
-    const sync = await sh(m, t.owner, sb.id, "sync; (echo 3 > /proc/sys/vm/drop_caches) 2>/dev/null && echo dropped || echo not-dropped; cat /proc/sys/kernel/random/boot_id");
+    const sync = await sh(
+      m,
+      t.owner,
+      sb.id,
+      "sync; (echo 3 > /proc/sys/vm/drop_caches) 2>/dev/null && echo dropped || echo not-dropped; cat /proc/sys/kernel/random/boot_id",
+    );
     const [dropped, bootBefore] = sync.stdout.trim().split("\n");
     rec.page_cache_dropped = dropped === "dropped";
     rec.boot_id_before = bootBefore;
@@ -139,7 +203,8 @@ async function trial(t: BenchTarget, v: Variant, index: number, settleMs: number
     const [gotSha, mode, size, bootAfter] = read.stdout.trim().split("\n");
     rec.read_mode = mode;
     rec.boot_id_after = bootAfter;
-    if (gotSha !== sha || Number(size) !== v.bytes) throw new Error(`read-back mismatch: sha256 ${gotSha} size ${size}, expected ${sha} size ${v.bytes}`);
+    if (gotSha !== sha || Number(size) !== v.bytes)
+      throw new Error(`read-back mismatch: sha256 ${gotSha} size ${size}, expected ${sha} size ${v.bytes}`);
     timings.pause_MBps = v.bytes / 1e6 / (timings.pause_ms / 1000);
     timings.resume_MBps = v.bytes / 1e6 / (timings.resume_ms / 1000);
     if (baseline) {
@@ -157,7 +222,8 @@ async function trial(t: BenchTarget, v: Variant, index: number, settleMs: number
   } catch (err) {
     rec.failed_stage = stage;
     rec.error = (err as Error).message;
-    if (rec.sandbox_id && stage !== "destroy") await m.kill(t.owner, rec.sandbox_id as string).catch((e: unknown) => (rec.cleanup_error = (e as Error).message));
+    if (rec.sandbox_id && stage !== "destroy")
+      await m.kill(t.owner, rec.sandbox_id as string).catch((e: unknown) => (rec.cleanup_error = (e as Error).message));
   }
   return rec;
 }
@@ -168,8 +234,13 @@ async function sh(m: BenchTarget["manager"], owner: string, id: string, script: 
   let stderr = "";
   s.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
   s.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-  const [r] = await Promise.all([s.result, finished(s.stdout).catch(() => undefined), finished(s.stderr).catch(() => undefined)]);
-  if (r.exitCode !== 0) throw new Error(`${script.slice(0, 60)}... exited ${r.exitCode}: ${stderr.trim().slice(0, 300)}`);
+  const [r] = await Promise.all([
+    s.result,
+    finished(s.stdout).catch(() => undefined),
+    finished(s.stderr).catch(() => undefined),
+  ]);
+  if (r.exitCode !== 0)
+    throw new Error(`${script.slice(0, 60)}... exited ${r.exitCode}: ${stderr.trim().slice(0, 300)}`);
   return { stdout };
 }
 

@@ -32,11 +32,14 @@ async function main(): Promise<number> {
   const samples = intFlag(f, "samples", 30, 1);
   const scenario = f.get("scenario") ?? "uncontrolled";
   const prepareScript = f.get("prepare-script");
-  if (scenario !== "uncontrolled" && !prepareScript) throw new Error(`--scenario ${scenario}: needs --prepare-script that establishes and checks that condition`);
+  if (scenario !== "uncontrolled" && !prepareScript)
+    throw new Error(`--scenario ${scenario}: needs --prepare-script that establishes and checks that condition`);
   const resumeTimeoutMs = intFlag(f, "resume-timeout-ms", 300_000, 1);
   const pollMs = intFlag(f, "poll-ms", 10, 1);
   const out = openResults(f.get("output"), "resume");
-  const target = await openTarget(targetArgs(f, { size: f.get("size") ?? "bench", profile: f.get("profile") ?? "base", warm: intFlag(f, "warm", 2) }));
+  const target = await openTarget(
+    targetArgs(f, { size: f.get("size") ?? "bench", profile: f.get("profile") ?? "base", warm: intFlag(f, "warm", 2) }),
+  );
   const runId = randomBytes(4).toString("hex");
   out.write({
     type: "environment",
@@ -57,12 +60,24 @@ async function main(): Promise<number> {
   const trials: TrialRecord[] = [];
   try {
     for (let i = 0; i < warmups + samples; i++) {
-      const trial = await runTrial(target, { index: i, warmup: i < warmups, runId, scenario, prepareScript, resumeTimeoutMs, pollMs });
+      const trial = await runTrial(target, {
+        index: i,
+        warmup: i < warmups,
+        runId,
+        scenario,
+        prepareScript,
+        resumeTimeoutMs,
+        pollMs,
+      });
       trials.push(trial);
       out.write(trial as unknown as Record<string, unknown>);
-      process.stderr.write(`trial ${i}${trial.warmup ? " (warmup)" : ""}: ${trial.ok ? `command_ms ${trial.timings.command_ms?.toFixed(1)}` : `FAILED at ${trial.failed_stage}: ${trial.error}`}\n`);
+      process.stderr.write(
+        `trial ${i}${trial.warmup ? " (warmup)" : ""}: ${trial.ok ? `command_ms ${trial.timings.command_ms?.toFixed(1)}` : `FAILED at ${trial.failed_stage}: ${trial.error}`}\n`,
+      );
       if (trial.cleanup_error) {
-        process.stderr.write(`cleanup failed; delete sandbox ${(trial as unknown as { sandbox_id: string }).sandbox_id} by hand (sbx kill <id>). Stopping.\n`);
+        process.stderr.write(
+          `cleanup failed; delete sandbox ${(trial as unknown as { sandbox_id: string }).sandbox_id} by hand (sbx kill <id>). Stopping.\n`,
+        );
         break;
       }
     }
@@ -92,7 +107,14 @@ interface TrialOptions {
 async function runTrial(t: BenchTarget, o: TrialOptions): Promise<TrialRecord> {
   const m = t.manager;
   const timings: Record<string, number> = {};
-  const rec: TrialRecord & Record<string, unknown> = { type: "trial", index: o.index, warmup: o.warmup, ok: false, timings, sandbox_id: null };
+  const rec: TrialRecord & Record<string, unknown> = {
+    type: "trial",
+    index: o.index,
+    warmup: o.warmup,
+    ok: false,
+    timings,
+    sandbox_id: null,
+  };
   let stage = "create";
   const marker = `sbx-resume-${o.runId}-${o.index}-${randomBytes(6).toString("hex")}`;
   try {
@@ -125,17 +147,25 @@ async function runTrial(t: BenchTarget, o: TrialOptions): Promise<TrialRecord> {
     for (;;) {
       const s = await withDeadline(m.get(t.owner, sb.id), deadline, "status poll");
       if (s.phase === "Running") break;
-      if (s.phase === "Failed" || s.phase === "Succeeded") throw new Error(`sandbox became ${s.phase} (${s.reason ?? ""}) while resuming`);
+      if (s.phase === "Failed" || s.phase === "Succeeded")
+        throw new Error(`sandbox became ${s.phase} (${s.reason ?? ""}) while resuming`);
       if (performance.now() > deadline) throw new Error("not Running before the resume timeout");
       await new Promise((r) => setTimeout(r, o.pollMs));
     }
     timings.running_ms = performance.now() - t0;
     stage = "ready";
-    await withDeadline(m.wait(t.owner, sb.id, { timeoutMs: Math.max(1, deadline - performance.now()) }), deadline, "ready wait");
+    await withDeadline(
+      m.wait(t.owner, sb.id, { timeoutMs: Math.max(1, deadline - performance.now()) }),
+      deadline,
+      "ready wait",
+    );
     timings.ready_ms = performance.now() - t0;
     stage = "command";
     const r = await withDeadline(output(m, t.owner, sb.id, ["cat", MARKER_PATH]), deadline, "marker command");
-    if (r.exitCode !== 0 || r.stdout !== marker) throw new Error(`marker command exited ${r.exitCode} and printed ${JSON.stringify(r.stdout.slice(0, 100))}, expected ${JSON.stringify(marker)}`);
+    if (r.exitCode !== 0 || r.stdout !== marker)
+      throw new Error(
+        `marker command exited ${r.exitCode} and printed ${JSON.stringify(r.stdout.slice(0, 100))}, expected ${JSON.stringify(marker)}`,
+      );
     timings.command_ms = performance.now() - t0;
     if (t.computeOf) rec.restored_compute = await t.computeOf(sb.id);
     if (t.stepsSince) rec.resume_steps = t.stepsSince(sb.id, t0);
@@ -157,13 +187,22 @@ async function runTrial(t: BenchTarget, o: TrialOptions): Promise<TrialRecord> {
   return rec;
 }
 
-async function output(m: BenchTarget["manager"], owner: string, id: string, command: string[]): Promise<{ exitCode: number; stdout: string; stderr: string }> {
+async function output(
+  m: BenchTarget["manager"],
+  owner: string,
+  id: string,
+  command: string[],
+): Promise<{ exitCode: number; stdout: string; stderr: string }> {
   const s = await m.exec(owner, id, { command, timeoutMs: 60_000 });
   let stdout = "";
   let stderr = "";
   s.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
   s.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-  const [r] = await Promise.all([s.result, finished(s.stdout).catch(() => undefined), finished(s.stderr).catch(() => undefined)]);
+  const [r] = await Promise.all([
+    s.result,
+    finished(s.stdout).catch(() => undefined),
+    finished(s.stderr).catch(() => undefined),
+  ]);
   return { exitCode: r.exitCode, stdout, stderr };
 }
 
@@ -171,9 +210,12 @@ function withDeadline<T>(p: Promise<T>, deadline: number, what: string): Promise
   const left = deadline - performance.now();
   if (left <= 0) return Promise.reject(new Error(`${what}: the shared resume timeout passed`));
   let timer: NodeJS.Timeout;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: the shared resume timeout passed`)), left)))]).finally(() =>
-    clearTimeout(timer),
-  );
+  return Promise.race([
+    p,
+    new Promise<never>(
+      (_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: the shared resume timeout passed`)), left)),
+    ),
+  ]).finally(() => clearTimeout(timer));
 }
 
 function prepare(script: string, id: string, scenario: string): Promise<string> {

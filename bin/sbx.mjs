@@ -14,7 +14,10 @@ async function loadCli() {
     return await import(pathToFileURL(await buildCli()).href);
   } catch (err) {
     // only a person at a terminal is told: scripts compare stderr, and the output is the same
-    if (process.stderr.isTTY) process.stderr.write(`sbx: running from TypeScript (slower): the CLI build failed: ${err instanceof Error ? err.message.split("\n")[0] : err}\n`);
+    if (process.stderr.isTTY)
+      process.stderr.write(
+        `sbx: running from TypeScript (slower): the CLI build failed: ${err instanceof Error ? err.message.split("\n")[0] : err}\n`,
+      );
     const { register } = await import("tsx/esm/api");
     register();
     return import("../runtime/cli/main.ts");
@@ -22,6 +25,9 @@ async function loadCli() {
 }
 
 const { runCli } = await loadCli();
-const code = await runCli(process.argv.slice(2), { env: process.env, io: { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin } });
+const code = await runCli(process.argv.slice(2), {
+  env: process.env,
+  io: { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin },
+});
 // let stdout drain before exiting (pipes are asynchronous)
 process.stdout.write("", () => process.exit(code));

@@ -13,17 +13,20 @@ export function obj(key: string, v: unknown, allowed: readonly string[]): Raw {
   if (v === undefined || v === null) return {};
   if (!isPlainObject(v)) throw new ValidationError(key, v, `use an object with keys: ${allowed.join(", ")}`);
   for (const k of Object.keys(v)) {
-    if (!allowed.includes(k)) throw new ValidationError(`${key}.${k}`, v[k], `unknown key; use one of: ${allowed.join(", ")}`);
+    if (!allowed.includes(k))
+      throw new ValidationError(`${key}.${k}`, v[k], `unknown key; use one of: ${allowed.join(", ")}`);
   }
   return { ...v };
 }
 
 export function str(key: string, v: unknown, def?: string, pattern?: { re: RegExp; fix: string }): string {
   if (v === undefined || v === null) {
-    if (def === undefined) throw new ValidationError(key, v, pattern ? `required: ${pattern.fix}` : "required: set a string");
+    if (def === undefined)
+      throw new ValidationError(key, v, pattern ? `required: ${pattern.fix}` : "required: set a string");
     return def;
   }
-  if (typeof v !== "string" || v.length === 0) throw new ValidationError(key, v, pattern?.fix ?? "use a non-empty string");
+  if (typeof v !== "string" || v.length === 0)
+    throw new ValidationError(key, v, pattern?.fix ?? "use a non-empty string");
   if (pattern && !pattern.re.test(v)) throw new ValidationError(key, v, pattern.fix);
   return v;
 }
@@ -34,7 +37,8 @@ export function optStr(key: string, v: unknown, pattern?: { re: RegExp; fix: str
 
 export function oneOf<T extends string>(key: string, v: unknown, options: readonly T[], def: T): T {
   if (v === undefined || v === null) return def;
-  if (typeof v !== "string" || !options.includes(v as T)) throw new ValidationError(key, v, `use one of: ${options.join(", ")}`);
+  if (typeof v !== "string" || !options.includes(v as T))
+    throw new ValidationError(key, v, `use one of: ${options.join(", ")}`);
   return v as T;
 }
 
@@ -64,7 +68,12 @@ export function list(key: string, v: unknown, def: unknown[] | undefined): unkno
   return [...v];
 }
 
-export function strList(key: string, v: unknown, def: string[] | undefined, pattern?: { re: RegExp; fix: string }): string[] {
+export function strList(
+  key: string,
+  v: unknown,
+  def: string[] | undefined,
+  pattern?: { re: RegExp; fix: string },
+): string[] {
   return list(key, v, def).map((item, i) => str(`${key}[${i}]`, item, undefined, pattern));
 }
 

@@ -7,26 +7,61 @@ import { DEFAULT_SIZE_CLASSES } from "../runtime/config/schema.ts";
 import { resolveInstanceLimits } from "../components/cluster/maxPods.ts";
 import { cidrContains, parseCidr } from "../components/shared/cidr.ts";
 import { bool, int, isPlainObject, list, obj, oneOf, optStr, quantity, str, strList, type Raw } from "./readers.ts";
-import type { EgressRule, NetworkConfig, NodeGroupConfig, PlatformConfig, SizeClassConfig } from "../components/shared/platformConfig.ts";
+import type {
+  EgressRule,
+  NetworkConfig,
+  NodeGroupConfig,
+  PlatformConfig,
+  SizeClassConfig,
+} from "../components/shared/platformConfig.ts";
 
 /** Every top-level key under the `sbx` config namespace. Secrets are read as secrets. */
 export const CONFIG_KEYS = [
-  "name", "mode", "cluster", "network", "vpcCni", "nodeGroups", "prePullImages", "images", "snapshots", "outputs",
-  "namespaces", "sizeClasses", "budget", "defaults", "warmPool", "egress", "blockedCidrs", "runtime",
+  "name",
+  "mode",
+  "cluster",
+  "network",
+  "vpcCni",
+  "nodeGroups",
+  "prePullImages",
+  "images",
+  "snapshots",
+  "outputs",
+  "namespaces",
+  "sizeClasses",
+  "budget",
+  "defaults",
+  "warmPool",
+  "egress",
+  "blockedCidrs",
+  "runtime",
 ] as const;
 export const SECRET_CONFIG_KEYS = ["kubeconfig", "apiTokens"] as const;
 
-const DNS_LABEL = { re: /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, fix: "use a DNS label: lowercase letters, digits and '-', at most 63 characters" };
-const NAME = { re: /^[a-z][a-z0-9-]{1,30}[a-z0-9]$/, fix: "use 3-32 lowercase letters, digits and '-', starting with a letter" };
+const DNS_LABEL = {
+  re: /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/,
+  fix: "use a DNS label: lowercase letters, digits and '-', at most 63 characters",
+};
+const NAME = {
+  re: /^[a-z][a-z0-9-]{1,30}[a-z0-9]$/,
+  fix: "use 3-32 lowercase letters, digits and '-', starting with a letter",
+};
 const K8S_VERSION = { re: /^1\.\d{2}$/, fix: 'pin a minor version such as "1.33"' };
-const IAM_PRINCIPAL = { re: /^arn:aws[a-z-]*:iam::\d{12}:(role|user)\/[\w+=,.@/-]+$/, fix: "use an IAM role or user ARN such as arn:aws:iam::123456789012:role/Admin" };
+const IAM_PRINCIPAL = {
+  re: /^arn:aws[a-z-]*:iam::\d{12}:(role|user)\/[\w+=,.@/-]+$/,
+  fix: "use an IAM role or user ARN such as arn:aws:iam::123456789012:role/Admin",
+};
 const LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"] as const;
 const K = (path: string) => `sbx:${path}`;
 
 export function validatePlatformConfig(raw: Raw): PlatformConfig {
   for (const key of Object.keys(raw)) {
     if (!(CONFIG_KEYS as readonly string[]).includes(key) && !(SECRET_CONFIG_KEYS as readonly string[]).includes(key)) {
-      throw new ValidationError(K(key), raw[key], `unknown key; use one of: ${[...CONFIG_KEYS, ...SECRET_CONFIG_KEYS].join(", ")}`);
+      throw new ValidationError(
+        K(key),
+        raw[key],
+        `unknown key; use one of: ${[...CONFIG_KEYS, ...SECRET_CONFIG_KEYS].join(", ")}`,
+      );
     }
   }
   const mode = oneOf(K("mode"), raw.mode, ["eks", "existing-cluster"] as const, "eks");
@@ -54,13 +89,24 @@ export function validatePlatformConfig(raw: Raw): PlatformConfig {
     runtime: readRuntime(raw.runtime),
   };
   if (mode === "existing-cluster" && !raw.kubeconfig) {
-    throw new ValidationError(K("kubeconfig"), raw.kubeconfig, "existing-cluster mode needs the cluster's kubeconfig: `pulumi config set --secret sbx:kubeconfig \"$(cat ~/.kube/config)\"`");
+    throw new ValidationError(
+      K("kubeconfig"),
+      raw.kubeconfig,
+      'existing-cluster mode needs the cluster\'s kubeconfig: `pulumi config set --secret sbx:kubeconfig "$(cat ~/.kube/config)"`',
+    );
   }
   return cfg;
 }
 
 function readCluster(v: unknown): PlatformConfig["cluster"] {
-  const o = obj(K("cluster"), v, ["version", "admins", "logTypes", "endpointPublicAccess", "endpointPrivateAccess", "publicAccessCidrs"]);
+  const o = obj(K("cluster"), v, [
+    "version",
+    "admins",
+    "logTypes",
+    "endpointPublicAccess",
+    "endpointPrivateAccess",
+    "publicAccessCidrs",
+  ]);
   const logTypes = strList(K("cluster.logTypes"), o.logTypes, ["api", "audit", "authenticator"]);
   for (const [i, t] of logTypes.entries()) oneOf(K(`cluster.logTypes[${i}]`), t, LOG_TYPES, "api");
   const publicAccessCidrs = strList(K("cluster.publicAccessCidrs"), o.publicAccessCidrs, ["0.0.0.0/0"]);
@@ -68,7 +114,11 @@ function readCluster(v: unknown): PlatformConfig["cluster"] {
   const endpointPublicAccess = bool(K("cluster.endpointPublicAccess"), o.endpointPublicAccess, true);
   const endpointPrivateAccess = bool(K("cluster.endpointPrivateAccess"), o.endpointPrivateAccess, true);
   if (!endpointPublicAccess && !endpointPrivateAccess) {
-    throw new ValidationError(K("cluster.endpointPrivateAccess"), false, "at least one of endpointPublicAccess and endpointPrivateAccess must be true");
+    throw new ValidationError(
+      K("cluster.endpointPrivateAccess"),
+      false,
+      "at least one of endpointPublicAccess and endpointPrivateAccess must be true",
+    );
   }
   return {
     version: str(K("cluster.version"), o.version, "1.33", K8S_VERSION),
@@ -81,7 +131,15 @@ function readCluster(v: unknown): PlatformConfig["cluster"] {
 }
 
 function readNetwork(v: unknown): NetworkConfig {
-  const o = obj(K("network"), v, ["mode", "cidr", "azCount", "natGateways", "vpcId", "privateSubnetIds", "publicSubnetIds"]);
+  const o = obj(K("network"), v, [
+    "mode",
+    "cidr",
+    "azCount",
+    "natGateways",
+    "vpcId",
+    "privateSubnetIds",
+    "publicSubnetIds",
+  ]);
   const mode = oneOf(K("network.mode"), o.mode, ["create", "existing"] as const, "create");
   const cidr = str(K("network.cidr"), o.cidr, "10.0.0.0/16");
   const parsed = parseCidr(K("network.cidr"), cidr);
@@ -89,17 +147,29 @@ function readNetwork(v: unknown): NetworkConfig {
     const subnets = { re: /^subnet-[0-9a-f]{8,17}$/, fix: 'use subnet ids such as "subnet-0abc12345def67890"' };
     const privateSubnetIds = strList(K("network.privateSubnetIds"), o.privateSubnetIds, undefined, subnets);
     if (privateSubnetIds.length < 2) {
-      throw new ValidationError(K("network.privateSubnetIds"), privateSubnetIds, "list private subnets in at least 2 availability zones");
+      throw new ValidationError(
+        K("network.privateSubnetIds"),
+        privateSubnetIds,
+        "list private subnets in at least 2 availability zones",
+      );
     }
     return {
       mode,
       cidr,
-      vpcId: str(K("network.vpcId"), o.vpcId, undefined, { re: /^vpc-[0-9a-f]{8,17}$/, fix: 'use a VPC id such as "vpc-0abc12345def67890"' }),
+      vpcId: str(K("network.vpcId"), o.vpcId, undefined, {
+        re: /^vpc-[0-9a-f]{8,17}$/,
+        fix: 'use a VPC id such as "vpc-0abc12345def67890"',
+      }),
       privateSubnetIds,
       publicSubnetIds: strList(K("network.publicSubnetIds"), o.publicSubnetIds, [], subnets),
     };
   }
-  if (parsed.prefix > 20) throw new ValidationError(K("network.cidr"), cidr, "use a /20 or larger network (e.g. 10.0.0.0/16): node subnets need room for /28 pod prefixes");
+  if (parsed.prefix > 20)
+    throw new ValidationError(
+      K("network.cidr"),
+      cidr,
+      "use a /20 or larger network (e.g. 10.0.0.0/16): node subnets need room for /28 pod prefixes",
+    );
   return {
     mode,
     cidr,
@@ -112,7 +182,11 @@ function readVpcCni(v: unknown): PlatformConfig["vpcCni"] {
   const o = obj(K("vpcCni"), v, ["prefixDelegation", "warmPrefixTarget", "networkPolicy"]);
   const networkPolicy = bool(K("vpcCni.networkPolicy"), o.networkPolicy, true);
   if (!networkPolicy) {
-    throw new ValidationError(K("vpcCni.networkPolicy"), false, "sandbox isolation relies on NetworkPolicy enforcement; remove the key or set it to true");
+    throw new ValidationError(
+      K("vpcCni.networkPolicy"),
+      false,
+      "sandbox isolation relies on NetworkPolicy enforcement; remove the key or set it to true",
+    );
   }
   return {
     prefixDelegation: bool(K("vpcCni.prefixDelegation"), o.prefixDelegation, true),
@@ -137,9 +211,19 @@ function readNodeGroup(key: string, v: unknown, def: Omit<NodeGroupConfig, "name
   const minSize = int(`${key}.minSize`, o.minSize, def.minSize, 0, 1000);
   const maxSize = int(`${key}.maxSize`, o.maxSize, Math.max(def.maxSize, minSize), 1, 1000);
   if (maxSize < minSize) throw new ValidationError(`${key}.maxSize`, maxSize, `must be at least minSize (${minSize})`);
-  const desiredSize = int(`${key}.desiredSize`, o.desiredSize, Math.min(Math.max(def.desiredSize, minSize), maxSize), 0, 1000);
+  const desiredSize = int(
+    `${key}.desiredSize`,
+    o.desiredSize,
+    Math.min(Math.max(def.desiredSize, minSize), maxSize),
+    0,
+    1000,
+  );
   if (desiredSize < minSize || desiredSize > maxSize) {
-    throw new ValidationError(`${key}.desiredSize`, desiredSize, `must be between minSize (${minSize}) and maxSize (${maxSize})`);
+    throw new ValidationError(
+      `${key}.desiredSize`,
+      desiredSize,
+      `must be between minSize (${minSize}) and maxSize (${maxSize})`,
+    );
   }
   return {
     name: str(`${key}.name`, o.name, name, DNS_LABEL),
@@ -154,43 +238,92 @@ function readNodeGroup(key: string, v: unknown, def: Omit<NodeGroupConfig, "name
 
 function readNodeGroups(v: unknown): PlatformConfig["nodeGroups"] {
   const o = obj(K("nodeGroups"), v, ["system", "sandbox", "gpu"]);
-  const system = readNodeGroup(K("nodeGroups.system"), o.system, { instanceType: "m7i.large", minSize: 2, maxSize: 4, desiredSize: 2, diskSizeGiB: 50 }, "system");
+  const system = readNodeGroup(
+    K("nodeGroups.system"),
+    o.system,
+    { instanceType: "m7i.large", minSize: 2, maxSize: 4, desiredSize: 2, diskSizeGiB: 50 },
+    "system",
+  );
   const sandboxRaw = list(K("nodeGroups.sandbox"), o.sandbox, [{}]);
-  if (sandboxRaw.length === 0) throw new ValidationError(K("nodeGroups.sandbox"), [], "define at least one sandbox node group");
+  if (sandboxRaw.length === 0)
+    throw new ValidationError(K("nodeGroups.sandbox"), [], "define at least one sandbox node group");
   const sandbox = sandboxRaw.map((g, i) =>
-    readNodeGroup(K(`nodeGroups.sandbox[${i}]`), g, { instanceType: "m7i.xlarge", minSize: 1, maxSize: 10, desiredSize: 2, diskSizeGiB: 100 }, i === 0 ? "sandbox" : `sandbox-${i}`),
+    readNodeGroup(
+      K(`nodeGroups.sandbox[${i}]`),
+      g,
+      { instanceType: "m7i.xlarge", minSize: 1, maxSize: 10, desiredSize: 2, diskSizeGiB: 100 },
+      i === 0 ? "sandbox" : `sandbox-${i}`,
+    ),
   );
   const names = [system.name, ...sandbox.map((g) => g.name)];
   names.forEach((n, i) => {
-    if (names.indexOf(n) !== i) throw new ValidationError(K(`nodeGroups.sandbox[${i - 1}].name`), n, "node group names must be unique; rename this group");
+    if (names.indexOf(n) !== i)
+      throw new ValidationError(
+        K(`nodeGroups.sandbox[${i - 1}].name`),
+        n,
+        "node group names must be unique; rename this group",
+      );
   });
-  const gpu = o.gpu === undefined || o.gpu === null ? undefined
-    : readNodeGroup(K("nodeGroups.gpu"), o.gpu, { instanceType: "g5.xlarge", minSize: 0, maxSize: 2, desiredSize: 0, diskSizeGiB: 200 }, "gpu");
+  const gpu =
+    o.gpu === undefined || o.gpu === null
+      ? undefined
+      : readNodeGroup(
+          K("nodeGroups.gpu"),
+          o.gpu,
+          { instanceType: "g5.xlarge", minSize: 0, maxSize: 2, desiredSize: 0, diskSizeGiB: 200 },
+          "gpu",
+        );
   return { system, sandbox, ...(gpu ? { gpu } : {}) };
 }
 
 function readImages(v: unknown, mode: PlatformConfig["mode"]): PlatformConfig["images"] {
   const o = obj(K("images"), v, ["profiles", "tag", "catalog"]);
   const profiles = strList(K("images.profiles"), o.profiles, ["base", "data", "web", "ml", "rl"], DNS_LABEL);
-  if (profiles.length === 0) throw new ValidationError(K("images.profiles"), [], "list at least one image profile (e.g. base)");
+  if (profiles.length === 0)
+    throw new ValidationError(K("images.profiles"), [], "list at least one image profile (e.g. base)");
   const catalog: Record<string, string> = {};
   if (o.catalog !== undefined) {
-    if (!isPlainObject(o.catalog)) throw new ValidationError(K("images.catalog"), o.catalog, 'use a map of profile to image, e.g. {"base": "python:3.12-slim"}');
+    if (!isPlainObject(o.catalog))
+      throw new ValidationError(
+        K("images.catalog"),
+        o.catalog,
+        'use a map of profile to image, e.g. {"base": "python:3.12-slim"}',
+      );
     for (const [p, img] of Object.entries(o.catalog)) {
-      if (!profiles.includes(p)) throw new ValidationError(K(`images.catalog.${p}`), img, `not a profile; add it to images.profiles (${profiles.join(", ")}) or remove it`);
+      if (!profiles.includes(p))
+        throw new ValidationError(
+          K(`images.catalog.${p}`),
+          img,
+          `not a profile; add it to images.profiles (${profiles.join(", ")}) or remove it`,
+        );
       catalog[p] = str(K(`images.catalog.${p}`), img);
     }
   }
   if (mode === "existing-cluster") {
     const missing = profiles.filter((p) => !catalog[p]);
-    if (missing.length) throw new ValidationError(K("images.catalog"), o.catalog, `existing-cluster mode creates no registries; give an image for every profile (missing: ${missing.join(", ")})`);
+    if (missing.length)
+      throw new ValidationError(
+        K("images.catalog"),
+        o.catalog,
+        `existing-cluster mode creates no registries; give an image for every profile (missing: ${missing.join(", ")})`,
+      );
   }
-  return { profiles, tag: str(K("images.tag"), o.tag, "v1", { re: /^[\w][\w.-]{0,127}$/, fix: "use an OCI tag such as v1 or 2026-11-29" }), catalog };
+  return {
+    profiles,
+    tag: str(K("images.tag"), o.tag, "v1", {
+      re: /^[\w][\w.-]{0,127}$/,
+      fix: "use an OCI tag such as v1 or 2026-11-29",
+    }),
+    catalog,
+  };
 }
 
 function readSnapshots(v: unknown): PlatformConfig["snapshots"] {
   const o = obj(K("snapshots"), v, ["enabled", "retentionDays"]);
-  return { enabled: bool(K("snapshots.enabled"), o.enabled, true), retentionDays: int(K("snapshots.retentionDays"), o.retentionDays, 7, 1, 3650) };
+  return {
+    enabled: bool(K("snapshots.enabled"), o.enabled, true),
+    retentionDays: int(K("snapshots.retentionDays"), o.retentionDays, 7, 1, 3650),
+  };
 }
 
 function readOutputs(v: unknown): PlatformConfig["outputs"] {
@@ -202,14 +335,23 @@ function readNamespaces(v: unknown): PlatformConfig["namespaces"] {
   const o = obj(K("namespaces"), v, ["sandbox", "runtime"]);
   const sandbox = str(K("namespaces.sandbox"), o.sandbox, "sbx-sandboxes", DNS_LABEL);
   const runtime = str(K("namespaces.runtime"), o.runtime, "sbx-system", DNS_LABEL);
-  if (sandbox === runtime) throw new ValidationError(K("namespaces.runtime"), runtime, "must differ from namespaces.sandbox: sandboxes never share a namespace with the runtime");
+  if (sandbox === runtime)
+    throw new ValidationError(
+      K("namespaces.runtime"),
+      runtime,
+      "must differ from namespaces.sandbox: sandboxes never share a namespace with the runtime",
+    );
   return { sandbox, runtime };
 }
 
 function readSizeClasses(v: unknown): Record<string, SizeClassConfig> {
   if (v === undefined || v === null) return structuredClone(DEFAULT_SIZE_CLASSES) as Record<string, SizeClassConfig>;
   if (!isPlainObject(v) || Object.keys(v).length === 0) {
-    throw new ValidationError(K("sizeClasses"), v, 'use a map of size name to {cpuRequest, cpuLimit, memoryRequest, memoryLimit}, e.g. {"nano": {...}}');
+    throw new ValidationError(
+      K("sizeClasses"),
+      v,
+      'use a map of size name to {cpuRequest, cpuLimit, memoryRequest, memoryLimit}, e.g. {"nano": {...}}',
+    );
   }
   const out: Record<string, SizeClassConfig> = {};
   for (const [name, s] of Object.entries(v)) {
@@ -229,7 +371,11 @@ function readSizeClasses(v: unknown): Record<string, SizeClassConfig> {
       throw new ValidationError(`${key}.cpuLimit`, sc.cpuLimit, `must be at least cpuRequest (${sc.cpuRequest})`);
     }
     if (parseMemory(`${key}.memoryLimit`, sc.memoryLimit) < parseMemory(`${key}.memoryRequest`, sc.memoryRequest)) {
-      throw new ValidationError(`${key}.memoryLimit`, sc.memoryLimit, `must be at least memoryRequest (${sc.memoryRequest})`);
+      throw new ValidationError(
+        `${key}.memoryLimit`,
+        sc.memoryLimit,
+        `must be at least memoryRequest (${sc.memoryRequest})`,
+      );
     }
     parseMemory(`${key}.workspace`, sc.workspace);
     parseMemory(`${key}.tmp`, sc.tmp);
@@ -248,8 +394,19 @@ function readBudget(v: unknown): PlatformConfig["budget"] {
   return { cpu, memory, ...(pods !== undefined ? { pods } : {}) };
 }
 
-function readDefaults(v: unknown, sizes: Record<string, SizeClassConfig>, profiles: string[]): PlatformConfig["defaults"] {
-  const o = obj(K("defaults"), v, ["profile", "size", "ttlSeconds", "maxTtlSeconds", "idleTimeoutSeconds", "finishedGraceSeconds"]);
+function readDefaults(
+  v: unknown,
+  sizes: Record<string, SizeClassConfig>,
+  profiles: string[],
+): PlatformConfig["defaults"] {
+  const o = obj(K("defaults"), v, [
+    "profile",
+    "size",
+    "ttlSeconds",
+    "maxTtlSeconds",
+    "idleTimeoutSeconds",
+    "finishedGraceSeconds",
+  ]);
   const d = {
     profile: str(K("defaults.profile"), o.profile, profiles.includes("base") ? "base" : profiles[0]),
     size: str(K("defaults.size"), o.size, sizes.nano ? "nano" : Object.keys(sizes)[0]),
@@ -258,20 +415,37 @@ function readDefaults(v: unknown, sizes: Record<string, SizeClassConfig>, profil
     idleTimeoutSeconds: int(K("defaults.idleTimeoutSeconds"), o.idleTimeoutSeconds, 900, 0, 7 * 86400),
     finishedGraceSeconds: int(K("defaults.finishedGraceSeconds"), o.finishedGraceSeconds, 60, 0, 86400),
   };
-  if (!profiles.includes(d.profile)) throw new ValidationError(K("defaults.profile"), d.profile, `use one of images.profiles: ${profiles.join(", ")}`);
-  if (!sizes[d.size]) throw new ValidationError(K("defaults.size"), d.size, `use one of the size classes: ${Object.keys(sizes).join(", ")}`);
-  if (d.ttlSeconds > d.maxTtlSeconds) throw new ValidationError(K("defaults.ttlSeconds"), d.ttlSeconds, `must not exceed defaults.maxTtlSeconds (${d.maxTtlSeconds})`);
+  if (!profiles.includes(d.profile))
+    throw new ValidationError(K("defaults.profile"), d.profile, `use one of images.profiles: ${profiles.join(", ")}`);
+  if (!sizes[d.size])
+    throw new ValidationError(
+      K("defaults.size"),
+      d.size,
+      `use one of the size classes: ${Object.keys(sizes).join(", ")}`,
+    );
+  if (d.ttlSeconds > d.maxTtlSeconds)
+    throw new ValidationError(
+      K("defaults.ttlSeconds"),
+      d.ttlSeconds,
+      `must not exceed defaults.maxTtlSeconds (${d.maxTtlSeconds})`,
+    );
   return d;
 }
 
-function readWarmPool(v: unknown, sizes: Record<string, SizeClassConfig>, profiles: string[]): PlatformConfig["warmPool"] {
+function readWarmPool(
+  v: unknown,
+  sizes: Record<string, SizeClassConfig>,
+  profiles: string[],
+): PlatformConfig["warmPool"] {
   return list(K("warmPool"), v, []).map((entry, i) => {
     const key = K(`warmPool[${i}]`);
     const o = obj(key, entry, ["profile", "size", "count"]);
     const profile = str(`${key}.profile`, o.profile);
     const size = str(`${key}.size`, o.size);
-    if (!profiles.includes(profile)) throw new ValidationError(`${key}.profile`, profile, `use one of images.profiles: ${profiles.join(", ")}`);
-    if (!sizes[size]) throw new ValidationError(`${key}.size`, size, `use one of the size classes: ${Object.keys(sizes).join(", ")}`);
+    if (!profiles.includes(profile))
+      throw new ValidationError(`${key}.profile`, profile, `use one of images.profiles: ${profiles.join(", ")}`);
+    if (!sizes[size])
+      throw new ValidationError(`${key}.size`, size, `use one of the size classes: ${Object.keys(sizes).join(", ")}`);
     return { profile, size, count: int(`${key}.count`, o.count, undefined, 0, 10000) };
   });
 }
@@ -284,21 +458,38 @@ function readEgress(v: unknown, sandboxNamespace: string): EgressRule[] {
     const o = obj(key, entry, ["cidr", "namespace", "podLabels", "ports"]);
     const ports = list(`${key}.ports`, o.ports, []).map((p, j) => int(`${key}.ports[${j}]`, p, undefined, 1, 65535));
     if (o.cidr !== undefined) {
-      if (o.namespace !== undefined) throw new ValidationError(`${key}.namespace`, o.namespace, "an egress rule has either cidr or namespace, not both; split it into two rules");
+      if (o.namespace !== undefined)
+        throw new ValidationError(
+          `${key}.namespace`,
+          o.namespace,
+          "an egress rule has either cidr or namespace, not both; split it into two rules",
+        );
       const cidr = str(`${key}.cidr`, o.cidr);
       const parsed = parseCidr(`${key}.cidr`, cidr);
       if (cidrContains(METADATA_CIDR, parsed)) {
-        throw new ValidationError(`${key}.cidr`, cidr, "the instance metadata endpoint is never reachable from sandboxes; remove this rule");
+        throw new ValidationError(
+          `${key}.cidr`,
+          cidr,
+          "the instance metadata endpoint is never reachable from sandboxes; remove this rule",
+        );
       }
       return { kind: "cidr", cidr, ports };
     }
-    const namespace = str(`${key}.namespace`, o.namespace, undefined, { ...DNS_LABEL, fix: `set cidr or namespace; ${DNS_LABEL.fix}` });
+    const namespace = str(`${key}.namespace`, o.namespace, undefined, {
+      ...DNS_LABEL,
+      fix: `set cidr or namespace; ${DNS_LABEL.fix}`,
+    });
     if (namespace === sandboxNamespace) {
-      throw new ValidationError(`${key}.namespace`, namespace, "sandboxes never reach other sandboxes; point the rule at the namespace of the service they need (e.g. a tool gateway)");
+      throw new ValidationError(
+        `${key}.namespace`,
+        namespace,
+        "sandboxes never reach other sandboxes; point the rule at the namespace of the service they need (e.g. a tool gateway)",
+      );
     }
     const podLabels: Record<string, string> = {};
     if (o.podLabels !== undefined) {
-      if (!isPlainObject(o.podLabels)) throw new ValidationError(`${key}.podLabels`, o.podLabels, 'use a label map such as {"app": "tool-gateway"}');
+      if (!isPlainObject(o.podLabels))
+        throw new ValidationError(`${key}.podLabels`, o.podLabels, 'use a label map such as {"app": "tool-gateway"}');
       for (const [lk, lv] of Object.entries(o.podLabels)) podLabels[lk] = str(`${key}.podLabels.${lk}`, lv);
     }
     return { kind: "pods", namespace, podLabels, ports };
@@ -309,7 +500,11 @@ function readEgress(v: unknown, sandboxNamespace: string): EgressRule[] {
 function readCredentialDuration(v: unknown): number {
   const seconds = int(K("runtime.credentialDurationSeconds"), v, 900, 900, 43200);
   if (seconds > 3600) {
-    throw new ValidationError(K("runtime.credentialDurationSeconds"), seconds, "the manager assumes the base role with Pod Identity credentials (role chaining), which STS caps at 3600 seconds; use 900-3600");
+    throw new ValidationError(
+      K("runtime.credentialDurationSeconds"),
+      seconds,
+      "the manager assumes the base role with Pod Identity credentials (role chaining), which STS caps at 3600 seconds; use 900-3600",
+    );
   }
   return seconds;
 }
@@ -321,7 +516,17 @@ function readBlockedCidrs(v: unknown): string[] {
 }
 
 function readRuntime(v: unknown): PlatformConfig["runtime"] {
-  const o = obj(K("runtime"), v, ["image", "nodeImage", "managerReplicas", "controllerReplicas", "cpu", "memory", "runtimeClassName", "userNamespaces", "credentialDurationSeconds"]);
+  const o = obj(K("runtime"), v, [
+    "image",
+    "nodeImage",
+    "managerReplicas",
+    "controllerReplicas",
+    "cpu",
+    "memory",
+    "runtimeClassName",
+    "userNamespaces",
+    "credentialDurationSeconds",
+  ]);
   const cpu = quantity(K("runtime.cpu"), o.cpu, "500m");
   const memory = quantity(K("runtime.memory"), o.memory, "512Mi");
   parseCpu(K("runtime.cpu"), cpu);
@@ -330,7 +535,10 @@ function readRuntime(v: unknown): PlatformConfig["runtime"] {
   const runtimeClassName = optStr(K("runtime.runtimeClassName"), o.runtimeClassName, DNS_LABEL);
   return {
     ...(image ? { image } : {}),
-    nodeImage: str(K("runtime.nodeImage"), o.nodeImage, "node:20-bookworm-slim", { re: /^[\w./-]+(:[\w.-]+)?(@sha256:[0-9a-f]{64})?$/, fix: 'use an image reference such as "node:20-bookworm-slim"' }),
+    nodeImage: str(K("runtime.nodeImage"), o.nodeImage, "node:20-bookworm-slim", {
+      re: /^[\w./-]+(:[\w.-]+)?(@sha256:[0-9a-f]{64})?$/,
+      fix: 'use an image reference such as "node:20-bookworm-slim"',
+    }),
     managerReplicas: int(K("runtime.managerReplicas"), o.managerReplicas, 2, 1, 20),
     controllerReplicas: int(K("runtime.controllerReplicas"), o.controllerReplicas, 2, 1, 5),
     cpu,

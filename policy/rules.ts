@@ -1,7 +1,12 @@
 // sbx's security rules as @pulumi/policy validations. Plain functions over (type, props) so
 // the tests run them on the resources the Pulumi mocks captured; index.ts serves them as a
 // policy pack for `pulumi preview --policy-pack policy`.
-import type { ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, StackValidationPolicy } from "@pulumi/policy";
+import type {
+  ReportViolation,
+  ResourceValidationArgs,
+  ResourceValidationPolicy,
+  StackValidationPolicy,
+} from "@pulumi/policy";
 
 // a resource's inputs as the policy engine hands them over (untyped JSON); each rule reads only its fields
 type Props = ResourceValidationArgs["props"];
@@ -25,14 +30,19 @@ export function checkBucketNotPublic(type: string, props: Props, report: ReportV
 export function checkEveryBucketBlocked(resources: { type: string }[], report: ReportViolation): void {
   const buckets = resources.filter((r) => r.type === "aws:s3/bucket:Bucket").length;
   const blocks = resources.filter((r) => r.type === "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock").length;
-  if (blocks < buckets) report(`${buckets} bucket(s) but ${blocks} public access block(s); give every bucket a BucketPublicAccessBlock`);
+  if (blocks < buckets)
+    report(`${buckets} bucket(s) but ${blocks} public access block(s); give every bucket a BucketPublicAccessBlock`);
 }
 
 // ---- ECR -------------------------------------------------------------------------------
 export function checkEcrScanOnPush(type: string, props: Props, report: ReportViolation): void {
   if (type !== "aws:ecr/repository:Repository") return;
-  if (props.imageScanningConfiguration?.scanOnPush !== true) report("imageScanningConfiguration.scanOnPush must be true");
-  if (props.imageTagMutability !== "IMMUTABLE") report(`imageTagMutability is ${JSON.stringify(props.imageTagMutability)}; use "IMMUTABLE" so a tag always means one image`);
+  if (props.imageScanningConfiguration?.scanOnPush !== true)
+    report("imageScanningConfiguration.scanOnPush must be true");
+  if (props.imageTagMutability !== "IMMUTABLE")
+    report(
+      `imageTagMutability is ${JSON.stringify(props.imageTagMutability)}; use "IMMUTABLE" so a tag always means one image`,
+    );
 }
 
 // ---- IAM -------------------------------------------------------------------------------
@@ -47,7 +57,8 @@ export function checkIamNoWildcards(type: string, props: Props, report: ReportVi
     for (const s of list((doc as Props).Statement) as Props[]) {
       const actions = list(s.Action) as string[];
       for (const a of actions) if (a.includes("*")) report(`action ${a} is a wildcard; list the exact actions`);
-      if (list(s.NotAction).length || list(s.NotResource).length) report("NotAction/NotResource grant everything else; list what is allowed");
+      if (list(s.NotAction).length || list(s.NotResource).length)
+        report("NotAction/NotResource grant everything else; list what is allowed");
       if (list(s.Resource).includes("*") && !(actions.length === 1 && actions[0] === "ecr:GetAuthorizationToken")) {
         report(`Resource "*" for ${actions.join(", ")}; scope it to ARNs (only ecr:GetAuthorizationToken may use "*")`);
       }
@@ -56,17 +67,24 @@ export function checkIamNoWildcards(type: string, props: Props, report: ReportVi
 }
 
 // ---- Kubernetes RBAC -------------------------------------------------------------------
-const RBAC_ROLE_TYPES = ["kubernetes:rbac.authorization.k8s.io/v1:Role", "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"];
+const RBAC_ROLE_TYPES = [
+  "kubernetes:rbac.authorization.k8s.io/v1:Role",
+  "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
+];
 
 export function checkNoWildcardRbac(type: string, props: Props, report: ReportViolation): void {
   if (RBAC_ROLE_TYPES.includes(type)) {
     for (const [i, rule] of (list(props.rules) as Props[]).entries()) {
       for (const field of ["verbs", "resources", "apiGroups"]) {
-        if ((list(rule[field]) as string[]).some((v) => v.includes("*"))) report(`rules[${i}].${field} contains a wildcard; list exact ${field}`);
+        if ((list(rule[field]) as string[]).some((v) => v.includes("*")))
+          report(`rules[${i}].${field} contains a wildcard; list exact ${field}`);
       }
     }
   }
-  if (type === "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding" && props.roleRef?.name === "cluster-admin") {
+  if (
+    type === "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding" &&
+    props.roleRef?.name === "cluster-admin"
+  ) {
     report("binds cluster-admin; use a namespaced Role with the rules from runtime/k8s/contract.ts");
   }
 }
@@ -96,7 +114,8 @@ export function checkHardenedPod(type: string, props: Props, report: ReportViola
     if (sc.readOnlyRootFilesystem !== true) report(`${where}: set readOnlyRootFilesystem: true`);
     if (!(list(sc.capabilities?.drop) as string[]).includes("ALL")) report(`${where}: drop ALL capabilities`);
     if (list(sc.capabilities?.add).length) report(`${where}: adds capabilities ${JSON.stringify(sc.capabilities.add)}`);
-    if ((sc.seccompProfile?.type ?? podSc.seccompProfile?.type) !== "RuntimeDefault") report(`${where}: use seccompProfile RuntimeDefault`);
+    if ((sc.seccompProfile?.type ?? podSc.seccompProfile?.type) !== "RuntimeDefault")
+      report(`${where}: use seccompProfile RuntimeDefault`);
   }
 }
 
@@ -109,7 +128,11 @@ export function checkRestrictedNamespace(type: string, props: Props, report: Rep
   }
 }
 
-const resourcePolicy = (name: string, description: string, check: (type: string, props: Props, report: ReportViolation) => void): ResourceValidationPolicy => ({
+const resourcePolicy = (
+  name: string,
+  description: string,
+  check: (type: string, props: Props, report: ReportViolation) => void,
+): ResourceValidationPolicy => ({
   name,
   description,
   enforcementLevel: "mandatory",
@@ -117,12 +140,28 @@ const resourcePolicy = (name: string, description: string, check: (type: string,
 });
 
 export const resourcePolicies: ResourceValidationPolicy[] = [
-  resourcePolicy("s3-no-public-bucket", "S3 buckets block all public access and use no public ACL.", checkBucketNotPublic),
+  resourcePolicy(
+    "s3-no-public-bucket",
+    "S3 buckets block all public access and use no public ACL.",
+    checkBucketNotPublic,
+  ),
   resourcePolicy("ecr-scan-on-push", "ECR repositories scan on push and have immutable tags.", checkEcrScanOnPush),
   resourcePolicy("iam-no-wildcards", "IAM documents name exact actions and resources.", checkIamNoWildcards),
-  resourcePolicy("k8s-no-wildcard-rbac", "Roles list exact verbs, resources and API groups; no cluster-admin bindings.", checkNoWildcardRbac),
-  resourcePolicy("k8s-hardened-workloads", "Pods and pod templates run non-root, read-only, without privileges or host access.", checkHardenedPod),
-  resourcePolicy("k8s-restricted-namespaces", "sbx namespaces enforce Pod Security restricted.", checkRestrictedNamespace),
+  resourcePolicy(
+    "k8s-no-wildcard-rbac",
+    "Roles list exact verbs, resources and API groups; no cluster-admin bindings.",
+    checkNoWildcardRbac,
+  ),
+  resourcePolicy(
+    "k8s-hardened-workloads",
+    "Pods and pod templates run non-root, read-only, without privileges or host access.",
+    checkHardenedPod,
+  ),
+  resourcePolicy(
+    "k8s-restricted-namespaces",
+    "sbx namespaces enforce Pod Security restricted.",
+    checkRestrictedNamespace,
+  ),
 ];
 
 export const stackPolicies: StackValidationPolicy[] = [

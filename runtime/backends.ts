@@ -28,19 +28,29 @@ type Factory = (config: RuntimeConfig, deps: BackendDeps) => Backend;
 
 // Literal import() calls, not a variable path: the Pulumi package bundles runtime/main.ts with
 // esbuild, which can only follow imports it can read; a backend still loads only when chosen.
-const MODULES: Record<RuntimeConfig["platform"], { file: string; export: string; load: () => Promise<Record<string, unknown>> }> = {
+const MODULES: Record<
+  RuntimeConfig["platform"],
+  { file: string; export: string; load: () => Promise<Record<string, unknown>> }
+> = {
   local: { file: "runtime/local/backend.ts", export: "createLocalBackend", load: () => import("./local/backend.ts") },
-  kubernetes: { file: "runtime/kubernetes.ts", export: "createKubernetesBackend", load: () => import("./kubernetes.ts") },
+  kubernetes: {
+    file: "runtime/kubernetes.ts",
+    export: "createKubernetesBackend",
+    load: () => import("./kubernetes.ts"),
+  },
 };
 
 export async function createBackend(config: RuntimeConfig, deps: BackendDeps): Promise<Backend> {
   const m = Object.hasOwn(MODULES, config.platform) ? MODULES[config.platform] : undefined;
-  if (!m) throw new ValidationError("config.platform", config.platform, `use one of: ${Object.keys(MODULES).join(", ")}`);
+  if (!m)
+    throw new ValidationError("config.platform", config.platform, `use one of: ${Object.keys(MODULES).join(", ")}`);
   let mod: Record<string, unknown>;
   try {
     mod = await m.load();
   } catch (err) {
-    throw new Error(`the ${config.platform} backend (${m.file}) could not be loaded: ${(err as Error).message}`, { cause: err });
+    throw new Error(`the ${config.platform} backend (${m.file}) could not be loaded: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
   const factory = mod[m.export];
   if (typeof factory !== "function") throw new Error(`${m.file} does not export ${m.export}(config, deps)`);
@@ -59,12 +69,28 @@ export interface RuntimeParts {
  * With config.snapshots (or a service the caller built), the pause/resume service the Manager
  * owns (runtime/snapshot), and its periodic jobs. Loaded only when configured.
  */
-async function pauseResumeFor(backend: Backend, config: RuntimeConfig, deps: BackendDeps & { snapshotGc?: SnapshotGc }, catalog: ImageCatalog, given?: PauseResume): Promise<{ pauseResume?: PauseResume; maintenance: MaintenanceTask[] }> {
+async function pauseResumeFor(
+  backend: Backend,
+  config: RuntimeConfig,
+  deps: BackendDeps & { snapshotGc?: SnapshotGc },
+  catalog: ImageCatalog,
+  given?: PauseResume,
+): Promise<{ pauseResume?: PauseResume; maintenance: MaintenanceTask[] }> {
   let pauseResume = given;
   if (!pauseResume && config.snapshots) {
-    const [{ createPauseResume }, { registryLoginFor }] = await Promise.all([import("./snapshot/wire.ts"), import("./snapshot/registryLogin.ts")]);
+    const [{ createPauseResume }, { registryLoginFor }] = await Promise.all([
+      import("./snapshot/wire.ts"),
+      import("./snapshot/registryLogin.ts"),
+    ]);
     const auth = registryLoginFor(config.snapshots, { clock: deps.clock });
-    pauseResume = createPauseResume(backend, { config, clock: deps.clock, logger: deps.logger, auth, imageFor: (p) => catalog.resolve(p).image, gc: deps.snapshotGc });
+    pauseResume = createPauseResume(backend, {
+      config,
+      clock: deps.clock,
+      logger: deps.logger,
+      auth,
+      imageFor: (p) => catalog.resolve(p).image,
+      gc: deps.snapshotGc,
+    });
   }
   if (!pauseResume) return { maintenance: [] };
   const pr = pauseResume;
@@ -84,15 +110,26 @@ async function pauseResumeFor(backend: Backend, config: RuntimeConfig, deps: Bac
  * run on the raw backend (a probe never wakes a paused sandbox nor counts as activity); actions
  * go through the Manager as the sandbox's owner, so admission and audit apply to them too.
  */
-async function autoPauseTask(raw: Backend, view: SandboxView, config: RuntimeConfig, deps: BackendDeps, manager: () => SandboxManager): Promise<MaintenanceTask> {
-  const [{ AutoPauseController, FileStatusStore }, { StoredPolicies }] = await Promise.all([import("./autopause/controller.ts"), import("./autopause/stored.ts")]);
+async function autoPauseTask(
+  raw: Backend,
+  view: SandboxView,
+  config: RuntimeConfig,
+  deps: BackendDeps,
+  manager: () => SandboxManager,
+): Promise<MaintenanceTask> {
+  const [{ AutoPauseController, FileStatusStore }, { StoredPolicies }] = await Promise.all([
+    import("./autopause/controller.ts"),
+    import("./autopause/stored.ts"),
+  ]);
   const stored = new StoredPolicies(deps.logger);
   const ownerOf = async (id: string) => (await view.describe(id))?.owner ?? "";
   const shared = raw as SharedStateBackend;
   const controller = new AutoPauseController({
     // the wake schedule of a paused sandbox must survive a restart: in the Sandbox objects
     // when the backend keeps it there (Kubernetes), else in files under the state dir
-    store: shared.autoPauseStatus ?? (config.platform === "local" ? new FileStatusStore(join(config.local.stateDir, "autopause")) : undefined),
+    store:
+      shared.autoPauseStatus ??
+      (config.platform === "local" ? new FileStatusStore(join(config.local.stateDir, "autopause")) : undefined),
     clock: deps.clock,
     logger: deps.logger,
     probeBackend: raw,
@@ -102,7 +139,11 @@ async function autoPauseTask(raw: Backend, view: SandboxView, config: RuntimeCon
     kill: async (id) => manager().kill(await ownerOf(id), id),
   });
   // with several replicas only the leader probes and acts, so a sandbox is paused once
-  return { name: "autopause", everyMs: 1000, run: async () => ((shared.leads?.() ?? true) ? controller.tick() : undefined) };
+  return {
+    name: "autopause",
+    everyMs: 1000,
+    run: async () => ((shared.leads?.() ?? true) ? controller.tick() : undefined),
+  };
 }
 
 /** What a backend shared by several runtime replicas offers the automatic pause/wake task. */
@@ -114,7 +155,13 @@ interface SharedStateBackend extends Backend {
 /** Backend + catalog + audit + admission + manager, not yet started. */
 export async function buildManager(
   config: RuntimeConfig,
-  deps: BackendDeps & { backend?: Backend; pauseResume?: PauseResume; snapshotGc?: SnapshotGc; processMetrics?: boolean; reaperIntervalMs?: number },
+  deps: BackendDeps & {
+    backend?: Backend;
+    pauseResume?: PauseResume;
+    snapshotGc?: SnapshotGc;
+    processMetrics?: boolean;
+    reaperIntervalMs?: number;
+  },
 ): Promise<RuntimeParts> {
   const catalog = new ImageCatalog({ inline: config.catalog, path: config.catalogPath, logger: deps.logger });
   const backend = deps.backend ?? (await createBackend(config, { ...deps, catalog }));

@@ -8,7 +8,12 @@ import { Controller } from "./controller/controller.ts";
 import { SandboxReconciler } from "./controller/sandboxReconciler.ts";
 import { WarmPool } from "./controller/warmpool.ts";
 import { assembleKubernetesBackend, type KubernetesBackend } from "./k8s/backend.ts";
-import { createKubernetesParts, type KubernetesBackendOverrides, type KubernetesDeps, type KubernetesParts } from "./k8s/parts.ts";
+import {
+  createKubernetesParts,
+  type KubernetesBackendOverrides,
+  type KubernetesDeps,
+  type KubernetesParts,
+} from "./k8s/parts.ts";
 
 export type { KubernetesBackend, KubernetesBackendOverrides };
 
@@ -16,7 +21,16 @@ export type { KubernetesBackend, KubernetesBackendOverrides };
 export function createKubernetesControl(p: KubernetesParts): { controller: Controller; warmPool: WarmPool } {
   const { config, clock, logger, index, clients } = p;
   const warmPool = new WarmPool({ index, core: clients.core, config, clock, logger, resolveImage: p.resolveImage });
-  const reconciler = new SandboxReconciler({ index, core: clients.core, custom: clients.custom, config, clock, logger, deliverCredentials: p.deliverCredentials, orphanGraceMs: p.overrides.orphanGraceMs });
+  const reconciler = new SandboxReconciler({
+    index,
+    core: clients.core,
+    custom: clients.custom,
+    config,
+    clock,
+    logger,
+    deliverCredentials: p.deliverCredentials,
+    orphanGraceMs: p.overrides.orphanGraceMs,
+  });
   const controller = new Controller({
     index,
     reconciler,
@@ -33,7 +47,11 @@ export function createKubernetesControl(p: KubernetesParts): { controller: Contr
   return { controller, warmPool };
 }
 
-export function createKubernetesBackend(config: RuntimeConfig, deps: KubernetesDeps, overrides: KubernetesBackendOverrides = {}): KubernetesBackend {
+export function createKubernetesBackend(
+  config: RuntimeConfig,
+  deps: KubernetesDeps,
+  overrides: KubernetesBackendOverrides = {},
+): KubernetesBackend {
   const parts = createKubernetesParts(config, deps, overrides);
   return assembleKubernetesBackend(parts, createKubernetesControl(parts));
 }

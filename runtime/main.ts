@@ -30,9 +30,13 @@ function ensureLocalTools(logger: Logger): void {
     logger.info({ op: "start" }, "bubblewrap missing; installing with scripts/install-debian.sh");
     const r = spawnSync("bash", [join(repo, "scripts/install-debian.sh")], { stdio: "inherit" });
     if (r.status === 0 && has("bwrap")) return;
-    throw new Error("scripts/install-debian.sh did not install bubblewrap; install it (apt-get install bubblewrap) and run npm start again");
+    throw new Error(
+      "scripts/install-debian.sh did not install bubblewrap; install it (apt-get install bubblewrap) and run npm start again",
+    );
   }
-  throw new Error("the local platform needs bubblewrap: run `sudo apt-get install -y bubblewrap umoci` (or `sudo bash scripts/install-debian.sh`), then npm start again");
+  throw new Error(
+    "the local platform needs bubblewrap: run `sudo apt-get install -y bubblewrap umoci` (or `sudo bash scripts/install-debian.sh`), then npm start again",
+  );
 }
 
 /** First start: mint a token for the local owner. Later starts reuse the tokens file. */
@@ -46,11 +50,17 @@ function ensureToken(path: string, owner: string): string | undefined {
  * storage under the state dir, so pause and resume work out of the box. A registry left running
  * by a killed earlier start (same storage) is stopped first.
  */
-async function embeddedRegistry(config: RuntimeConfig, logger: Logger): Promise<{ config: RuntimeConfig; gc?: SnapshotGc; stop: () => Promise<void> }> {
+async function embeddedRegistry(
+  config: RuntimeConfig,
+  logger: Logger,
+): Promise<{ config: RuntimeConfig; gc?: SnapshotGc; stop: () => Promise<void> }> {
   const none = { config, stop: async () => undefined };
   if (config.platform !== "local" || config.snapshots) return none;
   if (!existsSync(REGISTRY_BINARY)) {
-    logger.warn({ op: "start" }, `pause/resume are off: ${REGISTRY_BINARY} is missing; install docker-registry (apt-get install docker-registry) or set snapshots.registry`);
+    logger.warn(
+      { op: "start" },
+      `pause/resume are off: ${REGISTRY_BINARY} is missing; install docker-registry (apt-get install docker-registry) or set snapshots.registry`,
+    );
     return none;
   }
   const dir = join(config.local.stateDir, "registry");
@@ -59,16 +69,26 @@ async function embeddedRegistry(config: RuntimeConfig, logger: Logger): Promise<
   try {
     registry = await startLocalRegistry({ dir });
   } catch (err) {
-    logger.warn({ op: "start", err }, "pause/resume are off: the embedded snapshot registry did not start; set snapshots.registry to use another");
+    logger.warn(
+      { op: "start", err },
+      "pause/resume are off: the embedded snapshot registry did not start; set snapshots.registry to use another",
+    );
     return none;
   }
   writeFileSync(join(dir, "registry.pid"), String(registry.pid));
-  logger.info({ op: "start", registry: registry.url, storage: registry.storageDir }, "snapshot registry on loopback for pause/resume");
+  logger.info(
+    { op: "start", registry: registry.url, storage: registry.storageDir },
+    "snapshot registry on loopback for pause/resume",
+  );
   // deleted snapshots give their disk back; the first collection also clears what an earlier run left
   const gc = new SnapshotGc({ collect: () => collectRegistryGarbage(registry), logger, clock: systemClock });
   gc.collectSoon();
   const stop = () => gc.close().then(registry.stop);
-  return { config: { ...config, snapshots: { registry: registry.url, repository: "sbx-snapshots", retentionDays: 7 } }, gc, stop };
+  return {
+    config: { ...config, snapshots: { registry: registry.url, repository: "sbx-snapshots", retentionDays: 7 } },
+    gc,
+    stop,
+  };
 }
 
 function stopStale(pidFile: string): void {
@@ -91,12 +111,19 @@ async function main(): Promise<void> {
   const tokensPath = tokensPathFor(config);
   const fresh = config.platform === "local" ? ensureToken(tokensPath, settings.owner) : undefined;
   if (!existsSync(tokensPath)) {
-    throw new Error(`config.tokensPath: ${tokensPath} does not exist: mount the tokens file there (JSON { "<sha256 hex of token>": "<owner>" }), or set tokensPath to where it is`);
+    throw new Error(
+      `config.tokensPath: ${tokensPath} does not exist: mount the tokens file there (JSON { "<sha256 hex of token>": "<owner>" }), or set tokensPath to where it is`,
+    );
   }
-  const tokens = new TokenFile(tokensPath, (err) => logger.error({ op: "tokens", err, path: tokensPath }, "tokens file unreadable; keeping the last good tokens"));
+  const tokens = new TokenFile(tokensPath, (err) =>
+    logger.error({ op: "tokens", err, path: tokensPath }, "tokens file unreadable; keeping the last good tokens"),
+  );
 
   const service = await startService({ config, tokens, logger, clock: systemClock, snapshotGc: registry.gc });
-  logger.info({ op: "start", url: service.url, platform: config.platform, config: source }, "sbx control plane listening");
+  logger.info(
+    { op: "start", url: service.url, platform: config.platform, config: source },
+    "sbx control plane listening",
+  );
 
   const shown = relative(process.cwd(), tokensPath) || tokensPath;
   const lines = [
@@ -110,7 +137,9 @@ async function main(): Promise<void> {
     `  export SBX_SERVER=${service.url} SBX_TOKEN=${fresh ?? "<your token>"}`,
     "  ID=$(npx sbx create --size nano)",
     "  npx sbx run $ID -- python3 -c 'print(\"hello from a sandbox\")'",
-    ...(config.snapshots ? ["  npx sbx pause $ID    # files to the snapshot registry, compute freed; sbx resume $ID (or any run) wakes it"] : []),
+    ...(config.snapshots
+      ? ["  npx sbx pause $ID    # files to the snapshot registry, compute freed; sbx resume $ID (or any run) wakes it"]
+      : []),
     "  npx sbx kill $ID",
     `  (npx costs about a second per call; for loops put sbx on the PATH: export PATH="${join(repo, "node_modules/.bin")}:$PATH")`,
     "",
@@ -132,13 +161,16 @@ async function main(): Promise<void> {
     stoppingAt = Date.now();
     logger.info({ op: "shutdown", signal }, "stopping: draining requests, closing sandboxes");
     process.stdout.write("sbx: stopping (Ctrl-C again to force)\n");
-    service.close().then(registry.stop).then(
-      () => process.stdout.write("sbx: stopped; every sandbox of this service is closed\n", () => process.exit(0)),
-      (err) => {
-        logger.error({ op: "shutdown", err }, "shutdown failed");
-        process.exit(1);
-      },
-    );
+    service
+      .close()
+      .then(registry.stop)
+      .then(
+        () => process.stdout.write("sbx: stopped; every sandbox of this service is closed\n", () => process.exit(0)),
+        (err) => {
+          logger.error({ op: "shutdown", err }, "shutdown failed");
+          process.exit(1);
+        },
+      );
   });
 }
 

@@ -11,7 +11,19 @@
 // Concurrent builds (scripts calling sbx in parallel right after an edit) are safe: each build
 // writes a directory of its own named by the hash of its output and renames it into place, then
 // replaces the manifest with a rename. A reader sees the old build or the new one, never half.
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -48,7 +60,8 @@ export function freshCliEntry(root = ROOT) {
   } catch {
     return undefined; // never built (or a torn manifest from an older format): build it
   }
-  if (manifest?.format !== FORMAT || typeof manifest.entry !== "string" || typeof manifest.inputs !== "object") return undefined;
+  if (manifest?.format !== FORMAT || typeof manifest.entry !== "string" || typeof manifest.inputs !== "object")
+    return undefined;
   for (const [path, want] of Object.entries(manifest.inputs)) {
     const got = fingerprint(root, path);
     if (!got || got[0] !== want[0] || got[1] !== want[1]) return undefined;
@@ -69,8 +82,13 @@ function sourceUrlPlugin(root) {
       build.onLoad({ filter: /\.ts$/ }, (args) => {
         const text = readFileSync(args.path, "utf8");
         if (!text.includes("import.meta.url")) return undefined;
-        const fromOut = relative(join(root, OUT, "build-id"), args.path).split("\\").join("/");
-        return { contents: text.replaceAll("import.meta.url", `new URL(${JSON.stringify(fromOut)}, import.meta.url).href`), loader: "ts" };
+        const fromOut = relative(join(root, OUT, "build-id"), args.path)
+          .split("\\")
+          .join("/");
+        return {
+          contents: text.replaceAll("import.meta.url", `new URL(${JSON.stringify(fromOut)}, import.meta.url).href`),
+          loader: "ts",
+        };
       });
     },
   };
@@ -175,7 +193,10 @@ export async function buildCli(root = ROOT, { now = Date.now } = {}) {
   mkdirSync(outDir, { recursive: true });
   writeDirAtomically(join(outDir, id), files);
   const previous = currentBuildId(outDir);
-  writeFileAtomically(join(outDir, MANIFEST), `${JSON.stringify({ format: FORMAT, entry: `${id}/sbx.mjs`, builtAt: new Date().toISOString(), inputs })}\n`);
+  writeFileAtomically(
+    join(outDir, MANIFEST),
+    `${JSON.stringify({ format: FORMAT, entry: `${id}/sbx.mjs`, builtAt: new Date().toISOString(), inputs })}\n`,
+  );
   // the replaced build's age now counts from its replacement (see KEEP_OLD_MS)
   if (previous && previous !== id) touch(join(outDir, previous));
   pruneOldBuilds(outDir, id);
@@ -207,5 +228,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   const t0 = Date.now();
   const entry = await buildCli();
   const link = linkLocalBin();
-  process.stdout.write(`sbx CLI built: ${relative(process.cwd(), entry)} in ${Date.now() - t0} ms${link ? `; linked ${relative(process.cwd(), link)}` : ""}\n`);
+  process.stdout.write(
+    `sbx CLI built: ${relative(process.cwd(), entry)} in ${Date.now() - t0} ms${link ? `; linked ${relative(process.cwd(), link)}` : ""}\n`,
+  );
 }

@@ -12,7 +12,11 @@ import { arg, benchRuntime, stats, table } from "./env.ts";
 const levels = arg("levels", "1,10,50,200").split(",").map(Number);
 const seconds = Number(arg("seconds", "20"));
 const mode = arg("mode", "lifecycle");
-const rt = await benchRuntime("bench-accept", { budget: { cpu: "64", memory: "256Gi" }, defaults: { size: "nano", idleTimeoutSeconds: 0 } }, 12);
+const rt = await benchRuntime(
+  "bench-accept",
+  { budget: { cpu: "64", memory: "256Gi" }, defaults: { size: "nano", idleTimeoutSeconds: 0 } },
+  12,
+);
 const results = [];
 try {
   for (const clients of levels) {
@@ -57,7 +61,16 @@ try {
     eld.disable();
     const lag = rt.backend.records.lagMs.slice(lagStart);
     const loopDelay = { p50: eld.percentile(50) / 1e6, p99: eld.percentile(99) / 1e6, max: eld.max / 1e6 };
-    const row = { clients, lifecycles: exec.length, accept: stats(accept), durableLag: stats(lag), wait: stats(wait), exec: stats(exec), loopDelayMs: loopDelay, errors };
+    const row = {
+      clients,
+      lifecycles: exec.length,
+      accept: stats(accept),
+      durableLag: stats(lag),
+      wait: stats(wait),
+      exec: stats(exec),
+      loopDelayMs: loopDelay,
+      errors,
+    };
     results.push(row);
     console.error(`done: ${clients} clients`);
     // let deletes drain before the next level

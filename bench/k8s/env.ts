@@ -7,7 +7,13 @@ import type { RuntimeConfigInput } from "../../runtime/config/schema.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import { createKubernetesBackend } from "../../runtime/kubernetes.ts";
-import { addSandboxNodes, adminClients, freshNamespaces, installSandboxCrd, testConfig } from "../../tools/control-plane/fixtures.ts";
+import {
+  addSandboxNodes,
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testConfig,
+} from "../../tools/control-plane/fixtures.ts";
 import { kubeconfig } from "../../tools/control-plane/standalone.ts";
 import { nearestRank } from "../lib/percentile.ts";
 
@@ -18,8 +24,17 @@ export async function benchRuntime(prefix: string, input: Partial<RuntimeConfigI
   const removeNodes = extraNodes > 0 ? await addSandboxNodes(clients.core, prefix, extraNodes) : async () => undefined;
   const ns = await freshNamespaces(clients.core, prefix);
   const config = testConfig(ns, input);
-  const backend = createKubernetesBackend(config, { logger: silentLogger(), clock: systemClock }, { clients, retryPeriodMs: 1000, leaseDurationMs: 15_000, activityFlushMs: 500 });
-  const { manager } = await buildManager(config, { logger: silentLogger(), clock: systemClock, backend, reaperIntervalMs: 3_600_000 });
+  const backend = createKubernetesBackend(
+    config,
+    { logger: silentLogger(), clock: systemClock },
+    { clients, retryPeriodMs: 1000, leaseDurationMs: 15_000, activityFlushMs: 500 },
+  );
+  const { manager } = await buildManager(config, {
+    logger: silentLogger(),
+    clock: systemClock,
+    backend,
+    reaperIntervalMs: 3_600_000,
+  });
   await manager.start({ reaper: false });
   for (let i = 0; i < 200 && !backend.controller.isLeader(); i++) await new Promise((r) => setTimeout(r, 100));
   return {

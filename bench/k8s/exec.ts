@@ -29,14 +29,21 @@ try {
   rows.push({ mode: "sequential", ...stats(seq) });
   const conc: number[] = [];
   let left = samples;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (left-- > 0) conc.push(await run("bench", sb.id, ["true"]));
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (left-- > 0) conc.push(await run("bench", sb.id, ["true"]));
+    }),
+  );
   rows.push({ mode: `${concurrency} concurrent`, ...stats(conc) });
   const withEnv: number[] = [];
   for (let i = 0; i < Math.min(50, samples); i++) {
     const t0 = performance.now();
-    const s = await rt.manager.exec("bench", sb.id, { command: ["sh", "-c", "echo $X"], env: { X: "1" }, cwd: "/tmp", timeoutMs: 10_000 });
+    const s = await rt.manager.exec("bench", sb.id, {
+      command: ["sh", "-c", "echo $X"],
+      env: { X: "1" },
+      cwd: "/tmp",
+      timeoutMs: 10_000,
+    });
     s.stdout.resume();
     s.stderr.resume();
     await s.result;
@@ -49,7 +56,19 @@ try {
   for (let i = 0; i < Math.min(50, samples); i++) {
     const t0 = performance.now();
     await new Promise<void>((resolve, reject) => {
-      exec.exec(rt.ns.sandboxes, sb.id, SANDBOX_CONTAINER, ["true"], new PassThrough(), new PassThrough(), null, false, () => resolve()).catch(reject);
+      exec
+        .exec(
+          rt.ns.sandboxes,
+          sb.id,
+          SANDBOX_CONTAINER,
+          ["true"],
+          new PassThrough(),
+          new PassThrough(),
+          null,
+          false,
+          () => resolve(),
+        )
+        .catch(reject);
     });
     raw.push(performance.now() - t0);
   }

@@ -20,7 +20,18 @@ import { singleFileTar } from "../lib/tar.ts";
 import { flags, intFlag, runnerEnvironment, targetArgs } from "../lib/target.ts";
 import { table } from "./env.ts";
 
-const ALL_ROWS = ["put", "stdin", "dd", "tar", "stdout", "get", "kubectl-stdout", "kubectl-stdin", "raw", "pause-resume"];
+const ALL_ROWS = [
+  "put",
+  "stdin",
+  "dd",
+  "tar",
+  "stdout",
+  "get",
+  "kubectl-stdout",
+  "kubectl-stdin",
+  "raw",
+  "pause-resume",
+];
 const FILE = "/workspace/payload.bin";
 
 interface Row {
@@ -38,12 +49,21 @@ async function main(): Promise<void> {
   const f = flags(process.argv.slice(2));
   const bytes = intFlag(f, "mib", 1024, 1) * 1048576;
   const rows = (f.get("rows") ?? ALL_ROWS.join(",")).split(",");
-  for (const r of rows) if (!ALL_ROWS.includes(r)) throw new Error(`--rows: unknown row ${JSON.stringify(r)}: use ${ALL_ROWS.join(", ")}`);
-  const t = await openKubernetes({ ...targetArgs(f, { size: "bench", profile: "base", warm: 0, workspace: "10Gi", tmp: "1100Mi", memoryLimit: "3Gi" }), platform: "kubernetes" });
+  for (const r of rows)
+    if (!ALL_ROWS.includes(r)) throw new Error(`--rows: unknown row ${JSON.stringify(r)}: use ${ALL_ROWS.join(", ")}`);
+  const t = await openKubernetes({
+    ...targetArgs(f, { size: "bench", profile: "base", warm: 0, workspace: "10Gi", tmp: "1100Mi", memoryLimit: "3Gi" }),
+    platform: "kubernetes",
+  });
   const m = t.manager;
   const procs = clusterProcesses(t.kube.kubeconfigPath);
   const results: Row[] = [];
-  const measure = async (row: string, what: string, moved: number | null, fn: () => Promise<string> | Promise<void>) => {
+  const measure = async (
+    row: string,
+    what: string,
+    moved: number | null,
+    fn: () => Promise<string> | Promise<void>,
+  ) => {
     const before = cpuNow(procs);
     const mono0 = Number(process.hrtime.bigint() / 1000n);
     const t0 = performance.now();
@@ -51,8 +71,18 @@ async function main(): Promise<void> {
     const ms = performance.now() - t0;
     const monotonic: [number, number] = [mono0, Number(process.hrtime.bigint() / 1000n)];
     const after = cpuNow(procs);
-    const cpu = Object.fromEntries(Object.keys(after).map((k) => [k, Math.round((after[k] - (before[k] ?? 0)) * 100) / 100]));
-    const r: Row = { row, what, ms: Math.round(ms), MBps: moved ? Math.round((moved / 1e6 / (ms / 1000)) * 10) / 10 : null, cpu, monotonic_us: monotonic, ...(note ? { note } : {}) };
+    const cpu = Object.fromEntries(
+      Object.keys(after).map((k) => [k, Math.round((after[k] - (before[k] ?? 0)) * 100) / 100]),
+    );
+    const r: Row = {
+      row,
+      what,
+      ms: Math.round(ms),
+      MBps: moved ? Math.round((moved / 1e6 / (ms / 1000)) * 10) / 10 : null,
+      cpu,
+      monotonic_us: monotonic,
+      ...(note ? { note } : {}),
+    };
     results.push(r);
     process.stderr.write(`${JSON.stringify(r)}\n`);
   };
@@ -66,28 +96,62 @@ async function main(): Promise<void> {
       let err = "";
       s.stdout.on("data", (d: Buffer) => (out += d.toString()));
       s.stderr.on("data", (d: Buffer) => (err += d.toString()));
-      const [r] = await Promise.all([s.result, finished(s.stdout).catch(() => undefined), finished(s.stderr).catch(() => undefined)]);
+      const [r] = await Promise.all([
+        s.result,
+        finished(s.stdout).catch(() => undefined),
+        finished(s.stderr).catch(() => undefined),
+      ]);
       if (r.exitCode !== 0) throw new Error(`${script} exited ${r.exitCode}: ${err.trim()}`);
       return (out + err).trim();
     };
     // the reading rows need the file; putting it is the "put" row
-    const needsFile = rows.some((r) => ["put", "dd", "tar", "stdout", "get", "kubectl-stdout", "pause-resume"].includes(r));
-    if (needsFile) await measure("put", "putArchive: Node -> apiserver -> sbx-kubelet -> tar -x (stdin channel)", bytes, () =>
-      m.putArchive(t.owner, id, "/workspace", singleFileTar("payload.bin", bytes, shakeStream(BENCH_SEED, bytes))),
+    const needsFile = rows.some((r) =>
+      ["put", "dd", "tar", "stdout", "get", "kubectl-stdout", "pause-resume"].includes(r),
     );
+    if (needsFile)
+      await measure("put", "putArchive: Node -> apiserver -> sbx-kubelet -> tar -x (stdin channel)", bytes, () =>
+        m.putArchive(t.owner, id, "/workspace", singleFileTar("payload.bin", bytes, shakeStream(BENCH_SEED, bytes))),
+      );
     if (rows.includes("stdin"))
-      await measure("stdin", "exec stdin into `cat > /dev/null` (stdin channel, no disk, no tar)", bytes, async () => void (await sh("cat > /dev/null", repeated(bytes))));
-    if (rows.includes("dd")) await measure("dd", "in the pod: dd of the file to /dev/null (disk read, no network)", bytes, () => sh(`dd if=${FILE} of=/dev/null bs=4M 2>&1 | tail -1`));
-    if (rows.includes("tar")) await measure("tar", "in the pod: tar -c of the file | cat > /dev/null", bytes, () => sh(`tar -c -f - -C /workspace payload.bin | cat > /dev/null`));
-    if (rows.includes("stdout")) await measure("stdout", "exec `cat file` to Node, discarded (stdout channel)", bytes, () => drainExec(m, t.owner, id, ["cat", FILE]));
-    if (rows.includes("get")) await measure("get", "getArchive of the file to Node, discarded (stdout channel + tar)", bytes, async () => drain(await m.getArchive(t.owner, id, FILE)));
+      await measure(
+        "stdin",
+        "exec stdin into `cat > /dev/null` (stdin channel, no disk, no tar)",
+        bytes,
+        async () => void (await sh("cat > /dev/null", repeated(bytes))),
+      );
+    if (rows.includes("dd"))
+      await measure("dd", "in the pod: dd of the file to /dev/null (disk read, no network)", bytes, () =>
+        sh(`dd if=${FILE} of=/dev/null bs=4M 2>&1 | tail -1`),
+      );
+    if (rows.includes("tar"))
+      await measure("tar", "in the pod: tar -c of the file | cat > /dev/null", bytes, () =>
+        sh(`tar -c -f - -C /workspace payload.bin | cat > /dev/null`),
+      );
+    if (rows.includes("stdout"))
+      await measure("stdout", "exec `cat file` to Node, discarded (stdout channel)", bytes, () =>
+        drainExec(m, t.owner, id, ["cat", FILE]),
+      );
+    if (rows.includes("get"))
+      await measure("get", "getArchive of the file to Node, discarded (stdout channel + tar)", bytes, async () =>
+        drain(await m.getArchive(t.owner, id, FILE)),
+      );
     const kubectl = kubectlPath();
     const pod = await t.kube.podOf(id);
     const kargs = ["--kubeconfig", t.kube.kubeconfigPath, "-n", t.kube.namespace, "exec", pod, "-c", SANDBOX_CONTAINER];
     if (rows.includes("kubectl-stdout") && kubectl)
-      await measure("kubectl-stdout", "kubectl exec `cat file` > /dev/null (Go client, same apiserver path)", bytes, () => run(kubectl, [...kargs, "--", "cat", FILE]));
+      await measure(
+        "kubectl-stdout",
+        "kubectl exec `cat file` > /dev/null (Go client, same apiserver path)",
+        bytes,
+        () => run(kubectl, [...kargs, "--", "cat", FILE]),
+      );
     if (rows.includes("kubectl-stdin") && kubectl)
-      await measure("kubectl-stdin", "kubectl exec -i `cat > /dev/null` fed from Node (Go client, same path)", bytes, () => run(kubectl, [...kargs, "-i", "--", "sh", "-c", "cat > /dev/null"], repeated(bytes)));
+      await measure(
+        "kubectl-stdin",
+        "kubectl exec -i `cat > /dev/null` fed from Node (Go client, same path)",
+        bytes,
+        () => run(kubectl, [...kargs, "-i", "--", "sh", "-c", "cat > /dev/null"], repeated(bytes)),
+      );
     if (rows.includes("raw") && t.registry) {
       await measure("raw", "registry: raw push then pull of one blob from Node (see note)", 2 * bytes, async () => {
         const r = await rawThroughput(t.registry!, bytes);
@@ -95,18 +159,43 @@ async function main(): Promise<void> {
       });
     }
     if (rows.includes("pause-resume")) {
-      await measure("pause", "Manager.pause of the sandbox (the file plus an empty /tmp)", bytes, async () => void (await m.pause(t.owner, id)));
-      await measure("resume", "Manager.resume (cold pod: no warm pool)", bytes, async () => void (await m.resume(t.owner, id)));
+      await measure(
+        "pause",
+        "Manager.pause of the sandbox (the file plus an empty /tmp)",
+        bytes,
+        async () => void (await m.pause(t.owner, id)),
+      );
+      await measure(
+        "resume",
+        "Manager.resume (cold pod: no warm pool)",
+        bytes,
+        async () => void (await m.resume(t.owner, id)),
+      );
     }
     await m.kill(t.owner, id);
   } finally {
     await t.close();
   }
-  const env = { ...runnerEnvironment(), ...t.environment, bytes, load_average_end: readFileSync("/proc/loadavg", "utf8").trim() };
+  const env = {
+    ...runnerEnvironment(),
+    ...t.environment,
+    bytes,
+    load_average_end: readFileSync("/proc/loadavg", "utf8").trim(),
+  };
   console.log(JSON.stringify({ type: "environment", ...env }));
   for (const r of results) console.log(JSON.stringify({ type: "row", ...r }));
   const cpuCols = [...new Set(results.flatMap((r) => Object.keys(r.cpu)))];
-  console.log(table(results.map((r) => ({ row: r.row, ms: r.ms, "MB/s": r.MBps, ...Object.fromEntries(cpuCols.map((c) => [`cpu ${c} s`, r.cpu[c] ?? null])), note: r.note ?? "" }))));
+  console.log(
+    table(
+      results.map((r) => ({
+        row: r.row,
+        ms: r.ms,
+        "MB/s": r.MBps,
+        ...Object.fromEntries(cpuCols.map((c) => [`cpu ${c} s`, r.cpu[c] ?? null])),
+        note: r.note ?? "",
+      })),
+    ),
+  );
 }
 
 /** `bytes` of the seeded stream's first block repeated: free to produce, so the row measures the path */
@@ -127,7 +216,12 @@ async function drain(s: Readable): Promise<void> {
   await pipeline(s, new Writable({ write: (_c, _e, cb) => cb() }));
 }
 
-async function drainExec(m: KubernetesBenchTarget["manager"], owner: string, id: string, command: string[]): Promise<void> {
+async function drainExec(
+  m: KubernetesBenchTarget["manager"],
+  owner: string,
+  id: string,
+  command: string[],
+): Promise<void> {
   const s = await m.exec(owner, id, { command, timeoutMs: 15 * 60_000 });
   s.stderr.resume();
   const [r] = await Promise.all([s.result, drain(s.stdout)]);
@@ -141,14 +235,20 @@ function run(cmd: string, args: string[], stdin?: Readable): Promise<void> {
     c.stderr!.on("data", (d: Buffer) => (err += d.toString()));
     if (stdin) stdin.pipe(c.stdin!);
     c.on("error", rej);
-    c.on("close", (code) => (code === 0 ? res() : rej(new Error(`${cmd} ${args.join(" ")} exited ${code}: ${err.trim()}`))));
+    c.on("close", (code) =>
+      code === 0 ? res() : rej(new Error(`${cmd} ${args.join(" ")} exited ${code}: ${err.trim()}`)),
+    );
   });
 }
 
 function kubectlPath(): string | undefined {
   const repo = resolve(import.meta.dirname, "../..");
   const cache = join(repo, ".cache/control-plane");
-  const built = existsSync(cache) ? readdirSync(cache).map((v) => join(cache, v, "bin/kubectl")).find((p) => existsSync(p)) : undefined;
+  const built = existsSync(cache)
+    ? readdirSync(cache)
+        .map((v) => join(cache, v, "bin/kubectl"))
+        .find((p) => existsSync(p))
+    : undefined;
   return process.env.SBX_KUBECTL ?? built ?? ["/usr/local/bin/kubectl", "/usr/bin/kubectl"].find((p) => existsSync(p));
 }
 
@@ -168,7 +268,18 @@ function clusterProcesses(kubeconfigPath: string): Map<string, number[]> {
     }
     if (!argv.some((a) => a.includes(dir))) continue;
     const name = argv[0].split("/").pop()!;
-    if (!["kube-apiserver", "sbx-kubelet", "etcd", "docker-registry", "kwok", "kube-controller-manager", "kube-scheduler"].includes(name)) continue;
+    if (
+      ![
+        "kube-apiserver",
+        "sbx-kubelet",
+        "etcd",
+        "docker-registry",
+        "kwok",
+        "kube-controller-manager",
+        "kube-scheduler",
+      ].includes(name)
+    )
+      continue;
     out.set(name, [...(out.get(name) ?? []), Number(pid)]);
   }
   return out;

@@ -10,7 +10,15 @@ import { arg, benchRuntime, stats, table } from "./env.ts";
 const rounds = Number(arg("rounds", "5"));
 const claimers = Number(arg("claimers", "40"));
 const pool = Number(arg("pool", "50"));
-const rt = await benchRuntime("bench-claim", { budget: { cpu: "64", memory: "256Gi" }, defaults: { size: "nano", idleTimeoutSeconds: 0 }, warmPool: [{ profile: "base", size: "nano", count: pool }] }, 4);
+const rt = await benchRuntime(
+  "bench-claim",
+  {
+    budget: { cpu: "64", memory: "256Gi" },
+    defaults: { size: "nano", idleTimeoutSeconds: 0 },
+    warmPool: [{ profile: "base", size: "nano", count: pool }],
+  },
+  4,
+);
 const claim: number[] = [];
 const rows = [];
 let hits = 0;
@@ -37,12 +45,36 @@ try {
     misses += made.length - warm;
     claim.push(...lat);
     const after = rt.backend.warmPool.stats;
-    rows.push({ round: r + 1, ...stats(lat), warm, cold: made.length - warm, conflicts: after.conflicts - before.conflicts });
+    rows.push({
+      round: r + 1,
+      ...stats(lat),
+      warm,
+      cold: made.length - warm,
+      conflicts: after.conflicts - before.conflicts,
+    });
     await Promise.all(made.map((s) => rt.manager.kill(s.owner, s.id)));
   }
 } finally {
   await rt.close();
 }
-console.log(JSON.stringify({ bench: "k8s-warm-claim", claimers, pool, rounds, claim: stats(claim), hits, misses, perRound: rows }, null, 2));
-console.log(table(rows.map((r) => ({ round: r.round, "p50 ms": r.p50, "p99 ms": r.p99, "max ms": r.max, warm: r.warm, cold: r.cold, "409s": r.conflicts }))));
+console.log(
+  JSON.stringify(
+    { bench: "k8s-warm-claim", claimers, pool, rounds, claim: stats(claim), hits, misses, perRound: rows },
+    null,
+    2,
+  ),
+);
+console.log(
+  table(
+    rows.map((r) => ({
+      round: r.round,
+      "p50 ms": r.p50,
+      "p99 ms": r.p99,
+      "max ms": r.max,
+      warm: r.warm,
+      cold: r.cold,
+      "409s": r.conflicts,
+    })),
+  ),
+);
 process.exit(0);

@@ -11,7 +11,8 @@ export class JsonlWriter {
     try {
       this.fd = openSync(path, "wx");
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "EEXIST") throw new Error(`output ${path} already exists: results are never overwritten; pass a new --output path`);
+      if ((err as NodeJS.ErrnoException).code === "EEXIST")
+        throw new Error(`output ${path} already exists: results are never overwritten; pass a new --output path`);
       throw err;
     }
   }
@@ -28,7 +29,8 @@ export class JsonlWriter {
 
 /** A benchmark's results file, opened exclusively: `explicit` (--output), or a new timestamped file under $TMPDIR/sbx-bench. */
 export function openResults(explicit: string | undefined, bench: string): JsonlWriter {
-  const path = explicit ?? join(tmpdir(), "sbx-bench", `${bench}-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
+  const path =
+    explicit ?? join(tmpdir(), "sbx-bench", `${bench}-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
   mkdirSync(dirname(path), { recursive: true });
   return new JsonlWriter(path);
 }

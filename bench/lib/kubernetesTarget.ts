@@ -37,13 +37,21 @@ export interface KubernetesBenchTarget extends BenchTarget {
 export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarget> {
   const real = a.kubeconfig !== undefined;
   if (real) {
-    for (const [flag, v] of [["namespace", a.namespace], ["registry", a.registry], ["image", a.image]] as const) {
-      if (!v) throw new Error(`--kubeconfig ${a.kubeconfig}: --${flag} is required for a real cluster (namespace: one no sbx service manages; registry: an OCI registry this machine can push to; image: a sandbox image with sh, cat, tar, dd and sha256sum)`);
+    for (const [flag, v] of [
+      ["namespace", a.namespace],
+      ["registry", a.registry],
+      ["image", a.image],
+    ] as const) {
+      if (!v)
+        throw new Error(
+          `--kubeconfig ${a.kubeconfig}: --${flag} is required for a real cluster (namespace: one no sbx service manages; registry: an OCI registry this machine can push to; image: a sandbox image with sh, cat, tar, dd and sha256sum)`,
+        );
     }
   }
   const cleanups: (() => Promise<void>)[] = [];
   const close = async () => {
-    for (const c of cleanups.reverse()) await c().catch((err: unknown) => process.stderr.write(`bench cleanup: ${(err as Error).message}\n`));
+    for (const c of cleanups.reverse())
+      await c().catch((err: unknown) => process.stderr.write(`bench cleanup: ${(err as Error).message}\n`));
   };
   try {
     const cp = real ? { path: a.kubeconfig!, registry: undefined } : await kubeconfig();
@@ -57,7 +65,9 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
       namespaces = { sandboxes: ns.sandboxes, runtime: ns.runtime };
     }
     let registry = a.registry ?? cp.registry;
-    let registryNote = a.registry ? `given: ${a.registry}` : `docker-registry started by the control-plane boot (tools/control-plane/boot.ts), loopback, filesystem storage`;
+    let registryNote = a.registry
+      ? `given: ${a.registry}`
+      : `docker-registry started by the control-plane boot (tools/control-plane/boot.ts), loopback, filesystem storage`;
     if (!registry) {
       const r = await startLocalRegistry({ purpose: "bench registry" });
       cleanups.push(() => r.stop());
@@ -69,31 +79,69 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
       platform: "kubernetes",
       catalog: { [a.profile]: a.image ?? TEST_CLUSTER_IMAGE },
       sizeClasses: {
-        [a.size]: { cpuRequest: "250m", cpuLimit: "2", memoryRequest: "256Mi", memoryLimit: a.memoryLimit ?? "3Gi", workspace: a.workspace ?? "6Gi", tmp: a.tmp ?? "1536Mi", pids: 256 },
+        [a.size]: {
+          cpuRequest: "250m",
+          cpuLimit: "2",
+          memoryRequest: "256Mi",
+          memoryLimit: a.memoryLimit ?? "3Gi",
+          workspace: a.workspace ?? "6Gi",
+          tmp: a.tmp ?? "1536Mi",
+          pids: 256,
+        },
       },
       budget: { cpu: "64", memory: "256Gi" },
       defaults: { size: a.size, profile: a.profile },
       warmPool: a.warm > 0 ? [{ profile: a.profile, size: a.size, count: a.warm }] : [],
       snapshots: { registry, repository: `sbx-bench-${runId}` },
       // its own lease, so two bench runs in one namespace never both reconcile it
-      kubernetes: { namespace: namespaces.sandboxes, runtimeNamespace: namespaces.runtime, leaseName: "sbx-bench", kubeconfigPath: cp.path, runtimeClassName: a.runtimeClass },
+      kubernetes: {
+        namespace: namespaces.sandboxes,
+        runtimeNamespace: namespaces.runtime,
+        leaseName: "sbx-bench",
+        kubeconfigPath: cp.path,
+        runtimeClassName: a.runtimeClass,
+      },
     });
     const logger = silentLogger();
     // the production construction: the backend loads the kubeconfig from config itself
     const backend = createKubernetesBackend(config, { logger, clock: systemClock }, { identity: `sbx-bench-${runId}` });
     // built here (as buildManager would) only to observe the snapshotter's durable steps
     const steps = new Map<string, { step: string; at: number }[]>();
-    const onStep = (id: string, step: string) => void steps.set(id, [...(steps.get(id) ?? []), { step, at: performance.now() }]);
+    const onStep = (id: string, step: string) =>
+      void steps.set(id, [...(steps.get(id) ?? []), { step, at: performance.now() }]);
     const pauseResume = createPauseResume(backend, { config, clock: systemClock, logger, onStep });
-    const { manager } = await buildManager(config, { logger, clock: systemClock, backend, pauseResume, reaperIntervalMs: 3_600_000 });
+    const { manager } = await buildManager(config, {
+      logger,
+      clock: systemClock,
+      backend,
+      pauseResume,
+      reaperIntervalMs: 3_600_000,
+    });
     await manager.start({ reaper: false });
     cleanups.push(() => manager.close());
-    await until(`leadership of lease ${namespaces.runtime}/sbx-bench (another bench run or runtime may hold it)`, LEADER_TIMEOUT_MS, async () => backend.controller.isLeader());
+    await until(
+      `leadership of lease ${namespaces.runtime}/sbx-bench (another bench run or runtime may hold it)`,
+      LEADER_TIMEOUT_MS,
+      async () => backend.controller.isLeader(),
+    );
 
     const crOf = async (id: string) =>
-      (await clients.custom.getNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: namespaces.sandboxes, plural: SANDBOX_PLURAL, name: id })) as SandboxResource;
-    const podsOf = async (id: string) => (await clients.core.listNamespacedPod({ namespace: namespaces.sandboxes, labelSelector: `${LABELS.sandbox}=${id}` })).items;
-    const warmReady = async () => (await backend.poolStatus!()).find((p) => p.profile === a.profile && p.size === a.size)?.ready ?? 0;
+      (await clients.custom.getNamespacedCustomObject({
+        group: API_GROUP,
+        version: API_VERSION,
+        namespace: namespaces.sandboxes,
+        plural: SANDBOX_PLURAL,
+        name: id,
+      })) as SandboxResource;
+    const podsOf = async (id: string) =>
+      (
+        await clients.core.listNamespacedPod({
+          namespace: namespaces.sandboxes,
+          labelSelector: `${LABELS.sandbox}=${id}`,
+        })
+      ).items;
+    const warmReady = async () =>
+      (await backend.poolStatus!()).find((p) => p.profile === a.profile && p.size === a.size)?.ready ?? 0;
     const awaitWarm = async (): Promise<Record<string, unknown>> => {
       if (a.warm === 0) return { warm_ready: 0 };
       const t0 = Date.now();
@@ -104,7 +152,11 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
 
     const environment = {
       target: real ? "kubernetes (real cluster)" : "kubernetes (test control plane)",
-      kubeconfig: real ? a.kubeconfig : process.env.SBX_TEST_KUBECONFIG ? `SBX_TEST_KUBECONFIG=${cp.path}` : "booted by tools/control-plane/standalone.ts",
+      kubeconfig: real
+        ? a.kubeconfig
+        : process.env.SBX_TEST_KUBECONFIG
+          ? `SBX_TEST_KUBECONFIG=${cp.path}`
+          : "booted by tools/control-plane/standalone.ts",
       context: clients.kc.getCurrentContext(),
       server: clients.kc.getCurrentCluster()?.server,
       ...(await clusterFacts(clients)),
@@ -132,10 +184,16 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
         const pod = cr.spec.podName ?? cr.metadata.name;
         return { pod, warm: pod !== id, node: cr.status?.node ?? null };
       },
-      kube: { kubeconfigPath: cp.path, namespace: namespaces.sandboxes, podOf: async (id) => (await crOf(id)).spec.podName ?? id },
+      kube: {
+        kubeconfigPath: cp.path,
+        namespace: namespaces.sandboxes,
+        podOf: async (id) => (await crOf(id)).spec.podName ?? id,
+      },
       beforeResume: awaitWarm,
       stepsSince: (id, t0) => {
-        const marks = (steps.get(id) ?? []).filter((m) => m.at >= t0).map((m) => ({ step: m.step, ms: Math.round((m.at - t0) * 10) / 10 }));
+        const marks = (steps.get(id) ?? [])
+          .filter((m) => m.at >= t0)
+          .map((m) => ({ step: m.step, ms: Math.round((m.at - t0) * 10) / 10 }));
         steps.delete(id);
         return marks;
       },

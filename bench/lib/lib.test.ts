@@ -49,7 +49,9 @@ describe("singleFileTar", () => {
     expect(readFileSync(join(dir, "payload.bin")).equals(data)).toBe(true);
   });
   it("fails when the stream is shorter than declared", async () => {
-    await expect(collect(singleFileTar("x", 10, Readable.from([Buffer.alloc(5)])))).rejects.toThrow("tar: x declared 10 bytes but the stream gave 5");
+    await expect(collect(singleFileTar("x", 10, Readable.from([Buffer.alloc(5)])))).rejects.toThrow(
+      "tar: x declared 10 bytes but the stream gave 5",
+    );
   });
 });
 
@@ -61,7 +63,9 @@ describe("JsonlWriter", () => {
     w.write({ type: "trial", index: 0 });
     expect(readFileSync(p, "utf8")).toBe('{"type":"environment","a":1}\n{"type":"trial","index":0}\n');
     w.close();
-    expect(() => new JsonlWriter(p)).toThrow(`output ${p} already exists: results are never overwritten; pass a new --output path`);
+    expect(() => new JsonlWriter(p)).toThrow(
+      `output ${p} already exists: results are never overwritten; pass a new --output path`,
+    );
     expect(readFileSync(p, "utf8").split("\n")).toHaveLength(3);
   });
 });
@@ -78,11 +82,23 @@ describe("summarize", () => {
   });
 
   it("uses only successful measured trials; warmups and failed trials never enter percentiles", () => {
-    const trials = [t(0, true, true, 1), t(1, false, true, 100), t(2, false, false, 1), t(3, false, true, 300), t(4, false, true, 200)];
+    const trials = [
+      t(0, true, true, 1),
+      t(1, false, true, 100),
+      t(2, false, false, 1),
+      t(3, false, true, 300),
+      t(4, false, true, 200),
+    ];
     const s = summarize(trials, 4, ["command_ms", "api_ack_ms"]);
     expect(s.metrics.command_ms).toEqual({ n: 3, p50: 200, p95: 300, min: 100, max: 300 });
     expect(s.metrics.api_ack_ms.p50).toBe(100);
-    expect([s.measured_trials, s.successful_trials, s.failed_trials, s.failure_rate, s.completed_requested_trials]).toEqual([4, 3, 1, 0.25, true]);
+    expect([
+      s.measured_trials,
+      s.successful_trials,
+      s.failed_trials,
+      s.failure_rate,
+      s.completed_requested_trials,
+    ]).toEqual([4, 3, 1, 0.25, true]);
     expect(exitCodeFor(trials, s)).toBe(1);
   });
 

@@ -16,7 +16,9 @@ describe("nearestRank", () => {
     [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20], 95, 19],
   ])("%j p%d = %j", (xs, p, want) => expect(nearestRank(xs, p)).toBe(want));
 
-  it.each([0, -1, 101, Number.NaN])("rejects p=%d", (p) => expect(() => nearestRank([1], p)).toThrow(/p must be in \(0, 100\]/));
+  it.each([0, -1, 101, Number.NaN])("rejects p=%d", (p) =>
+    expect(() => nearestRank([1], p)).toThrow(/p must be in \(0, 100\]/),
+  );
 
   it("property: the result is a sample with at least p% of samples <= it and fewer than p% below it", () => {
     let s = 12345;

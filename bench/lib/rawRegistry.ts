@@ -7,7 +7,10 @@ import { pipeline } from "node:stream/promises";
 import { OciClient } from "../../runtime/snapshot/oci.ts";
 import { BENCH_SEED, shakeBlock } from "./shake.ts";
 
-export async function rawThroughput(registry: string, bytes: number): Promise<{ bytes: number; push_ms: number; pull_ms: number; push_MBps: number; pull_MBps: number }> {
+export async function rawThroughput(
+  registry: string,
+  bytes: number,
+): Promise<{ bytes: number; push_ms: number; pull_ms: number; push_MBps: number; pull_MBps: number }> {
   const oci = new OciClient({ registry });
   const repo = `sbx-bench-raw/${randomBytes(4).toString("hex")}`;
   // the source costs nothing (one pre-generated block repeated) so this is the registry's own speed
@@ -29,5 +32,11 @@ export async function rawThroughput(registry: string, bytes: number): Promise<{ 
   const pull = performance.now() - t1;
   oci.close();
   const pushMs = push;
-  return { bytes, push_ms: pushMs, pull_ms: pull, push_MBps: bytes / 1e6 / (pushMs / 1000), pull_MBps: bytes / 1e6 / (pull / 1000) };
+  return {
+    bytes,
+    push_ms: pushMs,
+    pull_ms: pull,
+    push_MBps: bytes / 1e6 / (pushMs / 1000),
+    pull_MBps: bytes / 1e6 / (pull / 1000),
+  };
 }

@@ -27,16 +27,29 @@ export interface Summary {
   warmup_trials: number;
   warmup_failures: number;
   completed_requested_trials: boolean;
-  metrics: Record<string, { n: number; p50: number | null; p95: number | null; min: number | null; max: number | null }>;
+  metrics: Record<
+    string,
+    { n: number; p50: number | null; p95: number | null; min: number | null; max: number | null }
+  >;
 }
 
-export function summarize(trials: readonly TrialRecord[], requestedSamples: number, metricNames: readonly string[]): Summary {
+export function summarize(
+  trials: readonly TrialRecord[],
+  requestedSamples: number,
+  metricNames: readonly string[],
+): Summary {
   const measured = trials.filter((t) => !t.warmup);
   const ok = measured.filter((t) => t.ok);
   const metrics: Summary["metrics"] = {};
   for (const m of metricNames) {
     const xs = ok.map((t) => t.timings[m]).filter((x): x is number => typeof x === "number");
-    metrics[m] = { n: xs.length, p50: nearestRank(xs, 50), p95: nearestRank(xs, 95), min: xs.length ? Math.min(...xs) : null, max: xs.length ? Math.max(...xs) : null };
+    metrics[m] = {
+      n: xs.length,
+      p50: nearestRank(xs, 50),
+      p95: nearestRank(xs, 95),
+      min: xs.length ? Math.min(...xs) : null,
+      max: xs.length ? Math.max(...xs) : null,
+    };
   }
   const warm = trials.filter((t) => t.warmup);
   return {
@@ -60,7 +73,9 @@ export function exitCodeFor(trials: readonly TrialRecord[], summary: Summary): n
 }
 
 export function formatTable(summary: Summary): string {
-  const rows = Object.entries(summary.metrics).map(([m, s]) => `${m.padEnd(22)} ${String(s.n).padStart(4)} ${fmt(s.p50)} ${fmt(s.p95)} ${fmt(s.min)} ${fmt(s.max)}`);
+  const rows = Object.entries(summary.metrics).map(
+    ([m, s]) => `${m.padEnd(22)} ${String(s.n).padStart(4)} ${fmt(s.p50)} ${fmt(s.p95)} ${fmt(s.min)} ${fmt(s.max)}`,
+  );
   return [
     `${"metric".padEnd(22)} ${"n".padStart(4)} ${"p50".padStart(10)} ${"p95".padStart(10)} ${"min".padStart(10)} ${"max".padStart(10)}`,
     ...rows,

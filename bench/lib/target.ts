@@ -26,10 +26,15 @@ export async function openTarget(a: TargetArgs): Promise<BenchTarget> {
 }
 
 /** The target flags both benchmarks accept; `fixed` holds what the benchmark itself decides. */
-export function targetArgs(f: Map<string, string>, fixed: Pick<TargetArgs, "size" | "profile" | "warm"> & Partial<TargetArgs>): TargetArgs {
+export function targetArgs(
+  f: Map<string, string>,
+  fixed: Pick<TargetArgs, "size" | "profile" | "warm"> & Partial<TargetArgs>,
+): TargetArgs {
   const platform = f.get("platform") ?? (f.has("kubeconfig") ? "kubernetes" : "local");
-  if (platform !== "local" && platform !== "kubernetes") throw new Error(`--platform: invalid value ${JSON.stringify(platform)}: use local or kubernetes`);
-  if (f.has("kubeconfig") && platform !== "kubernetes") throw new Error(`--kubeconfig: only with --platform kubernetes (got --platform ${platform})`);
+  if (platform !== "local" && platform !== "kubernetes")
+    throw new Error(`--platform: invalid value ${JSON.stringify(platform)}: use local or kubernetes`);
+  if (f.has("kubeconfig") && platform !== "kubernetes")
+    throw new Error(`--kubeconfig: only with --platform kubernetes (got --platform ${platform})`);
   return {
     platform,
     kubeconfig: f.get("kubeconfig"),
@@ -70,7 +75,15 @@ async function openLocal(a: TargetArgs): Promise<BenchTarget> {
     local: { stateDir },
     snapshots: { registry: registryUrl },
     sizeClasses: {
-      [a.size]: { cpuRequest: "250m", cpuLimit: "2", memoryRequest: "256Mi", memoryLimit: a.memoryLimit ?? "3Gi", workspace: a.workspace ?? "6Gi", tmp: a.tmp ?? "1536Mi", pids: 256 },
+      [a.size]: {
+        cpuRequest: "250m",
+        cpuLimit: "2",
+        memoryRequest: "256Mi",
+        memoryLimit: a.memoryLimit ?? "3Gi",
+        workspace: a.workspace ?? "6Gi",
+        tmp: a.tmp ?? "1536Mi",
+        pids: 256,
+      },
     },
     budget: { cpu: "64", memory: "256Gi" },
     defaults: { size: a.size, profile: a.profile },
@@ -93,7 +106,9 @@ async function openLocal(a: TargetArgs): Promise<BenchTarget> {
     },
     environment: {
       target: "local",
-      registry: a.registry ? `given: ${a.registry}` : `docker-registry ${registryVersion()} on loopback, filesystem storage under ${os.tmpdir()}`,
+      registry: a.registry
+        ? `given: ${a.registry}`
+        : `docker-registry ${registryVersion()} on loopback, filesystem storage under ${os.tmpdir()}`,
       state_dir: stateDir,
       size_class: config.sizeClasses[a.size],
       warm_pool: config.warmPool,
@@ -119,8 +134,13 @@ export function runnerEnvironment(): Record<string, unknown> {
   let revision = "unknown";
   let dirty = false;
   try {
-    revision = execFileSync("git", ["rev-parse", "HEAD"], { stdio: ["ignore", "pipe", "ignore"] }).toString().trim();
-    dirty = execFileSync("git", ["status", "--porcelain", "--", "runtime", "bench"], { stdio: ["ignore", "pipe", "ignore"] }).toString().trim() !== "";
+    revision = execFileSync("git", ["rev-parse", "HEAD"], { stdio: ["ignore", "pipe", "ignore"] })
+      .toString()
+      .trim();
+    dirty =
+      execFileSync("git", ["status", "--porcelain", "--", "runtime", "bench"], { stdio: ["ignore", "pipe", "ignore"] })
+        .toString()
+        .trim() !== "";
   } catch {
     // not a git checkout
   }
@@ -158,6 +178,7 @@ export function intFlag(f: Map<string, string>, name: string, dflt: number, min 
   const v = f.get(name);
   if (v === undefined) return dflt;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new Error(`--${name}: invalid value ${JSON.stringify(v)}: use a whole number >= ${min}`);
+  if (!Number.isInteger(n) || n < min)
+    throw new Error(`--${name}: invalid value ${JSON.stringify(v)}: use a whole number >= ${min}`);
   return n;
 }

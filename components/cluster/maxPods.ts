@@ -11,7 +11,6 @@ import type { InstanceNetworkLimits } from "../shared/platformConfig.ts";
 
 export type { InstanceNetworkLimits };
 
-
 /** EC2 limits for the instance types our stacks use (from the EC2 instance type docs). */
 export const INSTANCE_LIMITS: Readonly<Record<string, InstanceNetworkLimits>> = {
   "t3.medium": { vcpus: 2, maxEnis: 3, ipsPerEni: 6 },
@@ -47,7 +46,11 @@ export function computeMaxPods(limits: InstanceNetworkLimits, prefixDelegation: 
 }
 
 /** Limits for an instance type: the explicit override wins, else the table; unknown types fail. */
-export function resolveInstanceLimits(field: string, instanceType: string, override?: InstanceNetworkLimits): InstanceNetworkLimits {
+export function resolveInstanceLimits(
+  field: string,
+  instanceType: string,
+  override?: InstanceNetworkLimits,
+): InstanceNetworkLimits {
   if (override) return { ...override };
   const known = INSTANCE_LIMITS[instanceType];
   if (!known) {

@@ -11,7 +11,11 @@ export const GPU_TAINT = { key: "nvidia.com/gpu", value: "true", effect: "NoSche
 export type NodeGroupKind = "system" | "sandbox" | "gpu";
 
 /** Taint effects in the EKS API spell differently from Kubernetes. */
-const EKS_EFFECT: Record<string, string> = { NoSchedule: "NO_SCHEDULE", NoExecute: "NO_EXECUTE", PreferNoSchedule: "PREFER_NO_SCHEDULE" };
+const EKS_EFFECT: Record<string, string> = {
+  NoSchedule: "NO_SCHEDULE",
+  NoExecute: "NO_EXECUTE",
+  PreferNoSchedule: "PREFER_NO_SCHEDULE",
+};
 
 export interface NodeGroupPlan {
   kind: NodeGroupKind;
@@ -46,11 +50,18 @@ function eksTaint(t: { key: string; value: string; effect: string }) {
 function planGroup(kind: NodeGroupKind, field: string, g: NodeGroupConfig, prefixDelegation: boolean): NodeGroupPlan {
   const limits = resolveInstanceLimits(`${field}.instanceType`, g.instanceType, g.networkLimits);
   const labels: Record<string, string> =
-    kind === "system" ? { ...SYSTEM_NODE_SELECTOR }
-    : kind === "sandbox" ? { [SANDBOX_NODE_LABEL.key]: SANDBOX_NODE_LABEL.value }
-    : { [SANDBOX_NODE_LABEL.key]: SANDBOX_NODE_LABEL.value, "sbx.dev/accelerator": "nvidia" };
+    kind === "system"
+      ? { ...SYSTEM_NODE_SELECTOR }
+      : kind === "sandbox"
+        ? { [SANDBOX_NODE_LABEL.key]: SANDBOX_NODE_LABEL.value }
+        : { [SANDBOX_NODE_LABEL.key]: SANDBOX_NODE_LABEL.value, "sbx.dev/accelerator": "nvidia" };
   // GPU nodes carry both taints: only sandboxes that asked for a GPU tolerate the second.
-  const taints = kind === "system" ? [] : kind === "sandbox" ? [eksTaint(SANDBOX_NODE_TAINT)] : [eksTaint(SANDBOX_NODE_TAINT), eksTaint(GPU_TAINT)];
+  const taints =
+    kind === "system"
+      ? []
+      : kind === "sandbox"
+        ? [eksTaint(SANDBOX_NODE_TAINT)]
+        : [eksTaint(SANDBOX_NODE_TAINT), eksTaint(GPU_TAINT)];
   return {
     kind,
     name: g.name,
@@ -104,7 +115,10 @@ export function renderNodeUserData(maxPods: number): string {
 }
 
 /** Sandbox capacity the node groups can ever offer, for the budget sanity warning. */
-export function sandboxCapacity(groups: NodeGroupPlan[], vcpusOf: (instanceType: string) => number): { vcpus: number; pods: number } {
+export function sandboxCapacity(
+  groups: NodeGroupPlan[],
+  vcpusOf: (instanceType: string) => number,
+): { vcpus: number; pods: number } {
   const sandbox = groups.filter((g) => g.kind === "sandbox");
   return {
     vcpus: sandbox.reduce((n, g) => n + g.maxSize * vcpusOf(g.instanceType), 0),

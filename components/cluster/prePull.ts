@@ -12,7 +12,12 @@ export function renderPrePullDaemonSet(namespace: string, images: string[]): K8s
     apiVersion: "apps/v1",
     kind: "DaemonSet",
     // images may not be pushed yet on the first deploy: don't block `pulumi up` on the rollout
-    metadata: { name: "sbx-image-prepull", namespace, labels: { ...partOf("prepull"), ...selector }, annotations: { "pulumi.com/skipAwait": "true" } },
+    metadata: {
+      name: "sbx-image-prepull",
+      namespace,
+      labels: { ...partOf("prepull"), ...selector },
+      annotations: { "pulumi.com/skipAwait": "true" },
+    },
     spec: {
       selector: { matchLabels: selector },
       updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: "25%" } },
@@ -20,7 +25,14 @@ export function renderPrePullDaemonSet(namespace: string, images: string[]): K8s
         metadata: { labels: { ...partOf("prepull"), ...selector } },
         spec: {
           nodeSelector: { [SANDBOX_NODE_LABEL.key]: SANDBOX_NODE_LABEL.value },
-          tolerations: [{ key: SANDBOX_NODE_TAINT.key, operator: "Equal", value: SANDBOX_NODE_TAINT.value, effect: SANDBOX_NODE_TAINT.effect }],
+          tolerations: [
+            {
+              key: SANDBOX_NODE_TAINT.key,
+              operator: "Equal",
+              value: SANDBOX_NODE_TAINT.value,
+              effect: SANDBOX_NODE_TAINT.effect,
+            },
+          ],
           securityContext: restrictedPodSecurity(),
           automountServiceAccountToken: false,
           initContainers: [...new Set(images)].sort().map((image, i) => ({
@@ -31,7 +43,9 @@ export function renderPrePullDaemonSet(namespace: string, images: string[]): K8s
             resources: tiny,
             securityContext: restrictedContainerSecurity(),
           })),
-          containers: [{ name: "pause", image: PAUSE_IMAGE, resources: tiny, securityContext: restrictedContainerSecurity(65535) }],
+          containers: [
+            { name: "pause", image: PAUSE_IMAGE, resources: tiny, securityContext: restrictedContainerSecurity(65535) },
+          ],
         },
       },
     },

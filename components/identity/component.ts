@@ -14,36 +14,90 @@ export class Identity extends pulumi.ComponentResource {
     super("sbx:identity:Identity", name, {}, opts);
     const parent = { parent: this };
     const bucket = new aws.s3.Bucket(`${name}-outputs`, { bucketPrefix: `${args.prefix}-outputs-` }, parent);
-    new aws.s3.BucketPublicAccessBlock(`${name}-outputs`, { bucket: bucket.id, blockPublicAcls: true, blockPublicPolicy: true, ignorePublicAcls: true, restrictPublicBuckets: true }, parent);
-    new aws.s3.BucketOwnershipControls(`${name}-outputs`, { bucket: bucket.id, rule: { objectOwnership: "BucketOwnerEnforced" } }, parent);
-    new aws.s3.BucketServerSideEncryptionConfiguration(`${name}-outputs`, {
-      bucket: bucket.id,
-      rules: [{ applyServerSideEncryptionByDefault: { sseAlgorithm: "AES256" }, bucketKeyEnabled: true }],
-    }, parent);
-    new aws.s3.BucketLifecycleConfiguration(`${name}-outputs`, {
-      bucket: bucket.id,
-      rules: [
-        { id: "expire-sandbox-outputs", status: "Enabled", filter: { prefix: `${SANDBOX_PREFIX}/` }, expiration: { days: args.outputsExpirationDays } },
-        { id: "abort-incomplete-uploads", status: "Enabled", filter: { prefix: "" }, abortIncompleteMultipartUpload: { daysAfterInitiation: 1 } },
-      ],
-    }, parent);
+    new aws.s3.BucketPublicAccessBlock(
+      `${name}-outputs`,
+      {
+        bucket: bucket.id,
+        blockPublicAcls: true,
+        blockPublicPolicy: true,
+        ignorePublicAcls: true,
+        restrictPublicBuckets: true,
+      },
+      parent,
+    );
+    new aws.s3.BucketOwnershipControls(
+      `${name}-outputs`,
+      { bucket: bucket.id, rule: { objectOwnership: "BucketOwnerEnforced" } },
+      parent,
+    );
+    new aws.s3.BucketServerSideEncryptionConfiguration(
+      `${name}-outputs`,
+      {
+        bucket: bucket.id,
+        rules: [{ applyServerSideEncryptionByDefault: { sseAlgorithm: "AES256" }, bucketKeyEnabled: true }],
+      },
+      parent,
+    );
+    new aws.s3.BucketLifecycleConfiguration(
+      `${name}-outputs`,
+      {
+        bucket: bucket.id,
+        rules: [
+          {
+            id: "expire-sandbox-outputs",
+            status: "Enabled",
+            filter: { prefix: `${SANDBOX_PREFIX}/` },
+            expiration: { days: args.outputsExpirationDays },
+          },
+          {
+            id: "abort-incomplete-uploads",
+            status: "Enabled",
+            filter: { prefix: "" },
+            abortIncompleteMultipartUpload: { daysAfterInitiation: 1 },
+          },
+        ],
+      },
+      parent,
+    );
 
-    const manager = new aws.iam.Role(`${name}-manager`, { namePrefix: `${args.prefix}-manager-`, assumeRolePolicy: JSON.stringify(managerTrustPolicy()) }, parent);
-    const base = new aws.iam.Role(`${name}-sandbox-base`, {
-      namePrefix: `${args.prefix}-sandbox-`,
-      assumeRolePolicy: manager.arn.apply((arn) => JSON.stringify(baseRoleTrustPolicy(arn))),
-      // role chaining (Pod Identity session -> this role) caps sessions at 1 hour regardless
-      maxSessionDuration: 3600,
-    }, parent);
-    new aws.iam.RolePolicy(`${name}-sandbox-base`, { role: base.id, policy: bucket.arn.apply((arn) => JSON.stringify(baseRolePolicy(arn))) }, parent);
-    new aws.iam.RolePolicy(`${name}-manager`, {
-      role: manager.id,
-      policy: pulumi.all([base.arn, args.snapshotRepositoryArn]).apply(([baseArn, repoArn]) => JSON.stringify(managerPolicy(baseArn, repoArn))),
-    }, parent);
+    const manager = new aws.iam.Role(
+      `${name}-manager`,
+      { namePrefix: `${args.prefix}-manager-`, assumeRolePolicy: JSON.stringify(managerTrustPolicy()) },
+      parent,
+    );
+    const base = new aws.iam.Role(
+      `${name}-sandbox-base`,
+      {
+        namePrefix: `${args.prefix}-sandbox-`,
+        assumeRolePolicy: manager.arn.apply((arn) => JSON.stringify(baseRoleTrustPolicy(arn))),
+        // role chaining (Pod Identity session -> this role) caps sessions at 1 hour regardless
+        maxSessionDuration: 3600,
+      },
+      parent,
+    );
+    new aws.iam.RolePolicy(
+      `${name}-sandbox-base`,
+      { role: base.id, policy: bucket.arn.apply((arn) => JSON.stringify(baseRolePolicy(arn))) },
+      parent,
+    );
+    new aws.iam.RolePolicy(
+      `${name}-manager`,
+      {
+        role: manager.id,
+        policy: pulumi
+          .all([base.arn, args.snapshotRepositoryArn])
+          .apply(([baseArn, repoArn]) => JSON.stringify(managerPolicy(baseArn, repoArn))),
+      },
+      parent,
+    );
 
     this.bucketName = bucket.bucket;
     this.baseRoleArn = base.arn;
     this.managerRoleArn = manager.arn;
-    this.registerOutputs({ bucketName: this.bucketName, baseRoleArn: this.baseRoleArn, managerRoleArn: this.managerRoleArn });
+    this.registerOutputs({
+      bucketName: this.bucketName,
+      baseRoleArn: this.baseRoleArn,
+      managerRoleArn: this.managerRoleArn,
+    });
   }
 }

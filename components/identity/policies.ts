@@ -43,7 +43,11 @@ const doc = (...Statement: Statement[]): PolicyDocument => ({ Version: "2012-10-
 
 /** The manager's role is assumed by EKS Pod Identity (which always tags the session). */
 export function managerTrustPolicy(): PolicyDocument {
-  return doc({ Effect: "Allow", Principal: { Service: "pods.eks.amazonaws.com" }, Action: ["sts:AssumeRole", "sts:TagSession"] });
+  return doc({
+    Effect: "Allow",
+    Principal: { Service: "pods.eks.amazonaws.com" },
+    Action: ["sts:AssumeRole", "sts:TagSession"],
+  });
 }
 
 /** Only the manager's role may assume the base role; it may tag the session (sandbox id). */
@@ -53,13 +57,26 @@ export function baseRoleTrustPolicy(managerRoleArn: string): PolicyDocument {
 
 export function baseRolePolicy(bucketArn: string): PolicyDocument {
   return doc(
-    { Sid: "SandboxObjects", Effect: "Allow", Action: [...OBJECT_ACTIONS], Resource: `${bucketArn}/${SANDBOX_PREFIX}/*` },
-    { Sid: "ListSandboxPrefix", Effect: "Allow", Action: ["s3:ListBucket"], Resource: bucketArn, Condition: { StringLike: { "s3:prefix": [`${SANDBOX_PREFIX}/*`] } } },
+    {
+      Sid: "SandboxObjects",
+      Effect: "Allow",
+      Action: [...OBJECT_ACTIONS],
+      Resource: `${bucketArn}/${SANDBOX_PREFIX}/*`,
+    },
+    {
+      Sid: "ListSandboxPrefix",
+      Effect: "Allow",
+      Action: ["s3:ListBucket"],
+      Resource: bucketArn,
+      Condition: { StringLike: { "s3:prefix": [`${SANDBOX_PREFIX}/*`] } },
+    },
   );
 }
 
 export function managerPolicy(baseRoleArn: string, snapshotRepositoryArn?: string): PolicyDocument {
-  const statements: Statement[] = [{ Sid: "AssumeBaseRole", Effect: "Allow", Action: ["sts:AssumeRole", "sts:TagSession"], Resource: baseRoleArn }];
+  const statements: Statement[] = [
+    { Sid: "AssumeBaseRole", Effect: "Allow", Action: ["sts:AssumeRole", "sts:TagSession"], Resource: baseRoleArn },
+  ];
   if (snapshotRepositoryArn) {
     statements.push(
       { Sid: "SnapshotRegistry", Effect: "Allow", Action: [...SNAPSHOT_ACTIONS], Resource: snapshotRepositoryArn },

@@ -11,8 +11,18 @@ export function snapshotRepositoryName(prefix: string): string {
 export function profileLifecyclePolicy(keepTagged = 20): Record<string, unknown> {
   return {
     rules: [
-      { rulePriority: 1, description: "expire untagged images after 7 days", selection: { tagStatus: "untagged", countType: "sinceImagePushed", countUnit: "days", countNumber: 7 }, action: { type: "expire" } },
-      { rulePriority: 2, description: `keep the newest ${keepTagged} images`, selection: { tagStatus: "any", countType: "imageCountMoreThan", countNumber: keepTagged }, action: { type: "expire" } },
+      {
+        rulePriority: 1,
+        description: "expire untagged images after 7 days",
+        selection: { tagStatus: "untagged", countType: "sinceImagePushed", countUnit: "days", countNumber: 7 },
+        action: { type: "expire" },
+      },
+      {
+        rulePriority: 2,
+        description: `keep the newest ${keepTagged} images`,
+        selection: { tagStatus: "any", countType: "imageCountMoreThan", countNumber: keepTagged },
+        action: { type: "expire" },
+      },
     ],
   };
 }
@@ -29,9 +39,24 @@ export function profileLifecyclePolicy(keepTagged = 20): Record<string, unknown>
 export function snapshotLifecyclePolicy(retentionDays: number): Record<string, unknown> {
   return {
     rules: [
-      { rulePriority: 1, description: "expire untagged snapshot images after 1 day", selection: { tagStatus: "untagged", countType: "sinceImagePushed", countUnit: "days", countNumber: 1 }, action: { type: "expire" } },
+      {
+        rulePriority: 1,
+        description: "expire untagged snapshot images after 1 day",
+        selection: { tagStatus: "untagged", countType: "sinceImagePushed", countUnit: "days", countNumber: 1 },
+        action: { type: "expire" },
+      },
       // ECR requires the tagStatus "any" rule to come last (highest priority number)
-      { rulePriority: 2, description: `expire snapshots ${retentionDays + 1} days after push (retention ${retentionDays} days + 1)`, selection: { tagStatus: "any", countType: "sinceImagePushed", countUnit: "days", countNumber: retentionDays + 1 }, action: { type: "expire" } },
+      {
+        rulePriority: 2,
+        description: `expire snapshots ${retentionDays + 1} days after push (retention ${retentionDays} days + 1)`,
+        selection: {
+          tagStatus: "any",
+          countType: "sinceImagePushed",
+          countUnit: "days",
+          countNumber: retentionDays + 1,
+        },
+        action: { type: "expire" },
+      },
     ],
   };
 }

@@ -17,10 +17,20 @@ export function planSubnets(vpcCidr: string, azCount: number, clusterName: strin
   const cluster = { [`kubernetes.io/cluster/${clusterName}`]: "shared" };
   const out: SubnetPlan[] = [];
   for (let az = 0; az < azCount; az++) {
-    out.push({ kind: "private", az, cidr: formatCidr(subnetAt(vpc, privatePrefix, az)), tags: { ...cluster, "kubernetes.io/role/internal-elb": "1" } });
+    out.push({
+      kind: "private",
+      az,
+      cidr: formatCidr(subnetAt(vpc, privatePrefix, az)),
+      tags: { ...cluster, "kubernetes.io/role/internal-elb": "1" },
+    });
   }
   for (let az = 0; az < azCount; az++) {
-    out.push({ kind: "public", az, cidr: formatCidr(subnetAt(vpc, publicPrefix, 7 * 8 + az)), tags: { ...cluster, "kubernetes.io/role/elb": "1" } });
+    out.push({
+      kind: "public",
+      az,
+      cidr: formatCidr(subnetAt(vpc, publicPrefix, 7 * 8 + az)),
+      tags: { ...cluster, "kubernetes.io/role/elb": "1" },
+    });
   }
   return out;
 }

@@ -33,25 +33,53 @@ export class SandboxPlatform extends pulumi.ComponentResource {
     let blockedCidrs: string[] = [...cfg.blockedCidrs];
 
     if (cfg.mode === "existing-cluster") {
-      if (!args.kubeconfig) throw new ValidationError("sbx:kubeconfig", undefined, "existing-cluster mode needs a kubeconfig");
+      if (!args.kubeconfig)
+        throw new ValidationError("sbx:kubeconfig", undefined, "existing-cluster mode needs a kubeconfig");
       provider = new k8s.Provider(`${name}-k8s`, { kubeconfig: args.kubeconfig, enableServerSideApply: true }, parent);
       this.catalog = pulumi.output(cfg.images.catalog);
     } else {
-      if (!args.region) throw new ValidationError("aws:region", undefined, "eks mode needs the AWS region: `pulumi config set aws:region us-east-1`");
+      if (!args.region)
+        throw new ValidationError(
+          "aws:region",
+          undefined,
+          "eks mode needs the AWS region: `pulumi config set aws:region us-east-1`",
+        );
       const clusterName = `${cfg.name}`;
       const network = new Network(`${name}-network`, { network: cfg.network, clusterName }, parent);
-      const images = new ImageProfiles(`${name}-images`, { prefix: cfg.name, profiles: cfg.images.profiles, tag: cfg.images.tag, catalogOverrides: cfg.images.catalog, snapshots: cfg.snapshots }, parent);
-      const identity = new Identity(`${name}-identity`, { prefix: cfg.name, outputsExpirationDays: cfg.outputs.expirationDays, snapshotRepositoryArn: images.snapshotRepositoryArn }, parent);
-      const cluster = new Cluster(`${name}-cluster`, {
-        clusterName,
-        cluster: cfg.cluster,
-        vpcCni: cfg.vpcCni,
-        nodeGroups: cfg.nodeGroups,
-        vpcId: network.vpcId,
-        privateSubnetIds: network.privateSubnetIds,
-        publicSubnetIds: network.publicSubnetIds,
-        prePullImages: cfg.prePullImages ? images.catalog.apply((c) => Object.values(c)) : undefined,
-      }, parent);
+      const images = new ImageProfiles(
+        `${name}-images`,
+        {
+          prefix: cfg.name,
+          profiles: cfg.images.profiles,
+          tag: cfg.images.tag,
+          catalogOverrides: cfg.images.catalog,
+          snapshots: cfg.snapshots,
+        },
+        parent,
+      );
+      const identity = new Identity(
+        `${name}-identity`,
+        {
+          prefix: cfg.name,
+          outputsExpirationDays: cfg.outputs.expirationDays,
+          snapshotRepositoryArn: images.snapshotRepositoryArn,
+        },
+        parent,
+      );
+      const cluster = new Cluster(
+        `${name}-cluster`,
+        {
+          clusterName,
+          cluster: cfg.cluster,
+          vpcCni: cfg.vpcCni,
+          nodeGroups: cfg.nodeGroups,
+          vpcId: network.vpcId,
+          privateSubnetIds: network.privateSubnetIds,
+          publicSubnetIds: network.publicSubnetIds,
+          prePullImages: cfg.prePullImages ? images.catalog.apply((c) => Object.values(c)) : undefined,
+        },
+        parent,
+      );
       provider = cluster.provider;
       blockedCidrs = [network.vpcCidr, ...cfg.blockedCidrs];
       this.catalog = images.catalog;
@@ -61,24 +89,45 @@ export class SandboxPlatform extends pulumi.ComponentResource {
       runtimeExtra = {
         nodeSelector: { ...SYSTEM_NODE_SELECTOR },
         podIdentity: { clusterName: cluster.clusterName, roleArn: identity.managerRoleArn },
-        credentials: { baseRoleArn: identity.baseRoleArn, bucket: identity.bucketName, region: args.region, durationSeconds: cfg.runtime.credentialDurationSeconds },
-        ...(images.snapshotRepositoryUrl ? { snapshots: { repositoryUrl: images.snapshotRepositoryUrl, retentionDays: cfg.snapshots.retentionDays } } : {}),
+        credentials: {
+          baseRoleArn: identity.baseRoleArn,
+          bucket: identity.bucketName,
+          region: args.region,
+          durationSeconds: cfg.runtime.credentialDurationSeconds,
+        },
+        ...(images.snapshotRepositoryUrl
+          ? { snapshots: { repositoryUrl: images.snapshotRepositoryUrl, retentionDays: cfg.snapshots.retentionDays } }
+          : {}),
       };
     }
 
-    const tenancy = new Tenancy(`${name}-tenancy`, {
-      provider,
-      namespace: cfg.namespaces.sandbox,
-      sizeClasses: cfg.sizeClasses,
-      defaultSize: cfg.defaults.size,
-      budget: cfg.budget,
-      egress: cfg.egress,
-      blockedCidrs,
-    }, parent);
-    const runtime = new Runtime(`${name}-runtime`, { ...common, ...runtimeExtra, provider, catalog: this.catalog }, { parent: this, dependsOn: [tenancy] });
+    const tenancy = new Tenancy(
+      `${name}-tenancy`,
+      {
+        provider,
+        namespace: cfg.namespaces.sandbox,
+        sizeClasses: cfg.sizeClasses,
+        defaultSize: cfg.defaults.size,
+        budget: cfg.budget,
+        egress: cfg.egress,
+        blockedCidrs,
+      },
+      parent,
+    );
+    const runtime = new Runtime(
+      `${name}-runtime`,
+      { ...common, ...runtimeExtra, provider, catalog: this.catalog },
+      { parent: this, dependsOn: [tenancy] },
+    );
     this.mode = cfg.mode;
     this.managerUrl = runtime.managerUrl;
-    this.registerOutputs({ mode: this.mode, catalog: this.catalog, managerUrl: this.managerUrl, clusterName: this.clusterName, bucketName: this.bucketName });
+    this.registerOutputs({
+      mode: this.mode,
+      catalog: this.catalog,
+      managerUrl: this.managerUrl,
+      clusterName: this.clusterName,
+      bucketName: this.bucketName,
+    });
   }
 }
 

@@ -15,7 +15,14 @@ export interface RuntimeSettings {
   sizeClasses: Record<string, SizeClassConfig>;
   /** admission budget; the same numbers as the namespace ResourceQuota requests */
   budget: { cpu: string; memory: string };
-  defaults: { profile: string; size: string; ttlSeconds: number; maxTtlSeconds: number; idleTimeoutSeconds: number; finishedGraceSeconds: number };
+  defaults: {
+    profile: string;
+    size: string;
+    ttlSeconds: number;
+    maxTtlSeconds: number;
+    idleTimeoutSeconds: number;
+    finishedGraceSeconds: number;
+  };
   warmPool: { profile: string; size: string; count: number }[];
   /** RuntimeClass for sandbox pods (e.g. gVisor). Default: none. */
   runtimeClassName?: string;
@@ -43,7 +50,12 @@ export interface RuntimeArgs {
   /** owner -> plaintext API token (a secret). Only sha256 hashes reach the cluster. Default: {}. */
   apiTokens?: pulumi.Input<Record<string, string>>;
   /** Per-sandbox S3 credentials; unset in existing-cluster mode. */
-  credentials?: { baseRoleArn: pulumi.Input<string>; bucket: pulumi.Input<string>; region: pulumi.Input<string>; durationSeconds: number };
+  credentials?: {
+    baseRoleArn: pulumi.Input<string>;
+    bucket: pulumi.Input<string>;
+    region: pulumi.Input<string>;
+    durationSeconds: number;
+  };
   /** Snapshot registry; unset when snapshots are disabled. */
   snapshots?: { repositoryUrl: pulumi.Input<string>; retentionDays: number };
   /** EKS Pod Identity for the manager's and controller's service accounts; unset outside EKS. */

@@ -20,7 +20,8 @@ export interface RuntimeBundle {
 }
 
 // CommonJS dependencies call require(); an ESM bundle has none unless we create one.
-const BANNER = 'import { createRequire as __sbxCreateRequire } from "node:module"; const require = __sbxCreateRequire(import.meta.url);';
+const BANNER =
+  'import { createRequire as __sbxCreateRequire } from "node:module"; const require = __sbxCreateRequire(import.meta.url);';
 
 /** Bundle `entry` into one ESM file for Node 20. Throws with esbuild's first error. */
 export function bundleRuntime(entry: string): RuntimeBundle {
@@ -39,7 +40,8 @@ export function bundleRuntime(entry: string): RuntimeBundle {
     logLevel: "silent",
   });
   const file = result.outputFiles[0];
-  if (!file) throw new ValidationError("runtime.entry", entry, "esbuild produced no output; point it at runtime/main.ts");
+  if (!file)
+    throw new ValidationError("runtime.entry", entry, "esbuild produced no output; point it at runtime/main.ts");
   return packBundle(file.text);
 }
 
@@ -54,5 +56,10 @@ export function packBundle(code: string): RuntimeBundle {
       `exceeds the ${BUNDLE_LIMIT_BYTES}-byte ConfigMap budget; set sbx:runtime.image to a prebuilt runtime image instead`,
     );
   }
-  return { sha256: createHash("sha256").update(raw).digest("hex"), gzBase64: gz.toString("base64"), bytes: raw.length, gzBytes: gz.length };
+  return {
+    sha256: createHash("sha256").update(raw).digest("hex"),
+    gzBase64: gz.toString("base64"),
+    bytes: raw.length,
+    gzBytes: gz.length,
+  };
 }

@@ -6,7 +6,17 @@ import { createObject } from "../shared/createObject.ts";
 import type { K8sObject } from "../shared/k8s.ts";
 import type { RuntimeArgs } from "./args.ts";
 import { buildRuntimeConfig, hashTokens, sha256Hex } from "./config.ts";
-import { NAMES, renderConfigObjects, renderCrd, renderDeployment, renderNamespace, renderPdb, renderRbac, renderService, type RuntimeRenderInput } from "./render.ts";
+import {
+  NAMES,
+  renderConfigObjects,
+  renderCrd,
+  renderDeployment,
+  renderNamespace,
+  renderPdb,
+  renderRbac,
+  renderService,
+  type RuntimeRenderInput,
+} from "./render.ts";
 
 export class Runtime extends pulumi.ComponentResource {
   readonly namespace: string;
@@ -17,14 +27,25 @@ export class Runtime extends pulumi.ComponentResource {
   constructor(name: string, args: RuntimeArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sbx:runtime:Runtime", name, {}, opts);
     validateEarly(args);
-    const k8sOpts = (dependsOn: pulumi.Resource[] = []): pulumi.CustomResourceOptions => ({ parent: this, provider: args.provider, dependsOn });
+    const k8sOpts = (dependsOn: pulumi.Resource[] = []): pulumi.CustomResourceOptions => ({
+      parent: this,
+      provider: args.provider,
+      dependsOn,
+    });
     const make = (obj: K8sObject, deps: pulumi.Resource[] = []) => createObject(name, obj, k8sOpts(deps));
 
     this.configJson = pulumi
       .all([args.catalog, args.credentials ?? null, args.snapshots ?? null])
       .apply(([catalog, credentials, snapshots]) =>
         JSON.stringify(
-          buildRuntimeConfig({ settings: args.settings, namespace: args.namespace, sandboxNamespace: args.sandboxNamespace, catalog, credentials: credentials ?? undefined, snapshots: snapshots ?? undefined }),
+          buildRuntimeConfig({
+            settings: args.settings,
+            namespace: args.namespace,
+            sandboxNamespace: args.sandboxNamespace,
+            catalog,
+            credentials: credentials ?? undefined,
+            snapshots: snapshots ?? undefined,
+          }),
           null,
           2,
         ),
@@ -52,12 +73,18 @@ export class Runtime extends pulumi.ComponentResource {
       // the controller runs the same code; whichever pod leads the Lease pauses (pushes
       // snapshots) and mints credentials on resume, so both service accounts get the role
       for (const role of ["manager", "controller"] as const) {
-        ready.push(new aws.eks.PodIdentityAssociation(`${name}-${role}`, {
-          clusterName: args.podIdentity.clusterName,
-          namespace: args.namespace,
-          serviceAccount: NAMES[role],
-          roleArn: args.podIdentity.roleArn,
-        }, { parent: this }));
+        ready.push(
+          new aws.eks.PodIdentityAssociation(
+            `${name}-${role}`,
+            {
+              clusterName: args.podIdentity.clusterName,
+              namespace: args.namespace,
+              serviceAccount: NAMES[role],
+              roleArn: args.podIdentity.roleArn,
+            },
+            { parent: this },
+          ),
+        );
       }
     }
     make(renderDeployment(input, "manager"), ready);
@@ -79,7 +106,16 @@ function validateEarly(args: RuntimeArgs): void {
     namespace: args.namespace,
     sandboxNamespace: args.sandboxNamespace,
     catalog: {},
-    credentials: args.credentials ? { baseRoleArn: "arn:aws:iam::000000000000:role/placeholder", bucket: "placeholder", region: "placeholder", durationSeconds: args.credentials.durationSeconds } : undefined,
-    snapshots: args.snapshots ? { repositoryUrl: "registry.invalid/placeholder", retentionDays: args.snapshots.retentionDays } : undefined,
+    credentials: args.credentials
+      ? {
+          baseRoleArn: "arn:aws:iam::000000000000:role/placeholder",
+          bucket: "placeholder",
+          region: "placeholder",
+          durationSeconds: args.credentials.durationSeconds,
+        }
+      : undefined,
+    snapshots: args.snapshots
+      ? { repositoryUrl: "registry.invalid/placeholder", retentionDays: args.snapshots.retentionDays }
+      : undefined,
   });
 }

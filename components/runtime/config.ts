@@ -49,7 +49,12 @@ export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
   if (v.credentials) cfg.credentials = { ...v.credentials };
   if (v.snapshots) {
     const slash = v.snapshots.repositoryUrl.indexOf("/");
-    if (slash <= 0) throw new ValidationError("snapshots.repositoryUrl", v.snapshots.repositoryUrl, "expected <registry>/<repository>");
+    if (slash <= 0)
+      throw new ValidationError(
+        "snapshots.repositoryUrl",
+        v.snapshots.repositoryUrl,
+        "expected <registry>/<repository>",
+      );
     cfg.snapshots = {
       registry: v.snapshots.repositoryUrl.slice(0, slash),
       repository: v.snapshots.repositoryUrl.slice(slash + 1),
@@ -65,10 +70,19 @@ export function hashTokens(tokens: Record<string, string>): Record<string, strin
   const out: Record<string, string> = {};
   for (const [owner, token] of Object.entries(tokens)) {
     if (typeof token !== "string" || token.length < 16) {
-      throw new ValidationError(`sbx:apiTokens.${owner}`, "(secret)", "use a random token of at least 16 characters, e.g. `openssl rand -hex 32`");
+      throw new ValidationError(
+        `sbx:apiTokens.${owner}`,
+        "(secret)",
+        "use a random token of at least 16 characters, e.g. `openssl rand -hex 32`",
+      );
     }
     const hash = createHash("sha256").update(token).digest("hex");
-    if (out[hash]) throw new ValidationError(`sbx:apiTokens.${owner}`, "(secret)", `same token as owner ${out[hash]}; give every owner its own token`);
+    if (out[hash])
+      throw new ValidationError(
+        `sbx:apiTokens.${owner}`,
+        "(secret)",
+        `same token as owner ${out[hash]}; give every owner its own token`,
+      );
     out[hash] = owner;
   }
   return out;

@@ -1,7 +1,12 @@
 // Every Kubernetes object the runtime needs, as plain data. Pure. `S` is the type of the few
 // values that come from other resources (config JSON, hashes): plain strings in tests and
 // the dry-run, Pulumi Outputs in the component.
-import { managerSandboxNamespaceRules, runtimeNamespaceRules, sandboxCrd, type PolicyRule } from "../../runtime/k8s/contract.ts";
+import {
+  managerSandboxNamespaceRules,
+  runtimeNamespaceRules,
+  sandboxCrd,
+  type PolicyRule,
+} from "../../runtime/k8s/contract.ts";
 import { partOf, restrictedContainerSecurity, restrictedPodSecurity, type K8sObject } from "../shared/k8s.ts";
 import type { RuntimeDelivery } from "./args.ts";
 import { BUNDLE_FILE } from "./bundle.ts";
@@ -41,8 +46,15 @@ export function bundleConfigMapName(sha256: string): string {
 }
 
 export function renderNamespace(namespace: string): K8sObject {
-  const psa = { "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest" };
-  return { apiVersion: "v1", kind: "Namespace", metadata: { name: namespace, labels: { ...partOf("runtime"), ...psa } } };
+  const psa = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+  };
+  return {
+    apiVersion: "v1",
+    kind: "Namespace",
+    metadata: { name: namespace, labels: { ...partOf("runtime"), ...psa } },
+  };
 }
 
 export function renderCrd(): K8sObject {
@@ -55,16 +67,30 @@ export function renderRbac(namespace: string, sandboxNamespace: string): K8sObje
   for (const role of ["manager", "controller"] as const) {
     const name = NAMES[role];
     out.push({ apiVersion: "v1", kind: "ServiceAccount", metadata: { name, namespace, labels: partOf(role) } });
-    out.push(...roleWithBinding(`${name}-sandboxes`, sandboxNamespace, managerSandboxNamespaceRules(), name, namespace, role));
+    out.push(
+      ...roleWithBinding(`${name}-sandboxes`, sandboxNamespace, managerSandboxNamespaceRules(), name, namespace, role),
+    );
     out.push(...roleWithBinding(`${name}-runtime`, namespace, runtimeNamespaceRules(), name, namespace, role));
   }
   return out;
 }
 
-function roleWithBinding(name: string, ns: string, rules: PolicyRule[], sa: string, saNs: string, role: Role): K8sObject[] {
+function roleWithBinding(
+  name: string,
+  ns: string,
+  rules: PolicyRule[],
+  sa: string,
+  saNs: string,
+  role: Role,
+): K8sObject[] {
   const labels = partOf(role);
   return [
-    { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", metadata: { name, namespace: ns, labels }, rules: rules.map((r) => ({ ...r })) },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: { name, namespace: ns, labels },
+      rules: rules.map((r) => ({ ...r })),
+    },
     {
       apiVersion: "rbac.authorization.k8s.io/v1",
       kind: "RoleBinding",
@@ -78,16 +104,37 @@ function roleWithBinding(name: string, ns: string, rules: PolicyRule[], sa: stri
 export function renderConfigObjects<S>(input: RuntimeRenderInput<S>): K8sObject[] {
   const ns = input.namespace;
   const out: K8sObject[] = [
-    { apiVersion: "v1", kind: "ConfigMap", metadata: { name: NAMES.config, namespace: ns, labels: partOf("runtime") }, data: { "config.json": input.configJson } },
-    { apiVersion: "v1", kind: "ConfigMap", metadata: { name: NAMES.catalog, namespace: ns, labels: partOf("runtime") }, data: { "catalog.json": input.catalogJson } },
-    { apiVersion: "v1", kind: "Secret", metadata: { name: NAMES.tokens, namespace: ns, labels: partOf("runtime") }, type: "Opaque", stringData: { "tokens.json": input.tokensJson } },
+    {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: NAMES.config, namespace: ns, labels: partOf("runtime") },
+      data: { "config.json": input.configJson },
+    },
+    {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: NAMES.catalog, namespace: ns, labels: partOf("runtime") },
+      data: { "catalog.json": input.catalogJson },
+    },
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: NAMES.tokens, namespace: ns, labels: partOf("runtime") },
+      type: "Opaque",
+      stringData: { "tokens.json": input.tokensJson },
+    },
   ];
   if (input.delivery.kind === "bundle") {
     const b = input.delivery.bundle;
     out.push({
       apiVersion: "v1",
       kind: "ConfigMap",
-      metadata: { name: bundleConfigMapName(b.sha256), namespace: ns, labels: partOf("runtime"), annotations: { [ANNOTATION_RUNTIME_SHA]: b.sha256 } },
+      metadata: {
+        name: bundleConfigMapName(b.sha256),
+        namespace: ns,
+        labels: partOf("runtime"),
+        annotations: { [ANNOTATION_RUNTIME_SHA]: b.sha256 },
+      },
       immutable: true,
       binaryData: { [`${BUNDLE_FILE}.gz`]: b.gzBase64 },
     });
@@ -120,7 +167,10 @@ export function renderDeployment<S>(input: RuntimeRenderInput<S>, role: Role): K
     { name: "NODE_ENV", value: "production" },
   ];
   const security = restrictedContainerSecurity();
-  const resources = { requests: { cpu: input.resources.cpu, memory: input.resources.memory }, limits: { memory: input.resources.memory } };
+  const resources = {
+    requests: { cpu: input.resources.cpu, memory: input.resources.memory },
+    limits: { memory: input.resources.memory },
+  };
   const initContainers: Record<string, unknown>[] = [];
   let image: string;
   let command: string[] | undefined;
@@ -128,14 +178,24 @@ export function renderDeployment<S>(input: RuntimeRenderInput<S>, role: Role): K
   if (d.kind === "bundle") {
     image = d.nodeImage;
     annotations[ANNOTATION_RUNTIME_SHA] = d.bundle.sha256;
-    volumes.push({ name: "bundle", configMap: { name: bundleConfigMapName(d.bundle.sha256) } }, { name: "runtime", emptyDir: { sizeLimit: "64Mi" } });
+    volumes.push(
+      { name: "bundle", configMap: { name: bundleConfigMapName(d.bundle.sha256) } },
+      { name: "runtime", emptyDir: { sizeLimit: "64Mi" } },
+    );
     mounts.push({ name: "runtime", mountPath: RUNTIME_DIR, readOnly: true });
     // gunzip the ConfigMap into an emptyDir once per pod; the main container mounts it read-only
     initContainers.push({
       name: "unpack",
       image,
-      command: ["node", "-e", `require("fs").writeFileSync("${RUNTIME_DIR}/${BUNDLE_FILE}", require("zlib").gunzipSync(require("fs").readFileSync("/bundle/${BUNDLE_FILE}.gz")))`],
-      volumeMounts: [{ name: "bundle", mountPath: "/bundle", readOnly: true }, { name: "runtime", mountPath: RUNTIME_DIR }],
+      command: [
+        "node",
+        "-e",
+        `require("fs").writeFileSync("${RUNTIME_DIR}/${BUNDLE_FILE}", require("zlib").gunzipSync(require("fs").readFileSync("/bundle/${BUNDLE_FILE}.gz")))`,
+      ],
+      volumeMounts: [
+        { name: "bundle", mountPath: "/bundle", readOnly: true },
+        { name: "runtime", mountPath: RUNTIME_DIR },
+      ],
       resources: { requests: { cpu: "50m", memory: "64Mi" }, limits: { memory: "128Mi" } },
       securityContext: security,
     });
@@ -157,7 +217,12 @@ export function renderDeployment<S>(input: RuntimeRenderInput<S>, role: Role): K
   };
   if (role === "manager") {
     container.readinessProbe = { httpGet: { path: "/readyz", port: "http" }, periodSeconds: 5, failureThreshold: 3 };
-    container.livenessProbe = { httpGet: { path: "/healthz", port: "http" }, initialDelaySeconds: 10, periodSeconds: 10, failureThreshold: 3 };
+    container.livenessProbe = {
+      httpGet: { path: "/healthz", port: "http" },
+      initialDelaySeconds: 10,
+      periodSeconds: 10,
+      failureThreshold: 3,
+    };
   }
   return {
     apiVersion: "apps/v1",
@@ -173,7 +238,14 @@ export function renderDeployment<S>(input: RuntimeRenderInput<S>, role: Role): K
           serviceAccountName: name,
           securityContext: restrictedPodSecurity(),
           ...(input.nodeSelector ? { nodeSelector: { ...input.nodeSelector } } : {}),
-          topologySpreadConstraints: [{ maxSkew: 1, topologyKey: "kubernetes.io/hostname", whenUnsatisfiable: "ScheduleAnyway", labelSelector: { matchLabels: selector } }],
+          topologySpreadConstraints: [
+            {
+              maxSkew: 1,
+              topologyKey: "kubernetes.io/hostname",
+              whenUnsatisfiable: "ScheduleAnyway",
+              labelSelector: { matchLabels: selector },
+            },
+          ],
           terminationGracePeriodSeconds: 30,
           ...(initContainers.length ? { initContainers } : {}),
           containers: [container],
@@ -201,7 +273,10 @@ export function renderPdb(namespace: string, role: Role, replicas: number): K8sO
     apiVersion: "policy/v1",
     kind: "PodDisruptionBudget",
     metadata: { name, namespace, labels: partOf(role) },
-    spec: { ...(replicas > 1 ? { minAvailable: 1 } : { maxUnavailable: 1 }), selector: { matchLabels: { "app.kubernetes.io/name": name } } },
+    spec: {
+      ...(replicas > 1 ? { minAvailable: 1 } : { maxUnavailable: 1 }),
+      selector: { matchLabels: { "app.kubernetes.io/name": name } },
+    },
   };
 }
 

@@ -16,7 +16,11 @@ export function parseCidr(field: string, text: string): Cidr {
   const addr = (((octets[0] << 24) >>> 0) + (octets[1] << 16) + (octets[2] << 8) + octets[3]) >>> 0;
   const base = (addr & mask(prefix)) >>> 0;
   if (base !== addr) {
-    throw new ValidationError(field, text, `host bits are set; use the network address ${formatCidr({ base, prefix })}`);
+    throw new ValidationError(
+      field,
+      text,
+      `host bits are set; use the network address ${formatCidr({ base, prefix })}`,
+    );
   }
   return { base, prefix };
 }
@@ -39,7 +43,11 @@ export function cidrContains(outer: Cidr, inner: Cidr): boolean {
 export function subnetAt(parent: Cidr, newPrefix: number, index: number): Cidr {
   const count = 2 ** (newPrefix - parent.prefix);
   if (newPrefix < parent.prefix || newPrefix > 28 || index >= count) {
-    throw new ValidationError("cidr", formatCidr(parent), `cannot carve subnet #${index} of /${newPrefix}; use a larger network`);
+    throw new ValidationError(
+      "cidr",
+      formatCidr(parent),
+      `cannot carve subnet #${index} of /${newPrefix}; use a larger network`,
+    );
   }
   return { base: (parent.base + index * 2 ** (32 - newPrefix)) >>> 0, prefix: newPrefix };
 }

@@ -29,7 +29,11 @@ export function logicalName(component: string, obj: K8sObject): string {
   return `${component}-${obj.kind.toLowerCase()}-${obj.metadata.name}`;
 }
 
-export function createObject(component: string, obj: K8sObject, opts: pulumi.CustomResourceOptions): pulumi.CustomResource {
+export function createObject(
+  component: string,
+  obj: K8sObject,
+  opts: pulumi.CustomResourceOptions,
+): pulumi.CustomResource {
   const Ctor = CTORS[`${obj.apiVersion}/${obj.kind}`];
   if (!Ctor) throw new Error(`createObject: no resource type for ${obj.apiVersion} ${obj.kind}; add it to CTORS`);
   return new Ctor(logicalName(component, obj), obj, opts);

@@ -16,7 +16,11 @@ export interface K8sObject {
 
 /** Labels every object sbx ships carries, so `kubectl get -l` finds them all. */
 export function partOf(component: string): Record<string, string> {
-  return { "app.kubernetes.io/part-of": "sbx", "app.kubernetes.io/component": component, "app.kubernetes.io/managed-by": "pulumi" };
+  return {
+    "app.kubernetes.io/part-of": "sbx",
+    "app.kubernetes.io/component": component,
+    "app.kubernetes.io/managed-by": "pulumi",
+  };
 }
 
 /** The container securityContext that PSA `restricted` demands, plus a read-only root. */
@@ -33,5 +37,11 @@ export function restrictedContainerSecurity(uid = 1000): Record<string, unknown>
 }
 
 export function restrictedPodSecurity(uid = 1000): Record<string, unknown> {
-  return { runAsNonRoot: true, runAsUser: uid, runAsGroup: uid, fsGroup: uid, seccompProfile: { type: "RuntimeDefault" } };
+  return {
+    runAsNonRoot: true,
+    runAsUser: uid,
+    runAsGroup: uid,
+    fsGroup: uid,
+    seccompProfile: { type: "RuntimeDefault" },
+  };
 }

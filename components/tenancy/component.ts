@@ -12,7 +12,10 @@ export class Tenancy extends pulumi.ComponentResource {
     super("sbx:tenancy:Tenancy", name, {}, opts);
     const [nsObj, ...rest] = renderTenancy(args); // throws on bad sizing before any resource
     const ns = createObject(name, nsObj, { parent: this, provider: args.provider });
-    this.resources = [ns, ...rest.map((o) => createObject(name, o, { parent: this, provider: args.provider, dependsOn: [ns] }))];
+    this.resources = [
+      ns,
+      ...rest.map((o) => createObject(name, o, { parent: this, provider: args.provider, dependsOn: [ns] })),
+    ];
     this.namespace = args.namespace;
     this.registerOutputs({ namespace: this.namespace });
   }

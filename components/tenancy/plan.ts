@@ -36,7 +36,13 @@ export function planQuota(input: Pick<TenancyPlanInput, "budget" | "sizeClasses"
   const limitsCpuMillis = Math.max(...classes.map((c) => Math.ceil((cpu * c.cpuLim) / c.cpuReq)));
   const limitsMemoryBytes = Math.max(...classes.map((c) => Math.ceil((mem * c.memLim) / c.memReq)));
   const pods = input.budget.pods ?? Math.floor(cpu / Math.min(...classes.map((c) => c.cpuReq)));
-  return { requestsCpuMillis: cpu, limitsCpuMillis, requestsMemoryBytes: mem, limitsMemoryBytes: roundUpMi(limitsMemoryBytes), pods };
+  return {
+    requestsCpuMillis: cpu,
+    limitsCpuMillis,
+    requestsMemoryBytes: mem,
+    limitsMemoryBytes: roundUpMi(limitsMemoryBytes),
+    pods,
+  };
 }
 
 function roundUpMi(bytes: number): number {
@@ -57,12 +63,22 @@ export function renderTenancy(input: TenancyPlanInput): K8sObject[] {
   const labels = partOf("tenancy");
   const q = planQuota(input);
   const def = input.sizeClasses[input.defaultSize];
-  if (!def) throw new ValidationError("defaults.size", input.defaultSize, `use one of: ${Object.keys(input.sizeClasses).join(", ")}`);
+  if (!def)
+    throw new ValidationError(
+      "defaults.size",
+      input.defaultSize,
+      `use one of: ${Object.keys(input.sizeClasses).join(", ")}`,
+    );
   const sizes = Object.values(input.sizeClasses);
   const maxOf = (f: (s: (typeof sizes)[number]) => number) => Math.max(...sizes.map(f));
   const minOf = (f: (s: (typeof sizes)[number]) => number) => Math.min(...sizes.map(f));
   const meta = (name: string) => ({ name, namespace: ns, labels });
-  const psa = { "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest", "pod-security.kubernetes.io/audit": "restricted", "pod-security.kubernetes.io/warn": "restricted" };
+  const psa = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+    "pod-security.kubernetes.io/audit": "restricted",
+    "pod-security.kubernetes.io/warn": "restricted",
+  };
   const blocked = [...ALWAYS_BLOCKED_CIDRS, ...input.blockedCidrs];
   const objects: K8sObject[] = [
     { apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels: { ...labels, ...psa } } },
@@ -104,7 +120,12 @@ export function renderTenancy(input: TenancyPlanInput): K8sObject[] {
     },
     // NetworkPolicies only add allowances; with this one selecting every pod both ways,
     // sandbox-to-sandbox traffic and ingress from anywhere are denied.
-    { apiVersion: "networking.k8s.io/v1", kind: "NetworkPolicy", metadata: meta("default-deny"), spec: { podSelector: {}, policyTypes: ["Ingress", "Egress"] } },
+    {
+      apiVersion: "networking.k8s.io/v1",
+      kind: "NetworkPolicy",
+      metadata: meta("default-deny"),
+      spec: { podSelector: {}, policyTypes: ["Ingress", "Egress"] },
+    },
     {
       apiVersion: "networking.k8s.io/v1",
       kind: "NetworkPolicy",
@@ -114,8 +135,16 @@ export function renderTenancy(input: TenancyPlanInput): K8sObject[] {
         policyTypes: ["Egress"],
         egress: [
           {
-            to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } }, podSelector: { matchLabels: { "k8s-app": "kube-dns" } } }],
-            ports: [{ protocol: "UDP", port: 53 }, { protocol: "TCP", port: 53 }],
+            to: [
+              {
+                namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } },
+                podSelector: { matchLabels: { "k8s-app": "kube-dns" } },
+              },
+            ],
+            ports: [
+              { protocol: "UDP", port: 53 },
+              { protocol: "TCP", port: 53 },
+            ],
           },
         ],
       },
@@ -136,7 +165,12 @@ export function renderTenancy(input: TenancyPlanInput): K8sObject[] {
             return { to: [{ ipBlock: { cidr: rule.cidr, ...(except.length ? { except } : {}) } }], ...ports };
           }
           return {
-            to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": rule.namespace } }, podSelector: { matchLabels: rule.podLabels } }],
+            to: [
+              {
+                namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": rule.namespace } },
+                podSelector: { matchLabels: rule.podLabels },
+              },
+            ],
             ...ports,
           };
         }),

@@ -48,7 +48,8 @@ export class MemoryStatusStore implements AutoPauseStatusStore {
 export class FileStatusStore implements AutoPauseStatusStore {
   constructor(private readonly dir: string) {}
   private file(id: string): string {
-    if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(id)) throw new ValidationError("sandbox id", id, "use letters, digits, '.', '_' or '-' (at most 128)");
+    if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(id))
+      throw new ValidationError("sandbox id", id, "use letters, digits, '.', '_' or '-' (at most 128)");
     return join(this.dir, `${id}.autopause.json`);
   }
   get(id: string): Promise<AutoPauseStatus | undefined> {
@@ -97,21 +98,26 @@ export class AutoPauseController {
     await Promise.all(
       targets.map(({ sandbox, policy }) =>
         this.reconcile(sandbox, policy).catch((err: unknown) =>
-          this.o.logger.warn({ sandbox: sandbox.id, owner: sandbox.owner, op: "autopause", err }, "auto pause/wake step failed; retried next tick"),
+          this.o.logger.warn(
+            { sandbox: sandbox.id, owner: sandbox.owner, op: "autopause", err },
+            "auto pause/wake step failed; retried next tick",
+          ),
         ),
       ),
     );
   }
 
   private async reconcile(sandbox: Sandbox, policy: AutoPausePolicy): Promise<void> {
-    const phase = sandbox.phase === "Running" && sandbox.ready ? "running" : sandbox.phase === "Paused" ? "paused" : undefined;
+    const phase =
+      sandbox.phase === "Running" && sandbox.ready ? "running" : sandbox.phase === "Paused" ? "paused" : undefined;
     if (!phase) return; // Pending, Pausing, Resuming, terminal: nothing to decide now
     const stored = await this.store.get(sandbox.id);
     const st: AutoPauseStatus = stored ? structuredClone(stored) : { probes: {} };
     if (phase === "running") {
       const due = dueProbes(policy.probes, st.probes, this.o.clock.now());
       const results = await Promise.all(due.map((p) => this.probe(sandbox.id, p)));
-      for (const [i, p] of due.entries()) st.probes[p.name] = applyProbeOutcome(st.probes[p.name], p.name, results[i], this.o.clock.now());
+      for (const [i, p] of due.entries())
+        st.probes[p.name] = applyProbeOutcome(st.probes[p.name], p.name, results[i], this.o.clock.now());
     }
     const now = this.o.clock.now();
     const d = decideAutoPause(
@@ -128,7 +134,10 @@ export class AutoPauseController {
     );
     const next = this.statusAfter(st, phase, d, now);
     if (d.action !== "none") {
-      this.o.logger.info({ sandbox: sandbox.id, owner: sandbox.owner, op: "autopause", action: d.action, reason: d.reason }, "automatic lifecycle action");
+      this.o.logger.info(
+        { sandbox: sandbox.id, owner: sandbox.owner, op: "autopause", action: d.action, reason: d.reason },
+        "automatic lifecycle action",
+      );
       try {
         if (d.action === "pause") await this.o.pause(sandbox.id);
         else if (d.action === "resume") await this.o.resume(sandbox.id);
@@ -151,9 +160,19 @@ export class AutoPauseController {
     const iso = (x: Date | undefined) => x?.toISOString();
     if (d.action === "pause") {
       // probes do not run while paused; the recorded wake time is what wakes it
-      return { probes: {}, nextResumeTime: iso(d.nextResumeTime), resumedAt: st.resumedAt, lastAction: { action: "pause", reason: d.reason, at: now.toISOString() } };
+      return {
+        probes: {},
+        nextResumeTime: iso(d.nextResumeTime),
+        resumedAt: st.resumedAt,
+        lastAction: { action: "pause", reason: d.reason, at: now.toISOString() },
+      };
     }
-    if (d.action === "resume") return { probes: {}, resumedAt: now.toISOString(), lastAction: { action: "resume", reason: d.reason, at: now.toISOString() } };
+    if (d.action === "resume")
+      return {
+        probes: {},
+        resumedAt: now.toISOString(),
+        lastAction: { action: "resume", reason: d.reason, at: now.toISOString() },
+      };
     return {
       ...st,
       nextPauseTime: iso(d.nextPauseTime),
@@ -162,7 +181,10 @@ export class AutoPauseController {
     };
   }
 
-  private async probe(id: string, p: ProbeSpec): Promise<{ ok: boolean; stdout: string; exitCode: number; timedOut: boolean }> {
+  private async probe(
+    id: string,
+    p: ProbeSpec,
+  ): Promise<{ ok: boolean; stdout: string; exitCode: number; timedOut: boolean }> {
     const max = this.o.maxProbeOutput ?? 4096;
     try {
       const s = await this.o.probeBackend.exec(id, { command: p.command, timeoutMs: p.timeoutMs });
@@ -172,7 +194,12 @@ export class AutoPauseController {
       s.stderr.resume();
       // the result can settle while stdout is still draining
       const [r, text] = await Promise.all([s.result, stdout]);
-      return { ok: r.exitCode === 0 && !r.timedOut && !text.flooded, stdout: text.kept, exitCode: r.exitCode, timedOut: r.timedOut };
+      return {
+        ok: r.exitCode === 0 && !r.timedOut && !text.flooded,
+        stdout: text.kept,
+        exitCode: r.exitCode,
+        timedOut: r.timedOut,
+      };
     } catch {
       return { ok: false, stdout: "", exitCode: -1, timedOut: false };
     }

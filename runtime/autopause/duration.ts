@@ -8,7 +8,8 @@ export const MAX_DURATION_MS = 366 * 24 * 3_600_000;
 /** characters of a duration string, checked before any pattern runs */
 const MAX_DURATION_CHARS = 64;
 
-const FIX = "use a non-negative duration like 30s, 10m, 1h30m (units ms, s, m, h; no sign, no spaces) or a number of seconds";
+const FIX =
+  "use a non-negative duration like 30s, 10m, 1h30m (units ms, s, m, h; no sign, no spaces) or a number of seconds";
 
 /** Milliseconds; throws naming the field when the value is not a non-negative duration of at most 366 days. */
 export function parseDuration(field: string, value: unknown): number {

@@ -52,9 +52,17 @@ describe("compileTenantPattern", () => {
   });
 
   it.each<[string, unknown, string]>([
-    ["not a string", ["^idle$"], `${F}: invalid value ["^idle$"]: use a non-empty JavaScript regular expression limited to RE2 syntax`],
+    [
+      "not a string",
+      ["^idle$"],
+      `${F}: invalid value ["^idle$"]: use a non-empty JavaScript regular expression limited to RE2 syntax`,
+    ],
     ["a backreference", "(a)\\1", "RE2 says: invalid escape sequence: `\\1`"],
-    ["too long", "x".repeat(PATTERN_LIMITS.chars + 1), `at most ${PATTERN_LIMITS.chars} characters (this one has ${PATTERN_LIMITS.chars + 1})`],
+    [
+      "too long",
+      "x".repeat(PATTERN_LIMITS.chars + 1),
+      `at most ${PATTERN_LIMITS.chars} characters (this one has ${PATTERN_LIMITS.chars + 1})`,
+    ],
     ["too costly", "(.*a){100}", `instructions, over the limit of ${PATTERN_LIMITS.program}`],
   ])("refuses %s", (_n, value, message) => {
     expect(() => compileTenantPattern(F, value)).toThrow(ValidationError);

@@ -84,7 +84,8 @@ const MAX_COMPILED = 1024;
 /** The tenant's pattern compiled for linear-time matching; a ValidationError naming `field` otherwise. */
 export function compileTenantPattern(field: string, value: unknown): LinearRegExp {
   if (typeof value !== "string" || value === "") invalid(field, value, FIX);
-  if (value.length > PATTERN_LIMITS.chars) invalid(field, value, `${FIX}; at most ${PATTERN_LIMITS.chars} characters (this one has ${value.length})`);
+  if (value.length > PATTERN_LIMITS.chars)
+    invalid(field, value, `${FIX}; at most ${PATTERN_LIMITS.chars} characters (this one has ${value.length})`);
   const hit = compiled.get(value);
   if (hit) return hit;
   let re: RE2JS;
@@ -96,7 +97,11 @@ export function compileTenantPattern(field: string, value: unknown): LinearRegEx
     invalid(field, value, `${FIX}; RE2 says: ${err.message.replace(/^error parsing regexp: /, "").slice(0, 160)}`);
   }
   if (re.programSize() > PATTERN_LIMITS.program) {
-    invalid(field, value, `${FIX}; this pattern compiles to ${re.programSize()} RE2 instructions, over the limit of ${PATTERN_LIMITS.program}: use smaller repeat counts ({n}) or fewer alternatives`);
+    invalid(
+      field,
+      value,
+      `${FIX}; this pattern compiles to ${re.programSize()} RE2 instructions, over the limit of ${PATTERN_LIMITS.program}: use smaller repeat counts ({n}) or fewer alternatives`,
+    );
   }
   const out = new LinearRegExp(re);
   if (compiled.size >= MAX_COMPILED) compiled.delete(compiled.keys().next().value as string);

@@ -26,7 +26,12 @@ export interface ProbeStatus {
   lastTransitionTime: string;
 }
 
-export function applyProbeOutcome(prev: ProbeStatus | undefined, name: string, outcome: ProbeOutcome, now: Date): ProbeStatus {
+export function applyProbeOutcome(
+  prev: ProbeStatus | undefined,
+  name: string,
+  outcome: ProbeOutcome,
+  now: Date,
+): ProbeStatus {
   const message = outcome.stdout.trim().slice(0, MAX_MESSAGE_CHARS);
   const ok = outcome.ok && !outcome.timedOut && outcome.exitCode === 0;
   const same = prev !== undefined && prev.ok === ok && prev.message === message;

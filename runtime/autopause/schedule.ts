@@ -24,7 +24,10 @@ export function parseDatetime(text: unknown): Date | undefined {
   const date = new Date(t);
   if (Number.isNaN(date.getTime())) return undefined;
   // reject calendar overflow such as 2026-02-31 (Date would roll it into March)
-  const offset = m[8].toUpperCase() === "Z" ? 0 : (m[8][0] === "-" ? -1 : 1) * (Number(m[8].slice(1, 3)) * 60 + Number(m[8].slice(4, 6)));
+  const offset =
+    m[8].toUpperCase() === "Z"
+      ? 0
+      : (m[8][0] === "-" ? -1 : 1) * (Number(m[8].slice(1, 3)) * 60 + Number(m[8].slice(4, 6)));
   const local = new Date(date.getTime() + offset * 60_000);
   if (local.getUTCDate() !== d || local.getUTCMonth() + 1 !== mo) return undefined;
   return date;

@@ -89,7 +89,8 @@ export function validateAutoPause(input: unknown, field = "autoPause"): AutoPaus
   if (has(doc, "pause")) Object.assign(policy, validatePause(`${field}.pause`, own(doc, "pause"), ref));
   if (has(doc, "resume")) {
     const resume = strictObject(`${field}.resume`, own(doc, "resume"), KEYS.resume, leaveOut(`${field}.resume`));
-    if (has(resume, "whenProbedSchedule")) policy.schedule = validateSchedule(`${field}.resume.whenProbedSchedule`, own(resume, "whenProbedSchedule"), ref);
+    if (has(resume, "whenProbedSchedule"))
+      policy.schedule = validateSchedule(`${field}.resume.whenProbedSchedule`, own(resume, "whenProbedSchedule"), ref);
   }
   if (has(doc, "timeout")) policy.timeout = validateTimeout(`${field}.timeout`, own(doc, "timeout"));
   return policy;
@@ -111,7 +112,12 @@ function probeRef(probesField: string, probes: ProbeSpec[]): ProbeRef {
 
 function validateProbes(f: string, value: unknown): ProbeSpec[] {
   if (value === undefined) return [];
-  if (!Array.isArray(value)) invalid(f, value, `use an array of probes, e.g. [{"name": "Active", "command": ["sh", "-c", "echo idle"]}]${leaveOut(f)}`);
+  if (!Array.isArray(value))
+    invalid(
+      f,
+      value,
+      `use an array of probes, e.g. [{"name": "Active", "command": ["sh", "-c", "echo idle"]}]${leaveOut(f)}`,
+    );
   if (value.length > AUTOPAUSE_LIMITS.probes) invalid(f, value, `use at most ${AUTOPAUSE_LIMITS.probes} probes`);
   const probes: ProbeSpec[] = [];
   const names = new Set<string>();
@@ -128,22 +134,30 @@ function validateProbes(f: string, value: unknown): ProbeSpec[] {
 function validateProbe(f: string, value: unknown): ProbeSpec {
   const p = strictObject(f, value, KEYS.probe);
   const name = own(p, "name");
-  if (typeof name !== "string" || !PROBE_NAME.test(name)) invalid(`${f}.name`, name, "use 1-63 letters, digits, '_' or '-', starting with a letter");
+  if (typeof name !== "string" || !PROBE_NAME.test(name))
+    invalid(`${f}.name`, name, "use 1-63 letters, digits, '_' or '-', starting with a letter");
   const command = validateCommand(`${f}.command`, own(p, "command"));
   const period = wholeSeconds(`${f}.periodSeconds`, own(p, "periodSeconds"), 30);
   const timeout = wholeSeconds(`${f}.timeoutSeconds`, own(p, "timeoutSeconds"), 5);
-  if (timeout > period) invalid(`${f}.timeoutSeconds`, timeout, `must not exceed periodSeconds (${period}) so runs never overlap`);
+  if (timeout > period)
+    invalid(`${f}.timeoutSeconds`, timeout, `must not exceed periodSeconds (${period}) so runs never overlap`);
   return { name, command, periodMs: period * 1000, timeoutMs: timeout * 1000 };
 }
 
 function validateCommand(f: string, value: unknown): string[] {
   const fix = 'use a non-empty array of strings, e.g. ["sh", "-c", "echo idle"]';
   if (!Array.isArray(value) || value.length === 0) invalid(f, value, fix);
-  if (value.length > AUTOPAUSE_LIMITS.commandArgs) invalid(f, value, `${fix}; at most ${AUTOPAUSE_LIMITS.commandArgs} arguments`);
+  if (value.length > AUTOPAUSE_LIMITS.commandArgs)
+    invalid(f, value, `${fix}; at most ${AUTOPAUSE_LIMITS.commandArgs} arguments`);
   for (let i = 0; i < value.length; i++) {
     const a: unknown = value[i];
     if (typeof a !== "string") invalid(f, value, fix);
-    if (a.length > AUTOPAUSE_LIMITS.argChars) invalid(`${f}[${i}]`, a, `at most ${AUTOPAUSE_LIMITS.argChars} characters per argument; put a longer script in a file in the sandbox`);
+    if (a.length > AUTOPAUSE_LIMITS.argChars)
+      invalid(
+        `${f}[${i}]`,
+        a,
+        `at most ${AUTOPAUSE_LIMITS.argChars} characters per argument; put a longer script in a file in the sandbox`,
+      );
     // the kernel ends an argument at NUL: such a probe could never run as written
     if (a.includes("\u0000")) invalid(`${f}[${i}]`, a, "must not contain NUL bytes (\\u0000)");
   }
@@ -168,19 +182,34 @@ function validatePause(f: string, value: unknown, ref: ProbeRef): PauseRules {
     const idle = strictObject(g, own(pause, "whenProbedIdle"), KEYS.idle, leaveOut(g));
     const probe = ref(`${g}.probe`, own(idle, "probe"));
     const messageRegex = compileTenantPattern(`${g}.messageRegex`, own(idle, "messageRegex"));
-    if (!has(idle, "thresholdDuration")) invalid(`${g}.thresholdDuration`, undefined, "required: how long the probe must report idle (0 = pause at the first idle report)");
-    out.idle = { probe, messageRegex, thresholdMs: parseDuration(`${g}.thresholdDuration`, own(idle, "thresholdDuration")) };
+    if (!has(idle, "thresholdDuration"))
+      invalid(
+        `${g}.thresholdDuration`,
+        undefined,
+        "required: how long the probe must report idle (0 = pause at the first idle report)",
+      );
+    out.idle = {
+      probe,
+      messageRegex,
+      thresholdMs: parseDuration(`${g}.thresholdDuration`, own(idle, "thresholdDuration")),
+    };
   }
   if (has(pause, "afterInactivity")) {
     const v = own(pause, "afterInactivity");
     const ms = parseDuration(`${f}.afterInactivity`, v);
-    if (ms <= 0) invalid(`${f}.afterInactivity`, v, "use a positive duration, or leave it out to never pause on inactivity");
+    if (ms <= 0)
+      invalid(`${f}.afterInactivity`, v, "use a positive duration, or leave it out to never pause on inactivity");
     out.inactivityMs = ms;
   }
   if (has(pause, "pauseTime")) {
     const v = own(pause, "pauseTime");
     const t = typeof v === "string" && v.length <= AUTOPAUSE_LIMITS.pauseTimeChars ? parseDatetime(v) : undefined;
-    if (!t) invalid(`${f}.pauseTime`, v, "use an RFC3339 time with a zone, e.g. 2026-09-04T10:00:00Z or 2026-09-04T18:00:00+08:00");
+    if (!t)
+      invalid(
+        `${f}.pauseTime`,
+        v,
+        "use an RFC3339 time with a zone, e.g. 2026-09-04T10:00:00Z or 2026-09-04T18:00:00+08:00",
+      );
     out.pauseTime = t;
   }
   return out;
@@ -191,7 +220,8 @@ function validateSchedule(f: string, value: unknown, ref: ProbeRef): NonNullable
   const probe = ref(`${f}.probe`, own(sched, "probe"));
   const given = own(sched, "timeFormat");
   const timeFormat = given === undefined ? "unix" : given;
-  if (timeFormat !== "unix" && timeFormat !== "datetime") invalid(`${f}.timeFormat`, timeFormat, 'use "unix" (seconds, positive integer) or "datetime" (RFC3339 with zone)');
+  if (timeFormat !== "unix" && timeFormat !== "datetime")
+    invalid(`${f}.timeFormat`, timeFormat, 'use "unix" (seconds, positive integer) or "datetime" (RFC3339 with zone)');
   const lead = own(sched, "leadTime");
   return { probe, timeFormat, leadMs: lead === undefined ? DEFAULT_LEAD_MS : parseDuration(`${f}.leadTime`, lead) };
 }
@@ -202,7 +232,7 @@ function validateTimeout(f: string, value: unknown): NonNullable<AutoPausePolicy
   const afterMs = parseDuration(`${f}.after`, after);
   if (afterMs <= 0) invalid(`${f}.after`, after, "use a positive duration");
   const action = own(t, "action");
-  if (action !== "pause" && action !== "kill") invalid(`${f}.action`, action, `use "pause" or "kill"${action === undefined ? " (required)" : ""}`);
+  if (action !== "pause" && action !== "kill")
+    invalid(`${f}.action`, action, `use "pause" or "kill"${action === undefined ? " (required)" : ""}`);
   return { afterMs, action };
 }
-

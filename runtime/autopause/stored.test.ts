@@ -7,19 +7,40 @@ import { StoredPolicies } from "./stored.ts";
 
 function sandbox(id: string, autoPause?: unknown): Sandbox {
   return {
-    id, owner: "alice", profile: "python", size: "nano", phase: "Running", ready: true, createdAt: "2026-01-01T00:00:00Z", expiresAt: "2026-01-02T00:00:00Z",
-    metadata: {}, cpuRequestMillis: 100, memoryRequestBytes: 1 << 28, ...(autoPause === undefined ? {} : { autoPause: autoPause as Sandbox["autoPause"] }),
+    id,
+    owner: "alice",
+    profile: "python",
+    size: "nano",
+    phase: "Running",
+    ready: true,
+    createdAt: "2026-01-01T00:00:00Z",
+    expiresAt: "2026-01-02T00:00:00Z",
+    metadata: {},
+    cpuRequestMillis: 100,
+    memoryRequestBytes: 1 << 28,
+    ...(autoPause === undefined ? {} : { autoPause: autoPause as Sandbox["autoPause"] }),
   };
 }
 
 it("skips and logs (once) a stored document the parser refuses, keeping every other sandbox's policy", () => {
   const lines: string[] = [];
-  const stored = new StoredPolicies(createLogger({ pretty: false, destination: { write: (l: string) => void lines.push(l) } }));
+  const stored = new StoredPolicies(
+    createLogger({ pretty: false, destination: { write: (l: string) => void lines.push(l) } }),
+  );
   const good = { pause: { afterInactivity: "15m" } };
   // accepted before the parser became strict: an unknown key and a lookahead
   const bad = { pause: { afterInactivity: "15m", bogus: 1 } };
-  const badRegex = { probes: [{ name: "A", command: ["true"] }], pause: { whenProbedIdle: { probe: "A", messageRegex: "^(?=idle)", thresholdDuration: 0 } } };
-  const all = [sandbox("sb-1", good), sandbox("sb-2", bad), sandbox("sb-3"), sandbox("sb-4", badRegex), sandbox("sb-5", good)];
+  const badRegex = {
+    probes: [{ name: "A", command: ["true"] }],
+    pause: { whenProbedIdle: { probe: "A", messageRegex: "^(?=idle)", thresholdDuration: 0 } },
+  };
+  const all = [
+    sandbox("sb-1", good),
+    sandbox("sb-2", bad),
+    sandbox("sb-3"),
+    sandbox("sb-4", badRegex),
+    sandbox("sb-5", good),
+  ];
 
   for (let tick = 0; tick < 3; tick++) {
     const out = stored.of(all);

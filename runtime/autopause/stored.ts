@@ -20,7 +20,10 @@ export class StoredPolicies {
       } catch (err) {
         stillBad.add(s.id);
         if (!this.warned.has(s.id)) {
-          this.logger.warn({ sandbox: s.id, owner: s.owner, op: "autopause", err }, "stored autoPause policy is invalid: this sandbox is not paused or woken automatically; recreate it with a valid policy");
+          this.logger.warn(
+            { sandbox: s.id, owner: s.owner, op: "autopause", err },
+            "stored autoPause policy is invalid: this sandbox is not paused or woken automatically; recreate it with a valid policy",
+          );
         }
       }
     }

@@ -9,7 +9,8 @@ const PREVIEW_ITEMS = 3;
 
 /** A bounded stand-in for a bad value: short strings and scalars as they are, containers two levels deep. */
 export function preview(value: unknown, depth = 0): unknown {
-  if (typeof value === "string") return value.length <= PREVIEW_CHARS ? value : `${value.slice(0, PREVIEW_CHARS)}...(${value.length} characters)`;
+  if (typeof value === "string")
+    return value.length <= PREVIEW_CHARS ? value : `${value.slice(0, PREVIEW_CHARS)}...(${value.length} characters)`;
   if (value === null || typeof value !== "object") return value;
   if (Array.isArray(value)) {
     if (depth >= 1) return value.length === 0 ? [] : `[...${value.length} items]`;
@@ -19,7 +20,8 @@ export function preview(value: unknown, depth = 0): unknown {
   const keys = Object.keys(value);
   if (depth >= 1) return keys.length === 0 ? {} : `{...${keys.length} keys}`;
   const out: Record<string, unknown> = {};
-  for (const k of keys.slice(0, PREVIEW_ITEMS)) out[previewKey(k)] = preview((value as Record<string, unknown>)[k], depth + 1);
+  for (const k of keys.slice(0, PREVIEW_ITEMS))
+    out[previewKey(k)] = preview((value as Record<string, unknown>)[k], depth + 1);
   if (keys.length > PREVIEW_ITEMS) out["..."] = `${keys.length} keys`;
   return out;
 }
@@ -49,7 +51,12 @@ export function strictObject(field: string, value: unknown, keys: readonly strin
     invalid(field, value, `use an object with ${keys.join(", ")}${what}`);
   }
   for (const k of Object.keys(value)) {
-    if (!keys.includes(k)) invalid(fieldOf(field, k), (value as Doc)[k], `unknown field; ${field} takes only ${keys.join(", ")} (docs/pause-resume.md)`);
+    if (!keys.includes(k))
+      invalid(
+        fieldOf(field, k),
+        (value as Doc)[k],
+        `unknown field; ${field} takes only ${keys.join(", ")} (docs/pause-resume.md)`,
+      );
   }
   return value as Doc;
 }

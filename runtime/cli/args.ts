@@ -17,7 +17,12 @@ export function parse(argv: readonly string[], options: OptionSpec, usage: strin
   const head = dash === -1 ? [...argv] : argv.slice(0, dash);
   const rest = dash === -1 ? [] : argv.slice(dash + 1);
   try {
-    const { values, positionals } = parseArgs({ args: head, options: { ...options, json: { type: "boolean" }, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true });
+    const { values, positionals } = parseArgs({
+      args: head,
+      options: { ...options, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+      allowPositionals: true,
+      strict: true,
+    });
     return { values: values as Parsed["values"], positionals, rest };
   } catch (e) {
     throw new ValidationError("arguments", head.join(" "), `${(e as Error).message}; usage: ${usage}`);
@@ -53,5 +58,6 @@ export function durationFlag(flag: string, v: unknown): number | undefined {
 }
 
 export function need(positionals: string[], n: number, usage: string): void {
-  if (positionals.length < n) throw new ValidationError("arguments", positionals.join(" "), `missing arguments; usage: ${usage}`);
+  if (positionals.length < n)
+    throw new ValidationError("arguments", positionals.join(" "), `missing arguments; usage: ${usage}`);
 }

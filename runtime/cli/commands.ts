@@ -25,7 +25,9 @@ export interface CommandContext {
 type Command = (ctx: CommandContext, argv: string[]) => Promise<number>;
 
 function print(ctx: CommandContext, json: boolean, value: unknown, human: string): void {
-  ctx.io.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : human.endsWith("\n") || human === "" ? human : `${human}\n`);
+  ctx.io.stdout.write(
+    json ? `${JSON.stringify(value, null, 2)}\n` : human.endsWith("\n") || human === "" ? human : `${human}\n`,
+  );
 }
 
 function age(iso: string | undefined, now = Date.now()): string {
@@ -38,14 +40,28 @@ function age(iso: string | undefined, now = Date.now()): string {
 
 export function table(rows: string[][]): string {
   const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
-  return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c])).join("  ").trimEnd()).join("\n");
+  return rows
+    .map((r) =>
+      r
+        .map((cell, c) => cell.padEnd(widths[c]))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
 }
 
 function describeHuman(s: Sandbox): string {
   const lines = [
-    ["id", s.id], ["phase", s.phase + (s.reason ? ` (${s.reason})` : "")], ["ready", String(s.ready)],
-    ["profile", s.profile], ["size", s.size], ["created", s.createdAt], ["expires", s.expiresAt],
-    ["last activity", s.lastActivityAt ?? "-"], ["warm", String(s.warm ?? false)], ["node", s.node ?? "-"],
+    ["id", s.id],
+    ["phase", s.phase + (s.reason ? ` (${s.reason})` : "")],
+    ["ready", String(s.ready)],
+    ["profile", s.profile],
+    ["size", s.size],
+    ["created", s.createdAt],
+    ["expires", s.expiresAt],
+    ["last activity", s.lastActivityAt ?? "-"],
+    ["warm", String(s.warm ?? false)],
+    ["node", s.node ?? "-"],
   ];
   if (s.message) lines.push(["message", s.message]);
   if (s.exitCode !== undefined) lines.push(["exit code", String(s.exitCode)]);
@@ -53,18 +69,34 @@ function describeHuman(s: Sandbox): string {
 }
 
 const create: Command = async (ctx, argv) => {
-  const usage = "sbx create [--profile P] [--size S] [--ttl 1h] [--idle 15m] [--env K=V]... [--meta K=V]... [--key KEY] [--auto-pause JSON] [--wait [--timeout 60s]] [--json]";
-  const a = parse(argv, {
-    profile: { type: "string" }, size: { type: "string" }, ttl: { type: "string" }, idle: { type: "string" },
-    env: { type: "string", multiple: true }, meta: { type: "string", multiple: true }, key: { type: "string" },
-    wait: { type: "boolean" }, timeout: { type: "string" }, "auto-pause": { type: "string" },
-  }, usage);
+  const usage =
+    "sbx create [--profile P] [--size S] [--ttl 1h] [--idle 15m] [--env K=V]... [--meta K=V]... [--key KEY] [--auto-pause JSON] [--wait [--timeout 60s]] [--json]";
+  const a = parse(
+    argv,
+    {
+      profile: { type: "string" },
+      size: { type: "string" },
+      ttl: { type: "string" },
+      idle: { type: "string" },
+      env: { type: "string", multiple: true },
+      meta: { type: "string", multiple: true },
+      key: { type: "string" },
+      wait: { type: "boolean" },
+      timeout: { type: "string" },
+      "auto-pause": { type: "string" },
+    },
+    usage,
+  );
   let autoPause: Record<string, unknown> | undefined;
   if (a.values["auto-pause"] !== undefined) {
     try {
       autoPause = JSON.parse(a.values["auto-pause"] as string);
     } catch (e) {
-      throw new ValidationError("--auto-pause", a.values["auto-pause"], `must be a JSON policy object: ${(e as Error).message}`);
+      throw new ValidationError(
+        "--auto-pause",
+        a.values["auto-pause"],
+        `must be a JSON policy object: ${(e as Error).message}`,
+      );
     }
   }
   let s = await ctx.manager.create({
@@ -78,7 +110,10 @@ const create: Command = async (ctx, argv) => {
     clientKey: a.values.key as string | undefined,
     autoPause,
   });
-  if (a.values.wait) s = await ctx.manager.wait(ctx.owner, s.id, { timeoutMs: (durationFlag("--timeout", a.values.timeout) ?? 60) * 1000 });
+  if (a.values.wait)
+    s = await ctx.manager.wait(ctx.owner, s.id, {
+      timeoutMs: (durationFlag("--timeout", a.values.timeout) ?? 60) * 1000,
+    });
   print(ctx, !!a.values.json, s, s.id);
   return 0;
 };
@@ -87,14 +122,25 @@ const wait: Command = async (ctx, argv) => {
   const usage = "sbx wait ID [--timeout 60s] [--json]";
   const a = parse(argv, { timeout: { type: "string" } }, usage);
   need(a.positionals, 1, usage);
-  const s = await ctx.manager.wait(ctx.owner, a.positionals[0], { timeoutMs: (durationFlag("--timeout", a.values.timeout) ?? 60) * 1000 });
+  const s = await ctx.manager.wait(ctx.owner, a.positionals[0], {
+    timeoutMs: (durationFlag("--timeout", a.values.timeout) ?? 60) * 1000,
+  });
   print(ctx, !!a.values.json, s, `${s.id} ready`);
   return 0;
 };
 
 const run: Command = async (ctx, argv) => {
   const usage = "sbx run ID [--env K=V]... [--cwd DIR] [--timeout 30s] [--stdin] [--json] -- COMMAND [ARGS...]";
-  const a = parse(argv, { env: { type: "string", multiple: true }, cwd: { type: "string" }, timeout: { type: "string" }, stdin: { type: "boolean", short: "i" } }, usage);
+  const a = parse(
+    argv,
+    {
+      env: { type: "string", multiple: true },
+      cwd: { type: "string" },
+      timeout: { type: "string" },
+      stdin: { type: "boolean", short: "i" },
+    },
+    usage,
+  );
   need(a.positionals, 1, usage);
   // `sbx run ID cmd args` works too; `--` is needed only when the command has its own flags
   const command = a.rest.length > 0 ? a.rest : a.positionals.slice(1);
@@ -112,7 +158,13 @@ const run: Command = async (ctx, argv) => {
   session.stdout.on("data", (c: Buffer) => (json ? out.stdout.push(Buffer.from(c)) : ctx.io.stdout.write(c)));
   session.stderr.on("data", (c: Buffer) => (json ? out.stderr.push(Buffer.from(c)) : ctx.io.stderr.write(c)));
   const [result] = await Promise.all([session.result, finished(session.stdout), finished(session.stderr)]);
-  if (json) print(ctx, true, { ...result, stdout: Buffer.concat(out.stdout).toString(), stderr: Buffer.concat(out.stderr).toString() }, "");
+  if (json)
+    print(
+      ctx,
+      true,
+      { ...result, stdout: Buffer.concat(out.stdout).toString(), stderr: Buffer.concat(out.stderr).toString() },
+      "",
+    );
   else if (result.timedOut) ctx.io.stderr.write(`sbx: command timed out after ${timeout}s (exit ${result.exitCode})\n`);
   else if (result.oomKilled) ctx.io.stderr.write(`sbx: command was OOM-killed (exit ${result.exitCode})\n`);
   return result.exitCode;
@@ -147,7 +199,18 @@ const cp: Command = async (ctx, argv) => {
 const ls: Command = async (ctx, argv) => {
   const a = parse(argv, {}, "sbx ls [--json]");
   const all = await ctx.manager.list({ owner: ctx.owner });
-  const rows = [["ID", "PHASE", "READY", "PROFILE", "SIZE", "AGE", "EXPIRES"], ...all.map((s) => [s.id, s.phase + (s.reason ? `/${s.reason}` : ""), String(s.ready), s.profile, s.size, age(s.createdAt), age(s.expiresAt)])];
+  const rows = [
+    ["ID", "PHASE", "READY", "PROFILE", "SIZE", "AGE", "EXPIRES"],
+    ...all.map((s) => [
+      s.id,
+      s.phase + (s.reason ? `/${s.reason}` : ""),
+      String(s.ready),
+      s.profile,
+      s.size,
+      age(s.createdAt),
+      age(s.expiresAt),
+    ]),
+  ];
   print(ctx, !!a.values.json, all, all.length ? table(rows) : "no sandboxes");
   return 0;
 };
@@ -165,7 +228,10 @@ const logs: Command = async (ctx, argv) => {
   const usage = "sbx logs ID [--follow] [--tail N]";
   const a = parse(argv, { follow: { type: "boolean", short: "f" }, tail: { type: "string" } }, usage);
   need(a.positionals, 1, usage);
-  const stream = await ctx.manager.logs(ctx.owner, a.positionals[0], { follow: !!a.values.follow, tailLines: intFlag("--tail", a.values.tail) });
+  const stream = await ctx.manager.logs(ctx.owner, a.positionals[0], {
+    follow: !!a.values.follow,
+    tailLines: intFlag("--tail", a.values.tail),
+  });
   stream.pipe(ctx.io.stdout, { end: false });
   await finished(stream);
   return 0;
@@ -185,28 +251,35 @@ function showProgress(ctx: CommandContext, asked: boolean, json: boolean): boole
   return asked || (!json && (ctx.io.stderr as { isTTY?: boolean }).isTTY === true);
 }
 
-const pauseResume = (verb: "pause" | "resume"): Command => async (ctx, argv) => {
-  const usage = `sbx ${verb} ID [--progress] [--json]`;
-  const a = parse(argv, { progress: { type: "boolean" } }, usage);
-  need(a.positionals, 1, usage);
-  const fn = ctx.manager[verb];
-  if (!fn) throw new SbxError("conflict", `${verb} is not supported here`);
-  const id = a.positionals[0];
-  const json = !!a.values.json;
-  const display = showProgress(ctx, !!a.values.progress, json)
-    ? new ProgressDisplay({ verb, id, out: ctx.io.stderr, tty: (ctx.io.stderr as { isTTY?: boolean }).isTTY === true })
-    : undefined;
-  let s: Sandbox;
-  try {
-    s = await fn.call(ctx.manager, ctx.owner, id, display ? { onProgress: display.onProgress } : {});
-  } catch (err) {
-    display?.clear();
-    throw err;
-  }
-  display?.done();
-  print(ctx, json, s, `${s.id} ${s.phase}`);
-  return 0;
-};
+const pauseResume =
+  (verb: "pause" | "resume"): Command =>
+  async (ctx, argv) => {
+    const usage = `sbx ${verb} ID [--progress] [--json]`;
+    const a = parse(argv, { progress: { type: "boolean" } }, usage);
+    need(a.positionals, 1, usage);
+    const fn = ctx.manager[verb];
+    if (!fn) throw new SbxError("conflict", `${verb} is not supported here`);
+    const id = a.positionals[0];
+    const json = !!a.values.json;
+    const display = showProgress(ctx, !!a.values.progress, json)
+      ? new ProgressDisplay({
+          verb,
+          id,
+          out: ctx.io.stderr,
+          tty: (ctx.io.stderr as { isTTY?: boolean }).isTTY === true,
+        })
+      : undefined;
+    let s: Sandbox;
+    try {
+      s = await fn.call(ctx.manager, ctx.owner, id, display ? { onProgress: display.onProgress } : {});
+    } catch (err) {
+      display?.clear();
+      throw err;
+    }
+    display?.done();
+    print(ctx, json, s, `${s.id} ${s.phase}`);
+    return 0;
+  };
 
 const pool: Command = async (ctx, argv) => {
   const usage = "sbx pool status [--json]";
@@ -214,14 +287,27 @@ const pool: Command = async (ctx, argv) => {
   if (a.positionals[0] !== "status") throw new ValidationError("pool", a.positionals[0] ?? "", `usage: ${usage}`);
   if (!ctx.manager.poolStatus) throw new SbxError("conflict", "this backend has no warm pool");
   const pools = await ctx.manager.poolStatus();
-  const rows = [["PROFILE", "SIZE", "TARGET", "READY", "STARTING"], ...pools.map((p) => [p.profile, p.size, String(p.target), String(p.ready), String(p.starting)])];
+  const rows = [
+    ["PROFILE", "SIZE", "TARGET", "READY", "STARTING"],
+    ...pools.map((p) => [p.profile, p.size, String(p.target), String(p.ready), String(p.starting)]),
+  ];
   print(ctx, !!a.values.json, pools, pools.length ? table(rows) : "no warm pools configured");
   return 0;
 };
 
 const bench: Command = async (ctx, argv) => {
   const usage = "sbx bench create [--count 100] [--concurrency 10] [--profile P] [--size S] [--keep] [--json]";
-  const a = parse(argv, { count: { type: "string" }, concurrency: { type: "string" }, profile: { type: "string" }, size: { type: "string" }, keep: { type: "boolean" } }, usage);
+  const a = parse(
+    argv,
+    {
+      count: { type: "string" },
+      concurrency: { type: "string" },
+      profile: { type: "string" },
+      size: { type: "string" },
+      keep: { type: "boolean" },
+    },
+    usage,
+  );
   if (a.positionals[0] !== "create") throw new ValidationError("bench", a.positionals[0] ?? "", `usage: ${usage}`);
   const count = intFlag("--count", a.values.count, 1) ?? 100;
   const concurrency = intFlag("--concurrency", a.values.concurrency, 1) ?? 10;
@@ -235,7 +321,11 @@ const bench: Command = async (ctx, argv) => {
       next++;
       const start = performance.now();
       try {
-        const s = await ctx.manager.create({ owner: ctx.owner, profile: a.values.profile as string, size: a.values.size as string });
+        const s = await ctx.manager.create({
+          owner: ctx.owner,
+          profile: a.values.profile as string,
+          size: a.values.size as string,
+        });
         samples.push(performance.now() - start);
         ids.push(s.id);
       } catch (err) {
@@ -246,16 +336,55 @@ const bench: Command = async (ctx, argv) => {
   };
   await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
   const wallMs = performance.now() - t0;
-  if (!a.values.keep) await Promise.all(ids.map((id) => ctx.manager.kill(ctx.owner, id).catch((err) => ctx.io.stderr.write(`sbx: kill ${id}: ${(err as Error).message}\n`))));
-  const report = { op: "create-accept", concurrency, requested: count, ok: samples.length, errors, wallMs: Math.round(wallMs), ...summarize(samples) };
-  const rows = [["CONCURRENCY", "OK", "ERRORS", "P50 ms", "P90 ms", "P99 ms", "MAX ms"], [String(concurrency), String(report.ok), String(count - report.ok), String(report.p50Ms), String(report.p90Ms), String(report.p99Ms), String(report.maxMs)]];
+  if (!a.values.keep)
+    await Promise.all(
+      ids.map((id) =>
+        ctx.manager
+          .kill(ctx.owner, id)
+          .catch((err) => ctx.io.stderr.write(`sbx: kill ${id}: ${(err as Error).message}\n`)),
+      ),
+    );
+  const report = {
+    op: "create-accept",
+    concurrency,
+    requested: count,
+    ok: samples.length,
+    errors,
+    wallMs: Math.round(wallMs),
+    ...summarize(samples),
+  };
+  const rows = [
+    ["CONCURRENCY", "OK", "ERRORS", "P50 ms", "P90 ms", "P99 ms", "MAX ms"],
+    [
+      String(concurrency),
+      String(report.ok),
+      String(count - report.ok),
+      String(report.p50Ms),
+      String(report.p90Ms),
+      String(report.p99Ms),
+      String(report.maxMs),
+    ],
+  ];
   print(ctx, !!a.values.json, report, table(rows));
   return count === report.ok ? 0 : 1;
 };
 
 export const COMMANDS: Record<string, Command> = {
-  create, wait, run, exec: run, cp, ls, list: ls, get, logs, kill, rm: kill,
-  pause: pauseResume("pause"), resume: pauseResume("resume"), pool, bench,
+  create,
+  wait,
+  run,
+  exec: run,
+  cp,
+  ls,
+  list: ls,
+  get,
+  logs,
+  kill,
+  rm: kill,
+  pause: pauseResume("pause"),
+  resume: pauseResume("resume"),
+  pool,
+  bench,
 };
 
 export const HELP = `sbx: self-hosted code sandboxes

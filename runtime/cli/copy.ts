@@ -27,7 +27,11 @@ function localTar(args: string[]): LocalTar {
     p.on("error", (e) => rej(new Error(`tar could not start: ${e.message}; install tar`)));
     p.on("close", (code, signal) => {
       if (code === 0) return res();
-      rej(new Error(`local tar ${args.join(" ")} failed (${code === null ? `killed by ${signal}` : `exit ${code}`}): ${err.trim() || "no message"}`));
+      rej(
+        new Error(
+          `local tar ${args.join(" ")} failed (${code === null ? `killed by ${signal}` : `exit ${code}`}): ${err.trim() || "no message"}`,
+        ),
+      );
     });
   });
   exited.catch(() => undefined); // awaited by the caller; never an unhandled rejection meanwhile
@@ -41,19 +45,29 @@ export async function copyIn(manager: Manager, owner: string, src: string, id: s
   try {
     accessSync(local, constants.R_OK);
   } catch {
-    throw new ValidationError("cp", src, "the local source is not readable by you (permission denied); fix its mode or copy another path");
+    throw new ValidationError(
+      "cp",
+      src,
+      "the local source is not readable by you (permission denied); fix its mode or copy another path",
+    );
   }
   const tar = localTar(["-C", dirname(local), "-cf", "-", basename(local)]);
   // tar writes a well-formed archive even when it fails on a file: hold its end back until it
   // exits 0, and abort the upload otherwise, so the sandbox never unpacks it as complete
   const whole = new PassThrough();
   tar.stdout.pipe(whole, { end: false });
-  Promise.all([finished(tar.stdout), tar.exited]).then(() => whole.end(), (err: Error) => whole.destroy(err));
+  Promise.all([finished(tar.stdout), tar.exited]).then(
+    () => whole.end(),
+    (err: Error) => whole.destroy(err),
+  );
   const upload = new HeldTail();
   pipeline(whole, upload, () => undefined);
   let tarEnded = false;
   let tarKilled = false;
-  tar.exited.then(() => (tarEnded = true), () => (tarEnded = true));
+  tar.exited.then(
+    () => (tarEnded = true),
+    () => (tarEnded = true),
+  );
   const put = manager.putArchive(owner, id, dir, upload).catch((err: unknown) => {
     if (!tarEnded) {
       tarKilled = true;
@@ -63,7 +77,9 @@ export async function copyIn(manager: Manager, owner: string, src: string, id: s
   });
   const [sent, packed] = await Promise.allSettled([put, tar.exited]);
   if (packed.status === "rejected" && !tarKilled) {
-    throw new Error(`copy of ${local} to ${id}:${dir} failed: ${(packed.reason as Error).message}; the upload was aborted (${dir} may hold part of it)`);
+    throw new Error(
+      `copy of ${local} to ${id}:${dir} failed: ${(packed.reason as Error).message}; the upload was aborted (${dir} may hold part of it)`,
+    );
   }
   if (sent.status === "rejected") throw sent.reason;
   return local;
@@ -98,7 +114,9 @@ export async function copyOut(manager: Manager, owner: string, id: string, path:
   }
   if (received.status === "rejected") {
     const err = received.reason as Error;
-    throw err instanceof UpstreamError ? new UpstreamError(`${err.message}; ${dir} may hold part of the files`, err.details) : err;
+    throw err instanceof UpstreamError
+      ? new UpstreamError(`${err.message}; ${dir} may hold part of the files`, err.details)
+      : err;
   }
   if (unpacked.status === "rejected") throw unpacked.reason;
   return dir;

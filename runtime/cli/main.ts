@@ -22,19 +22,35 @@ export interface CliEnv {
 async function tokenCommand(argv: string[], { env, io }: CliEnv): Promise<number> {
   const usage = "sbx token create --owner NAME [--json]";
   const a = parse(argv, { owner: { type: "string" } }, usage);
-  if (a.positionals[0] !== "create" || typeof a.values.owner !== "string") throw new ValidationError("token", argv.join(" "), `usage: ${usage}`);
-  const [{ loadRuntimeConfig, tokensPathFor }, { addToken }] = await Promise.all([import("../config/load.ts"), import("../core/tokens.ts")]);
+  if (a.positionals[0] !== "create" || typeof a.values.owner !== "string")
+    throw new ValidationError("token", argv.join(" "), `usage: ${usage}`);
+  const [{ loadRuntimeConfig, tokensPathFor }, { addToken }] = await Promise.all([
+    import("../config/load.ts"),
+    import("../core/tokens.ts"),
+  ]);
   const { config } = loadRuntimeConfig(env);
   const path = tokensPathFor(config);
   const token = addToken(path, a.values.owner);
-  io.stdout.write(a.values.json ? `${JSON.stringify({ owner: a.values.owner, token, tokensPath: path })}\n` : `${token}\n`);
+  io.stdout.write(
+    a.values.json ? `${JSON.stringify({ owner: a.values.owner, token, tokensPath: path })}\n` : `${token}\n`,
+  );
   return 0;
 }
 
-async function openManager(env: NodeJS.ProcessEnv): Promise<{ manager: Manager; owner: string; close: () => Promise<void> }> {
+async function openManager(
+  env: NodeJS.ProcessEnv,
+): Promise<{ manager: Manager; owner: string; close: () => Promise<void> }> {
   if (env.SBX_SERVER) {
-    if (!env.SBX_TOKEN) throw new SbxError("unauthenticated", "SBX_SERVER is set but SBX_TOKEN is not: export the token `npm start` printed");
-    return { manager: new HttpManager({ server: env.SBX_SERVER, token: env.SBX_TOKEN }), owner: "(token)", close: async () => {} };
+    if (!env.SBX_TOKEN)
+      throw new SbxError(
+        "unauthenticated",
+        "SBX_SERVER is set but SBX_TOKEN is not: export the token `npm start` printed",
+      );
+    return {
+      manager: new HttpManager({ server: env.SBX_SERVER, token: env.SBX_TOKEN }),
+      owner: "(token)",
+      close: async () => {},
+    };
   }
   const { loadRuntimeConfig } = await import("../config/load.ts");
   const { config } = loadRuntimeConfig(env);
@@ -48,7 +64,11 @@ async function openManager(env: NodeJS.ProcessEnv): Promise<{ manager: Manager; 
       { field: "SBX_SERVER" },
     );
   }
-  const [{ buildManager }, { createLogger }, { systemClock }] = await Promise.all([import("../backends.ts"), import("../core/log.ts"), import("../core/clock.ts")]);
+  const [{ buildManager }, { createLogger }, { systemClock }] = await Promise.all([
+    import("../backends.ts"),
+    import("../core/log.ts"),
+    import("../core/clock.ts"),
+  ]);
   const logger = createLogger({ level: env.SBX_LOG_LEVEL ?? "warn" });
   const { manager } = await buildManager(config, { logger, clock: systemClock });
   await (manager as SandboxManager).start({ reaper: false });
@@ -66,7 +86,12 @@ export async function runCli(argv: string[], cli: CliEnv): Promise<number> {
   try {
     if (verb === "token") return await tokenCommand(rest, cli);
     const command = COMMANDS[verb];
-    if (!command) throw new ValidationError("command", verb, `unknown command; run \`sbx help\` (commands: ${Object.keys(COMMANDS).join(", ")})`);
+    if (!command)
+      throw new ValidationError(
+        "command",
+        verb,
+        `unknown command; run \`sbx help\` (commands: ${Object.keys(COMMANDS).join(", ")})`,
+      );
     if (rest.includes("--help") || rest.includes("-h")) {
       cli.io.stdout.write(HELP);
       return 0;
@@ -80,15 +105,22 @@ export async function runCli(argv: string[], cli: CliEnv): Promise<number> {
   } catch (err) {
     const code = err instanceof SbxError ? err.code : "internal";
     const message = err instanceof Error ? err.message : String(err);
-    if (json) cli.io.stderr.write(`${JSON.stringify({ error: { code, message, ...(err instanceof SbxError ? { details: err.details } : {}) } })}\n`);
+    if (json)
+      cli.io.stderr.write(
+        `${JSON.stringify({ error: { code, message, ...(err instanceof SbxError ? { details: err.details } : {}) } })}\n`,
+      );
     else cli.io.stderr.write(`sbx: ${message}\n`);
-    if (err instanceof SbxError && err.code === "capacity") cli.io.stderr.write(`sbx: retry after ${(err.details.retryAfterSeconds as number) ?? "a few"}s\n`);
+    if (err instanceof SbxError && err.code === "capacity")
+      cli.io.stderr.write(`sbx: retry after ${(err.details.retryAfterSeconds as number) ?? "a few"}s\n`);
     return err instanceof SbxError ? EXIT_CODE[err.code] : 1;
   }
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
-  const code = await runCli(process.argv.slice(2), { env: process.env, io: { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin } });
+  const code = await runCli(process.argv.slice(2), {
+    env: process.env,
+    io: { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin },
+  });
   // let stdout drain before exiting (pipes are asynchronous)
   process.stdout.write("", () => process.exit(code));
 }

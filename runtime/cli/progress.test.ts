@@ -4,16 +4,46 @@ import type { TransferProgress } from "../core/types.ts";
 import { formatBytes, formatTransfer, formatTransferDone, ProgressDisplay, summarizeTransfer } from "./progress.ts";
 
 const pause = (path: string, bytes: number): TransferProgress => ({ op: "pause", path, bytes });
-const resume = (path: string, bytes: number, totalBytes: number): TransferProgress => ({ op: "resume", path, bytes, totalBytes });
+const resume = (path: string, bytes: number, totalBytes: number): TransferProgress => ({
+  op: "resume",
+  path,
+  bytes,
+  totalBytes,
+});
 
 describe("summarizeTransfer", () => {
   it.each([
     { name: "nothing yet", latest: [], ms: 0, want: { bytes: 0, mbPerSecond: 0 } },
-    { name: "pause: no sizes, so no percent", latest: [pause("/workspace", 30e6), pause("/tmp", 10e6)], ms: 4000, want: { bytes: 40e6, mbPerSecond: 10 } },
-    { name: "resume: sizes known", latest: [resume("/workspace", 30e6, 60e6), resume("/tmp", 10e6, 20e6)], ms: 2000, want: { bytes: 40e6, totalBytes: 80e6, percent: 50, mbPerSecond: 20 } },
-    { name: "percent rounds down (never 100 before the end)", latest: [resume("/workspace", 999, 1000)], ms: 1000, want: { bytes: 999, totalBytes: 1000, percent: 99, mbPerSecond: 0.000999 } },
-    { name: "a size missing on one path: no percent", latest: [resume("/workspace", 5, 10), pause("/tmp", 5)], ms: 1000, want: { bytes: 10, mbPerSecond: 0.00001 } },
-    { name: "empty layers are complete", latest: [resume("/tmp", 0, 0)], ms: 1000, want: { bytes: 0, totalBytes: 0, percent: 100, mbPerSecond: 0 } },
+    {
+      name: "pause: no sizes, so no percent",
+      latest: [pause("/workspace", 30e6), pause("/tmp", 10e6)],
+      ms: 4000,
+      want: { bytes: 40e6, mbPerSecond: 10 },
+    },
+    {
+      name: "resume: sizes known",
+      latest: [resume("/workspace", 30e6, 60e6), resume("/tmp", 10e6, 20e6)],
+      ms: 2000,
+      want: { bytes: 40e6, totalBytes: 80e6, percent: 50, mbPerSecond: 20 },
+    },
+    {
+      name: "percent rounds down (never 100 before the end)",
+      latest: [resume("/workspace", 999, 1000)],
+      ms: 1000,
+      want: { bytes: 999, totalBytes: 1000, percent: 99, mbPerSecond: 0.000999 },
+    },
+    {
+      name: "a size missing on one path: no percent",
+      latest: [resume("/workspace", 5, 10), pause("/tmp", 5)],
+      ms: 1000,
+      want: { bytes: 10, mbPerSecond: 0.00001 },
+    },
+    {
+      name: "empty layers are complete",
+      latest: [resume("/tmp", 0, 0)],
+      ms: 1000,
+      want: { bytes: 0, totalBytes: 0, percent: 100, mbPerSecond: 0 },
+    },
   ])("$name", ({ latest, ms, want }) => {
     expect(summarizeTransfer(latest, ms)).toEqual(want);
   });
@@ -31,8 +61,12 @@ describe("formatting", () => {
 
   it("names the operation, the sandbox, bytes, percent when known, and the rate", () => {
     expect(formatTransfer("pause", "sbx-1", { bytes: 12e6, mbPerSecond: 6 })).toBe("pausing sbx-1: 12.0 MB, 6.0 MB/s");
-    expect(formatTransfer("resume", "sbx-1", { bytes: 12e6, totalBytes: 40e6, percent: 30, mbPerSecond: 6 })).toBe("resuming sbx-1: 12.0 MB of 40.0 MB (30%), 6.0 MB/s");
-    expect(formatTransferDone("pause", "sbx-1", { bytes: 40e6, mbPerSecond: 6 }, 6700)).toBe("paused sbx-1: 40.0 MB in 6.7 s (6.0 MB/s)");
+    expect(formatTransfer("resume", "sbx-1", { bytes: 12e6, totalBytes: 40e6, percent: 30, mbPerSecond: 6 })).toBe(
+      "resuming sbx-1: 12.0 MB of 40.0 MB (30%), 6.0 MB/s",
+    );
+    expect(formatTransferDone("pause", "sbx-1", { bytes: 40e6, mbPerSecond: 6 }, 6700)).toBe(
+      "paused sbx-1: 40.0 MB in 6.7 s (6.0 MB/s)",
+    );
   });
 });
 

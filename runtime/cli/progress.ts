@@ -49,12 +49,20 @@ export function formatBytes(n: number): string {
 /** "pausing sbx-1: 12.0 MB of 40.0 MB (30%), 6.0 MB/s" */
 export function formatTransfer(verb: "pause" | "resume", id: string, s: TransferSummary): string {
   const ing = verb === "pause" ? "pausing" : "resuming";
-  const moved = s.totalBytes === undefined ? formatBytes(s.bytes) : `${formatBytes(s.bytes)} of ${formatBytes(s.totalBytes)} (${s.percent}%)`;
+  const moved =
+    s.totalBytes === undefined
+      ? formatBytes(s.bytes)
+      : `${formatBytes(s.bytes)} of ${formatBytes(s.totalBytes)} (${s.percent}%)`;
   return `${ing} ${id}: ${moved}, ${s.mbPerSecond.toFixed(1)} MB/s`;
 }
 
 /** "paused sbx-1: 40.0 MB in 6.7 s (6.0 MB/s)" */
-export function formatTransferDone(verb: "pause" | "resume", id: string, s: TransferSummary, elapsedMs: number): string {
+export function formatTransferDone(
+  verb: "pause" | "resume",
+  id: string,
+  s: TransferSummary,
+  elapsedMs: number,
+): string {
   return `${verb === "pause" ? "paused" : "resumed"} ${id}: ${formatBytes(s.bytes)} in ${(elapsedMs / 1000).toFixed(1)} s (${s.mbPerSecond.toFixed(1)} MB/s)`;
 }
 
@@ -98,7 +106,9 @@ export class ProgressDisplay {
     this.clear();
     if (this.latest.size === 0) return;
     const elapsed = this.now() - this.started;
-    this.o.out.write(`${formatTransferDone(this.o.verb, this.o.id, summarizeTransfer(this.latest.values(), elapsed), elapsed)}\n`);
+    this.o.out.write(
+      `${formatTransferDone(this.o.verb, this.o.id, summarizeTransfer(this.latest.values(), elapsed), elapsed)}\n`,
+    );
   }
 
   /** On failure: leave a clean line for the error message. */

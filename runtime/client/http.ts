@@ -27,7 +27,17 @@ export interface HttpManagerOptions {
   timeoutMs?: number;
 }
 
-const KNOWN_CODES = new Set<ErrorCode>(["validation", "unauthenticated", "not_found", "conflict", "capacity", "timeout", "upstream", "failed", "too_large"]);
+const KNOWN_CODES = new Set<ErrorCode>([
+  "validation",
+  "unauthenticated",
+  "not_found",
+  "conflict",
+  "capacity",
+  "timeout",
+  "upstream",
+  "failed",
+  "too_large",
+]);
 
 interface ErrorBody {
   code?: string;
@@ -53,7 +63,10 @@ function errorFromBody(e: ErrorBody, fallback: string, retryAfterSeconds: number
   const message = e.message ?? fallback;
   if (code === "capacity") return new CapacityError(message, retryAfterSeconds, e.details ?? {});
   if (code && KNOWN_CODES.has(code)) return new SbxError(code, message, e.details ?? {});
-  return new UpstreamError(`server answered ${status ?? "an error"}: ${message}`, status === undefined ? {} : { status });
+  return new UpstreamError(
+    `server answered ${status ?? "an error"}: ${message}`,
+    status === undefined ? {} : { status },
+  );
 }
 
 async function drain(stdin: Uint8Array | Readable): Promise<Buffer> {
@@ -69,7 +82,18 @@ export class HttpManager implements Manager {
     this.base = opts.server.replace(/\/+$/, "");
   }
 
-  private async call(method: string, path: string, init: { body?: unknown; signal?: AbortSignal; raw?: NonNullable<RequestInit["body"]>; contentType?: string; timeout?: boolean; accept?: string } = {}): Promise<Response> {
+  private async call(
+    method: string,
+    path: string,
+    init: {
+      body?: unknown;
+      signal?: AbortSignal;
+      raw?: NonNullable<RequestInit["body"]>;
+      contentType?: string;
+      timeout?: boolean;
+      accept?: string;
+    } = {},
+  ): Promise<Response> {
     const headers: Record<string, string> = {};
     if (this.opts.token) headers.authorization = `Bearer ${this.opts.token}`;
     if (init.accept) headers.accept = init.accept;
@@ -81,7 +105,10 @@ export class HttpManager implements Manager {
       body = JSON.stringify(init.body);
       headers["content-type"] = "application/json";
     }
-    const signals = [init.signal, init.timeout === false ? undefined : AbortSignal.timeout(this.opts.timeoutMs ?? 120_000)].filter((s): s is AbortSignal => !!s);
+    const signals = [
+      init.signal,
+      init.timeout === false ? undefined : AbortSignal.timeout(this.opts.timeoutMs ?? 120_000),
+    ].filter((s): s is AbortSignal => !!s);
     let res: Response;
     try {
       res = await fetch(`${this.base}${path}`, {
@@ -92,7 +119,9 @@ export class HttpManager implements Manager {
         ...(init.raw !== undefined ? { duplex: "half" } : {}),
       } as RequestInit);
     } catch (err) {
-      throw new UpstreamError(`cannot reach ${this.base}${path}: ${(err as Error).message}; check SBX_SERVER and that the service runs`);
+      throw new UpstreamError(
+        `cannot reach ${this.base}${path}: ${(err as Error).message}; check SBX_SERVER and that the service runs`,
+      );
     }
     if (!res.ok) throw await errorFromResponse(res);
     return res;
@@ -113,7 +142,11 @@ export class HttpManager implements Manager {
   }
 
   async wait(_owner: string, id: string, opts: WaitOptions): Promise<Sandbox> {
-    return this.json("POST", `${HttpManager.sb(id)}/wait`, { body: { timeoutSeconds: opts.timeoutMs / 1000 }, signal: opts.signal, timeout: false });
+    return this.json("POST", `${HttpManager.sb(id)}/wait`, {
+      body: { timeoutSeconds: opts.timeoutMs / 1000 },
+      signal: opts.signal,
+      timeout: false,
+    });
   }
 
   async exec(_owner: string, id: string, req: ExecRequest): Promise<ExecSession> {
@@ -132,7 +165,12 @@ export class HttpManager implements Manager {
       try {
         for await (const line of lines) {
           if (!line) continue;
-          const f = JSON.parse(line) as { stream?: "stdout" | "stderr"; data?: string; exit?: ExecResult; error?: { code: ErrorCode; message: string } };
+          const f = JSON.parse(line) as {
+            stream?: "stdout" | "stderr";
+            data?: string;
+            exit?: ExecResult;
+            error?: { code: ErrorCode; message: string };
+          };
           if (f.stream) (f.stream === "stdout" ? stdout : stderr).write(Buffer.from(f.data ?? "", "base64"));
           else if (f.exit) return f.exit;
           else if (f.error) throw new SbxError(f.error.code, f.error.message);
@@ -162,14 +200,20 @@ export class HttpManager implements Manager {
    */
   async getArchive(_owner: string, id: string, path: string): Promise<Readable> {
     const ac = new AbortController();
-    const res = await this.call("GET", `${HttpManager.sb(id)}/files?path=${encodeURIComponent(path)}`, { timeout: false, signal: ac.signal });
+    const res = await this.call("GET", `${HttpManager.sb(id)}/files?path=${encodeURIComponent(path)}`, {
+      timeout: false,
+      signal: ac.signal,
+    });
     const body = Readable.fromWeb(res.body as WebReadableStream);
     const out = new PassThrough();
     let bytes = 0;
     body.on("data", (c: Buffer) => (bytes += c.length));
     body.on("error", (err) => {
       out.destroy(
-        new UpstreamError(`download of ${id}:${path} broke off after ${bytes} bytes (${err.message}${err.cause ? `: ${(err.cause as Error).message}` : ""}): the service reported a failure or the connection was lost; the archive is incomplete, retry the copy`, { id, path, bytes }),
+        new UpstreamError(
+          `download of ${id}:${path} broke off after ${bytes} bytes (${err.message}${err.cause ? `: ${(err.cause as Error).message}` : ""}): the service reported a failure or the connection was lost; the archive is incomplete, retry the copy`,
+          { id, path, bytes },
+        ),
       );
     });
     // a reader that stops early cancels the request, which stops tar in the sandbox
@@ -213,18 +257,25 @@ export class HttpManager implements Manager {
   }
 
   private async transfer(op: "pause" | "resume", id: string, opts: TransferOptions): Promise<Sandbox> {
-    const res = await this.call("POST", `${HttpManager.sb(id)}/${op}`, { accept: "application/x-ndjson", timeout: false });
+    const res = await this.call("POST", `${HttpManager.sb(id)}/${op}`, {
+      accept: "application/x-ndjson",
+      timeout: false,
+    });
     // a service that does not stream answers plain JSON: the same result, without progress
-    if (!(res.headers.get("content-type") ?? "").startsWith("application/x-ndjson")) return (await res.json()) as Sandbox;
+    if (!(res.headers.get("content-type") ?? "").startsWith("application/x-ndjson"))
+      return (await res.json()) as Sandbox;
     const lines = createInterface({ input: Readable.fromWeb(res.body as WebReadableStream), crlfDelay: Infinity });
     for await (const line of lines) {
       if (!line) continue;
       const f = JSON.parse(line) as { progress?: TransferProgress; sandbox?: Sandbox; error?: ErrorBody };
       if (f.progress) opts.onProgress?.(f.progress);
       else if (f.sandbox) return f.sandbox;
-      else if (f.error) throw errorFromBody(f.error, `${op} ${id} failed`, Number(f.error.details?.retryAfterSeconds ?? 1));
+      else if (f.error)
+        throw errorFromBody(f.error, `${op} ${id} failed`, Number(f.error.details?.retryAfterSeconds ?? 1));
     }
-    throw new UpstreamError(`${op} of ${id}: the progress stream ended without a result (connection lost?); the ${op} may still finish: check with sbx get ${id}`);
+    throw new UpstreamError(
+      `${op} of ${id}: the progress stream ended without a result (connection lost?); the ${op} may still finish: check with sbx get ${id}`,
+    );
   }
 
   async poolStatus(): Promise<PoolStatus[]> {

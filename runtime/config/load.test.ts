@@ -17,7 +17,10 @@ describe("loadRuntimeConfig: SBX_PORT and SBX_HOST", () => {
     [{ SBX_PORT: "9001" }, { host: "127.0.0.1", port: 9001 }],
     [{ SBX_PORT: "0" }, { host: "127.0.0.1", port: 0 }],
     [{ SBX_HOST: "0.0.0.0" }, { host: "0.0.0.0", port: 8080 }],
-    [{ SBX_HOST: "::", SBX_PORT: "65535" }, { host: "::", port: 65535 }],
+    [
+      { SBX_HOST: "::", SBX_PORT: "65535" },
+      { host: "::", port: 65535 },
+    ],
   ])("%j -> listen %j", (env, listen) => {
     expect(loadRuntimeConfig(env, cwd).config.listen).toEqual(listen);
   });
@@ -26,7 +29,10 @@ describe("loadRuntimeConfig: SBX_PORT and SBX_HOST", () => {
     const file = join(dir, "listen.json");
     writeFileSync(file, JSON.stringify({ listen: { host: "127.0.0.2", port: 7000 } }));
     expect(loadRuntimeConfig({ SBX_CONFIG: file }, cwd).config.listen).toEqual({ host: "127.0.0.2", port: 7000 });
-    expect(loadRuntimeConfig({ SBX_CONFIG: file, SBX_PORT: "7001" }, cwd).config.listen).toEqual({ host: "127.0.0.2", port: 7001 });
+    expect(loadRuntimeConfig({ SBX_CONFIG: file, SBX_PORT: "7001" }, cwd).config.listen).toEqual({
+      host: "127.0.0.2",
+      port: 7001,
+    });
   });
 
   it.each([
@@ -56,11 +62,17 @@ describe("loadProcessSettings", () => {
   });
 
   it("takes SBX_LOG_LEVEL and SBX_OWNER", () => {
-    expect(loadProcessSettings({ SBX_LOG_LEVEL: "debug", SBX_OWNER: "alice" })).toEqual({ logLevel: "debug", owner: "alice" });
+    expect(loadProcessSettings({ SBX_LOG_LEVEL: "debug", SBX_OWNER: "alice" })).toEqual({
+      logLevel: "debug",
+      owner: "alice",
+    });
   });
 
   it.each([
-    [{ SBX_LOG_LEVEL: "loud" }, 'SBX_LOG_LEVEL: invalid value "loud": use one of: fatal, error, warn, info, debug, trace, silent'],
+    [
+      { SBX_LOG_LEVEL: "loud" },
+      'SBX_LOG_LEVEL: invalid value "loud": use one of: fatal, error, warn, info, debug, trace, silent',
+    ],
     [{ SBX_OWNER: " " }, 'SBX_OWNER: invalid value " "'],
   ])("%j is refused: %s", (env, message) => {
     expect(() => loadProcessSettings(env)).toThrow(message);

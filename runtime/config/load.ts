@@ -7,7 +7,10 @@ import { isAbsolute, join, resolve } from "node:path";
 import { ValidationError } from "../core/errors.ts";
 import { validateRuntimeConfig, type RuntimeConfig } from "./schema.ts";
 
-export function loadRuntimeConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): { config: RuntimeConfig; source: string } {
+export function loadRuntimeConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  cwd = process.cwd(),
+): { config: RuntimeConfig; source: string } {
   const { config, source } = loadConfigDocument(env, cwd);
   return { config: { ...config, listen: listenFromEnv(env, config.listen) }, source };
 }
@@ -24,7 +27,11 @@ function loadConfigDocument(env: NodeJS.ProcessEnv, cwd: string): { config: Runt
   try {
     text = readFileSync(path, "utf8");
   } catch (e) {
-    throw new ValidationError("SBX_CONFIG", path, `cannot read the config file (${(e as Error).message}); point SBX_CONFIG at a JSON file or unset it for the defaults`);
+    throw new ValidationError(
+      "SBX_CONFIG",
+      path,
+      `cannot read the config file (${(e as Error).message}); point SBX_CONFIG at a JSON file or unset it for the defaults`,
+    );
   }
   let doc: unknown;
   try {
@@ -51,10 +58,18 @@ function listenFromEnv(env: NodeJS.ProcessEnv, listen: RuntimeConfig["listen"]):
   const host = env.SBX_HOST;
   // Number("") is 0 and Number(" 80") is 80: only plain digits are a port
   if (port !== undefined && (!/^\d{1,5}$/.test(port) || Number(port) > 65535)) {
-    throw new ValidationError("SBX_PORT", port, "use a port number 0-65535 (0 picks a free one), or unset it for config.listen.port");
+    throw new ValidationError(
+      "SBX_PORT",
+      port,
+      "use a port number 0-65535 (0 picks a free one), or unset it for config.listen.port",
+    );
   }
   if (host !== undefined && !/^[A-Za-z0-9.:[\]-]+$/.test(host)) {
-    throw new ValidationError("SBX_HOST", host, "use an address or host name to listen on, e.g. 127.0.0.1 or 0.0.0.0, or unset it for config.listen.host");
+    throw new ValidationError(
+      "SBX_HOST",
+      host,
+      "use an address or host name to listen on, e.g. 127.0.0.1 or 0.0.0.0, or unset it for config.listen.host",
+    );
   }
   return { host: host ?? listen.host, port: port === undefined ? listen.port : Number(port) };
 }
@@ -71,8 +86,10 @@ export interface ProcessSettings {
 
 export function loadProcessSettings(env: NodeJS.ProcessEnv = process.env): ProcessSettings {
   const logLevel = env.SBX_LOG_LEVEL ?? "info";
-  if (!LOG_LEVELS.includes(logLevel)) throw new ValidationError("SBX_LOG_LEVEL", logLevel, `use one of: ${LOG_LEVELS.join(", ")}`);
+  if (!LOG_LEVELS.includes(logLevel))
+    throw new ValidationError("SBX_LOG_LEVEL", logLevel, `use one of: ${LOG_LEVELS.join(", ")}`);
   const owner = env.SBX_OWNER ?? "local";
-  if (owner.trim() === "") throw new ValidationError("SBX_OWNER", owner, "use a non-empty owner name, or unset it for \"local\"");
+  if (owner.trim() === "")
+    throw new ValidationError("SBX_OWNER", owner, 'use a non-empty owner name, or unset it for "local"');
   return { logLevel, owner };
 }

@@ -19,19 +19,55 @@ export const sizeClassInput = z.object({
 });
 
 export const DEFAULT_SIZE_CLASSES: Record<string, z.output<typeof sizeClassInput>> = {
-  nano: { cpuRequest: "100m", cpuLimit: "1", memoryRequest: "128Mi", memoryLimit: "512Mi", workspace: "1Gi", tmp: "256Mi", pids: 128 },
-  small: { cpuRequest: "250m", cpuLimit: "1", memoryRequest: "512Mi", memoryLimit: "1Gi", workspace: "2Gi", tmp: "512Mi", pids: 256 },
-  medium: { cpuRequest: "1", cpuLimit: "2", memoryRequest: "2Gi", memoryLimit: "4Gi", workspace: "8Gi", tmp: "1Gi", pids: 512 },
-  large: { cpuRequest: "2", cpuLimit: "4", memoryRequest: "8Gi", memoryLimit: "16Gi", workspace: "20Gi", tmp: "2Gi", pids: 1024 },
+  nano: {
+    cpuRequest: "100m",
+    cpuLimit: "1",
+    memoryRequest: "128Mi",
+    memoryLimit: "512Mi",
+    workspace: "1Gi",
+    tmp: "256Mi",
+    pids: 128,
+  },
+  small: {
+    cpuRequest: "250m",
+    cpuLimit: "1",
+    memoryRequest: "512Mi",
+    memoryLimit: "1Gi",
+    workspace: "2Gi",
+    tmp: "512Mi",
+    pids: 256,
+  },
+  medium: {
+    cpuRequest: "1",
+    cpuLimit: "2",
+    memoryRequest: "2Gi",
+    memoryLimit: "4Gi",
+    workspace: "8Gi",
+    tmp: "1Gi",
+    pids: 512,
+  },
+  large: {
+    cpuRequest: "2",
+    cpuLimit: "4",
+    memoryRequest: "8Gi",
+    memoryLimit: "16Gi",
+    workspace: "20Gi",
+    tmp: "2Gi",
+    pids: 1024,
+  },
 };
 
 export const runtimeConfigInput = z.object({
   /** which Backend: the embedded default is local */
   platform: z.enum(["local", "kubernetes"]).default("local"),
-  listen: z.object({ host: z.string().default("127.0.0.1"), port: z.number().int().min(0).max(65535).default(8080) }).default({ host: "127.0.0.1", port: 8080 }),
+  listen: z
+    .object({ host: z.string().default("127.0.0.1"), port: z.number().int().min(0).max(65535).default(8080) })
+    .default({ host: "127.0.0.1", port: 8080 }),
   sizeClasses: z.record(z.string(), sizeClassInput).default(DEFAULT_SIZE_CLASSES),
   /** admission budget: total CPU and memory requests all live sandboxes may reserve */
-  budget: z.object({ cpu: quantity.default("4"), memory: quantity.default("8Gi") }).default({ cpu: "4", memory: "8Gi" }),
+  budget: z
+    .object({ cpu: quantity.default("4"), memory: quantity.default("8Gi") })
+    .default({ cpu: "4", memory: "8Gi" }),
   defaults: z
     .object({
       profile: z.string().default("base"),
@@ -42,7 +78,14 @@ export const runtimeConfigInput = z.object({
       /** finished (terminal) sandboxes are deleted after this grace */
       finishedGraceSeconds: z.number().int().min(0).default(60),
     })
-    .default({ profile: "base", size: "nano", ttlSeconds: 3600, maxTtlSeconds: 86400, idleTimeoutSeconds: 900, finishedGraceSeconds: 60 }),
+    .default({
+      profile: "base",
+      size: "nano",
+      ttlSeconds: 3600,
+      maxTtlSeconds: 86400,
+      idleTimeoutSeconds: 900,
+      finishedGraceSeconds: 60,
+    }),
   /** warm pool targets per (profile, size) */
   warmPool: z.array(z.object({ profile: z.string(), size: z.string(), count: z.number().int().min(0) })).default([]),
   /** profile -> image. Inline, or a JSON file (catalogPath) that is reloaded on change. */
@@ -64,7 +107,12 @@ export const runtimeConfigInput = z.object({
       kubeconfigPath: z.string().optional(),
       leaseName: z.string().default("sbx-controller"),
     })
-    .default({ namespace: "sbx-sandboxes", runtimeNamespace: "sbx-system", userNamespaces: false, leaseName: "sbx-controller" }),
+    .default({
+      namespace: "sbx-sandboxes",
+      runtimeNamespace: "sbx-system",
+      userNamespaces: false,
+      leaseName: "sbx-controller",
+    }),
   local: z
     .object({
       /** where sandboxes' writable dirs and state live */
@@ -89,7 +137,10 @@ export const runtimeConfigInput = z.object({
        * runtime's AWS identity on their own; set this for an htpasswd registry (the password
        * file is typically a mounted Secret). Unset: anonymous.
        */
-      auth: z.object({ username: z.string().min(1), passwordFile: z.string().min(1) }).strict().optional(),
+      auth: z
+        .object({ username: z.string().min(1), passwordFile: z.string().min(1) })
+        .strict()
+        .optional(),
     })
     .optional(),
   audit: z.object({ path: z.string().optional() }).default({}),
@@ -125,23 +176,41 @@ export function validateRuntimeConfig(input: unknown): RuntimeConfig {
       tmpBytes: parseMemory(`${k}.tmp`, s.tmp),
       pids: s.pids,
     };
-    if (sc.cpuLimitMillis < sc.cpuRequestMillis) throw new ValidationError(`${k}.cpuLimit`, s.cpuLimit, "must be at least cpuRequest");
-    if (sc.memoryLimitBytes < sc.memoryRequestBytes) throw new ValidationError(`${k}.memoryLimit`, s.memoryLimit, "must be at least memoryRequest");
+    if (sc.cpuLimitMillis < sc.cpuRequestMillis)
+      throw new ValidationError(`${k}.cpuLimit`, s.cpuLimit, "must be at least cpuRequest");
+    if (sc.memoryLimitBytes < sc.memoryRequestBytes)
+      throw new ValidationError(`${k}.memoryLimit`, s.memoryLimit, "must be at least memoryRequest");
     sizeClasses[name] = sc;
   }
   if (!sizeClasses[cfg.defaults.size]) {
-    throw new ValidationError("config.defaults.size", cfg.defaults.size, `use one of the size classes: ${Object.keys(sizeClasses).join(", ")}`);
+    throw new ValidationError(
+      "config.defaults.size",
+      cfg.defaults.size,
+      `use one of the size classes: ${Object.keys(sizeClasses).join(", ")}`,
+    );
   }
   for (const [i, p] of cfg.warmPool.entries()) {
-    if (!sizeClasses[p.size]) throw new ValidationError(`config.warmPool[${i}].size`, p.size, `use one of: ${Object.keys(sizeClasses).join(", ")}`);
+    if (!sizeClasses[p.size])
+      throw new ValidationError(
+        `config.warmPool[${i}].size`,
+        p.size,
+        `use one of: ${Object.keys(sizeClasses).join(", ")}`,
+      );
   }
   if (cfg.defaults.ttlSeconds > cfg.defaults.maxTtlSeconds) {
-    throw new ValidationError("config.defaults.ttlSeconds", cfg.defaults.ttlSeconds, `must not exceed defaults.maxTtlSeconds (${cfg.defaults.maxTtlSeconds})`);
+    throw new ValidationError(
+      "config.defaults.ttlSeconds",
+      cfg.defaults.ttlSeconds,
+      `must not exceed defaults.maxTtlSeconds (${cfg.defaults.maxTtlSeconds})`,
+    );
   }
   return {
     ...cfg,
     sizeClasses,
-    budget: { cpuMillis: parseCpu("config.budget.cpu", cfg.budget.cpu), memoryBytes: parseMemory("config.budget.memory", cfg.budget.memory) },
+    budget: {
+      cpuMillis: parseCpu("config.budget.cpu", cfg.budget.cpu),
+      memoryBytes: parseMemory("config.budget.memory", cfg.budget.memory),
+    },
   };
 }
 

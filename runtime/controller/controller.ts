@@ -81,7 +81,11 @@ export class Controller {
   }
 
   private lead(signal: AbortSignal): void {
-    const queue = new WorkQueue((key) => this.reconcile(key), { clock: this.o.clock, logger: this.o.logger, concurrency: this.o.concurrency ?? 8 });
+    const queue = new WorkQueue((key) => this.reconcile(key), {
+      clock: this.o.clock,
+      logger: this.o.logger,
+      concurrency: this.o.concurrency ?? 8,
+    });
     this.queue = queue;
     this.unsubscribe = this.o.index.onKey((kind, key) => {
       // Refills wait a moment: a burst of claims then costs one refill round, and the

@@ -28,7 +28,12 @@ export interface LeaseView {
 export type LeaseDecision = "renew" | "acquire" | "wait";
 
 /** Pure: what a candidate does next given the lease it sees and when it first saw it. */
-export function decideLease(lease: LeaseView | undefined, observedAtMs: number, nowMs: number, identity: string): LeaseDecision {
+export function decideLease(
+  lease: LeaseView | undefined,
+  observedAtMs: number,
+  nowMs: number,
+  identity: string,
+): LeaseDecision {
   if (!lease?.holder) return "acquire";
   if (lease.holder === identity) return "renew";
   return nowMs - observedAtMs >= lease.leaseDurationMs ? "acquire" : "wait";
@@ -86,7 +91,8 @@ export class LeaderElector {
       }
     } catch (err) {
       this.o.logger.warn({ lease: this.o.name, identity: this.o.identity, err: apiMessage(err) }, "lease round failed");
-      if (this.leading && now - this.lastRenewAt >= this.renewDeadlineMs) this.loseLeadership(`could not renew for ${this.renewDeadlineMs} ms`);
+      if (this.leading && now - this.lastRenewAt >= this.renewDeadlineMs)
+        this.loseLeadership(`could not renew for ${this.renewDeadlineMs} ms`);
     }
   }
 
@@ -96,7 +102,12 @@ export class LeaderElector {
     await this.loop;
     if (this.leading) {
       this.loseLeadership("stopping");
-      await this.release().catch((err) => this.o.logger.warn({ lease: this.o.name, err: String(err) }, "releasing the lease failed; successors wait for it to expire"));
+      await this.release().catch((err) =>
+        this.o.logger.warn(
+          { lease: this.o.name, err: String(err) },
+          "releasing the lease failed; successors wait for it to expire",
+        ),
+      );
     }
   }
 
@@ -126,7 +137,13 @@ export class LeaderElector {
           namespace,
           body: {
             metadata: { name, namespace },
-            spec: { holderIdentity: identity, leaseDurationSeconds: Math.ceil(this.leaseMs / 1000), acquireTime: micro, renewTime: micro, leaseTransitions: 0 },
+            spec: {
+              holderIdentity: identity,
+              leaseDurationSeconds: Math.ceil(this.leaseMs / 1000),
+              acquireTime: micro,
+              renewTime: micro,
+              leaseTransitions: 0,
+            },
           },
         });
         return true;
@@ -168,7 +185,11 @@ export class LeaderElector {
     const { api, namespace, name, identity } = this.o;
     const lease = await api.readNamespacedLease({ name, namespace });
     if (lease.spec?.holderIdentity !== identity) return;
-    await api.replaceNamespacedLease({ name, namespace, body: { ...lease, spec: { ...lease.spec, holderIdentity: "", leaseDurationSeconds: 1 } } });
+    await api.replaceNamespacedLease({
+      name,
+      namespace,
+      body: { ...lease, spec: { ...lease.spec, holderIdentity: "", leaseDurationSeconds: 1 } },
+    });
   }
 
   private becomeLeader(): void {

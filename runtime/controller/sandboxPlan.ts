@@ -36,7 +36,11 @@ export interface SandboxObservation {
 
 export function planSandbox(o: SandboxObservation): SandboxPlan {
   const { cr, pod } = o;
-  const actions: SandboxAction[] = o.strayPods.map((p) => ({ kind: "deletePod" as const, podName: p.metadata!.name!, why: "a second pod carries this sandbox's label" }));
+  const actions: SandboxAction[] = o.strayPods.map((p) => ({
+    kind: "deletePod" as const,
+    podName: p.metadata!.name!,
+    why: "a second pod carries this sandbox's label",
+  }));
   if (cr.metadata.deletionTimestamp) return { actions };
   const podName = podNameOf(cr);
   const recorded = cr.status ?? {};
@@ -50,7 +54,8 @@ export function planSandbox(o: SandboxObservation): SandboxPlan {
       return { actions: [...actions, { kind: "createPod" }] };
     }
     if (o.podLive === undefined) return { actions: [...actions, { kind: "verifyPodGone", podName }] };
-    if (o.podLive === "gone") return { actions: [...actions, { kind: "deleteSandbox", reason: `its pod ${podName} was deleted` }] };
+    if (o.podLive === "gone")
+      return { actions: [...actions, { kind: "deleteSandbox", reason: `its pod ${podName} was deleted` }] };
     return { actions, requeueAfterMs: 1_000 }; // the cache is behind the API server
   }
 
@@ -89,14 +94,18 @@ export function planOrphans(o: OrphanObservation): SandboxPlan {
   for (const pod of o.pods) {
     const since = orphanSince(pod);
     const age = o.now.getTime() - since;
-    if (age >= o.graceMs) actions.push({ kind: "deletePod", podName: pod.metadata!.name!, why: "its sandbox record does not exist" });
+    if (age >= o.graceMs)
+      actions.push({ kind: "deletePod", podName: pod.metadata!.name!, why: "its sandbox record does not exist" });
     else requeueAfterMs = Math.min(requeueAfterMs ?? Infinity, o.graceMs - age);
   }
   return { actions, ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}) };
 }
 
 function orphanSince(pod: V1Pod): number {
-  const claimed = pod.metadata?.labels?.[LABELS.pool] === POOL.claimed ? pod.metadata?.annotations?.[ANNOTATIONS.claimedAt] : undefined;
+  const claimed =
+    pod.metadata?.labels?.[LABELS.pool] === POOL.claimed
+      ? pod.metadata?.annotations?.[ANNOTATIONS.claimedAt]
+      : undefined;
   const t = claimed ?? pod.metadata?.creationTimestamp;
   return t ? new Date(t).getTime() : 0;
 }

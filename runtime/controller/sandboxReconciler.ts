@@ -65,7 +65,10 @@ export class SandboxReconciler {
       strayPods,
       derived: deriveSandbox(cr, pod, { credentialsRequired: !!this.o.deliverCredentials }),
       now: this.o.clock.now(),
-      credentials: { enabled: !!this.o.deliverCredentials, refreshMarginMs: this.o.credentialsRefreshMarginMs ?? 5 * 60_000 },
+      credentials: {
+        enabled: !!this.o.deliverCredentials,
+        refreshMarginMs: this.o.credentialsRefreshMarginMs ?? 5 * 60_000,
+      },
     });
   }
 
@@ -94,7 +97,10 @@ export class SandboxReconciler {
       case "createPod":
         return this.createPod(cr);
       case "adoptPod": {
-        const patched = await this.o.core.patchNamespacedPod({ name: a.podName, namespace: ns, body: { metadata: { ownerReferences: [ownerRef(cr)] } } }, mergePatch);
+        const patched = await this.o.core.patchNamespacedPod(
+          { name: a.podName, namespace: ns, body: { metadata: { ownerReferences: [ownerRef(cr)] } } },
+          mergePatch,
+        );
         this.o.index.upsertPod(patched);
         return;
       }
@@ -103,7 +109,13 @@ export class SandboxReconciler {
       case "deleteSandbox":
         this.o.logger.info({ sandbox: id, reason: a.reason }, "sandbox gone");
         try {
-          await this.o.custom.deleteNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: ns, plural: SANDBOX_PLURAL, name: id });
+          await this.o.custom.deleteNamespacedCustomObject({
+            group: API_GROUP,
+            version: API_VERSION,
+            namespace: ns,
+            plural: SANDBOX_PLURAL,
+            name: id,
+          });
         } catch (err) {
           if (!isNotFound(err)) throw err;
         }
@@ -134,20 +146,40 @@ export class SandboxReconciler {
       } else if (code === 403 && /exceeded quota/i.test(msg)) {
         // The namespace ResourceQuota is the hard ceiling: the sandbox fails with the reason,
         // which releases its admission reservation, rather than retrying forever.
-        return this.writeStatus(cr, { ...(cr.status ?? {}), phase: "Failed", reason: "QuotaExceeded", message: msg, finishedAt: this.o.clock.now().toISOString() });
+        return this.writeStatus(cr, {
+          ...(cr.status ?? {}),
+          phase: "Failed",
+          reason: "QuotaExceeded",
+          message: msg,
+          finishedAt: this.o.clock.now().toISOString(),
+        });
       } else if (code === 422 || code === 400) {
-        return this.writeStatus(cr, { ...(cr.status ?? {}), phase: "Failed", reason: "InvalidPodSpec", message: msg, finishedAt: this.o.clock.now().toISOString() });
+        return this.writeStatus(cr, {
+          ...(cr.status ?? {}),
+          phase: "Failed",
+          reason: "InvalidPodSpec",
+          message: msg,
+          finishedAt: this.o.clock.now().toISOString(),
+        });
       } else {
         throw err;
       }
     }
     // Record that the pod exists, so a later disappearance reads as "deleted", not "not yet made".
-    await this.writeStatus(cr, { ...(cr.status ?? {}), phase: cr.status?.phase ?? "Pending", podName: body.metadata!.name });
+    await this.writeStatus(cr, {
+      ...(cr.status ?? {}),
+      phase: cr.status?.phase ?? "Pending",
+      podName: body.metadata!.name,
+    });
   }
 
   private async deletePod(name: string, why: string): Promise<void> {
     try {
-      await this.o.core.deleteNamespacedPod({ name, namespace: this.o.config.kubernetes.namespace, gracePeriodSeconds: POD_DELETE_GRACE_SECONDS });
+      await this.o.core.deleteNamespacedPod({
+        name,
+        namespace: this.o.config.kubernetes.namespace,
+        gracePeriodSeconds: POD_DELETE_GRACE_SECONDS,
+      });
       this.o.logger.info({ pod: name, why }, "deleted pod");
     } catch (err) {
       if (!isNotFound(err)) throw err;
@@ -174,7 +206,14 @@ export class SandboxReconciler {
     if (Object.keys(patch).length === 0) return;
     try {
       const updated = (await this.o.custom.patchNamespacedCustomObjectStatus(
-        { group: API_GROUP, version: API_VERSION, namespace: this.o.config.kubernetes.namespace, plural: SANDBOX_PLURAL, name: cr.metadata.name, body: { status: patch } },
+        {
+          group: API_GROUP,
+          version: API_VERSION,
+          namespace: this.o.config.kubernetes.namespace,
+          plural: SANDBOX_PLURAL,
+          name: cr.metadata.name,
+          body: { status: patch },
+        },
         mergePatch,
       )) as SandboxResource;
       this.o.index.upsertResource(updated);
@@ -187,11 +226,19 @@ export class SandboxReconciler {
     const out: V1Pod[] = [];
     const direct = this.o.index.podOf(id);
     if (direct?.metadata?.labels?.[LABELS.sandbox] === id) out.push(direct);
-    for (const p of this.o.index.podsWithoutRecord()) if (p.metadata?.labels?.[LABELS.sandbox] === id && !out.includes(p)) out.push(p);
+    for (const p of this.o.index.podsWithoutRecord())
+      if (p.metadata?.labels?.[LABELS.sandbox] === id && !out.includes(p)) out.push(p);
     return out;
   }
 }
 
 function ownerRef(cr: SandboxResource) {
-  return { apiVersion: `${API_GROUP}/${API_VERSION}`, kind: SANDBOX_KIND, name: cr.metadata.name, uid: cr.metadata.uid!, controller: true, blockOwnerDeletion: false };
+  return {
+    apiVersion: `${API_GROUP}/${API_VERSION}`,
+    kind: SANDBOX_KIND,
+    name: cr.metadata.name,
+    uid: cr.metadata.uid!,
+    controller: true,
+    blockOwnerDeletion: false,
+  };
 }

@@ -5,24 +5,57 @@ import { planWarmPool, type PoolTarget } from "./warmPoolPlan.ts";
 
 const now = new Date("2026-01-01T01:00:00Z");
 let n = 0;
-function pool(profile: string, size: string, o: { ready?: boolean; image?: string; ageMs?: number; failed?: boolean } = {}): V1Pod {
+function pool(
+  profile: string,
+  size: string,
+  o: { ready?: boolean; image?: string; ageMs?: number; failed?: boolean } = {},
+): V1Pod {
   return {
-    metadata: { name: `warm-${profile}-${size}-${n++}`, labels: { [LABELS.pool]: POOL.warm, [LABELS.profile]: profile, [LABELS.size]: size }, creationTimestamp: new Date(now.getTime() - (o.ageMs ?? 1000)) },
+    metadata: {
+      name: `warm-${profile}-${size}-${n++}`,
+      labels: { [LABELS.pool]: POOL.warm, [LABELS.profile]: profile, [LABELS.size]: size },
+      creationTimestamp: new Date(now.getTime() - (o.ageMs ?? 1000)),
+    },
     spec: { containers: [{ name: SANDBOX_CONTAINER, image: o.image ?? "img:1" }] },
     status: o.failed
       ? { phase: "Failed", reason: "DeadlineExceeded" }
-      : { phase: o.ready === false ? "Pending" : "Running", conditions: [{ type: "Ready", status: o.ready === false ? "False" : "True" }], containerStatuses: o.ready === false ? [] : [{ name: SANDBOX_CONTAINER, ready: true, restartCount: 0, image: "img:1", imageID: "", state: { running: {} } }] },
+      : {
+          phase: o.ready === false ? "Pending" : "Running",
+          conditions: [{ type: "Ready", status: o.ready === false ? "False" : "True" }],
+          containerStatuses:
+            o.ready === false
+              ? []
+              : [
+                  {
+                    name: SANDBOX_CONTAINER,
+                    ready: true,
+                    restartCount: 0,
+                    image: "img:1",
+                    imageID: "",
+                    state: { running: {} },
+                  },
+                ],
+        },
   };
 }
-const target = (count: number, over: Partial<PoolTarget> = {}): PoolTarget => ({ profile: "base", size: "nano", count, image: "img:1", ...over });
-const run = (targets: PoolTarget[], pods: V1Pod[], maxCreatesPerRound = 100) => planWarmPool({ targets, pods, now, maxAgeMs: 3600_000, maxCreatesPerRound });
+const target = (count: number, over: Partial<PoolTarget> = {}): PoolTarget => ({
+  profile: "base",
+  size: "nano",
+  count,
+  image: "img:1",
+  ...over,
+});
+const run = (targets: PoolTarget[], pods: V1Pod[], maxCreatesPerRound = 100) =>
+  planWarmPool({ targets, pods, now, maxAgeMs: 3600_000, maxCreatesPerRound });
 
 describe("planWarmPool", () => {
   it("fills an empty pool to its target", () => {
     expect(run([target(5)], []).create).toEqual([{ target: target(5), count: 5 }]);
   });
   it("counts starting pods so it does not overshoot", () => {
-    expect(run([target(3)], [pool("base", "nano", { ready: false }), pool("base", "nano")]).create).toEqual([{ target: target(3), count: 1 }]);
+    expect(run([target(3)], [pool("base", "nano", { ready: false }), pool("base", "nano")]).create).toEqual([
+      { target: target(3), count: 1 },
+    ]);
   });
   it("caps creates per round", () => {
     expect(run([target(10), target(10, { size: "small" })], [], 12).create.map((c) => c.count)).toEqual([10, 2]);

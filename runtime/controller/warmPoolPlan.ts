@@ -38,12 +38,17 @@ export function planWarmPool(o: WarmPoolObservation): WarmPoolPlan {
     const key = poolKey(pod.metadata?.labels?.[LABELS.profile] ?? "", pod.metadata?.labels?.[LABELS.size] ?? "");
     const target = byKey.get(key);
     const name = pod.metadata!.name!;
-    const created = pod.metadata?.creationTimestamp ? new Date(pod.metadata.creationTimestamp).getTime() : o.now.getTime();
+    const created = pod.metadata?.creationTimestamp
+      ? new Date(pod.metadata.creationTimestamp).getTime()
+      : o.now.getTime();
     const observed = observePod(pod);
     if (!target || target.count === 0) plan.delete.push({ name, why: `no warm pool is configured for ${key}` });
-    else if (observed.phase === "Failed" || observed.phase === "Succeeded") plan.delete.push({ name, why: `pool pod ended: ${observed.reason ?? observed.phase}` });
-    else if (pod.spec?.containers?.[0]?.image !== target.image) plan.delete.push({ name, why: `profile ${target.profile} now uses image ${target.image}` });
-    else if (o.now.getTime() - created >= o.maxAgeMs) plan.delete.push({ name, why: "pool pod reached its maximum age" });
+    else if (observed.phase === "Failed" || observed.phase === "Succeeded")
+      plan.delete.push({ name, why: `pool pod ended: ${observed.reason ?? observed.phase}` });
+    else if (pod.spec?.containers?.[0]?.image !== target.image)
+      plan.delete.push({ name, why: `profile ${target.profile} now uses image ${target.image}` });
+    else if (o.now.getTime() - created >= o.maxAgeMs)
+      plan.delete.push({ name, why: "pool pod reached its maximum age" });
     else groups.set(key, [...(groups.get(key) ?? []), pod]);
   }
   let budget = o.maxCreatesPerRound;
@@ -57,7 +62,8 @@ export function planWarmPool(o: WarmPoolObservation): WarmPoolPlan {
     } else if (diff < 0) {
       // Shed starting pods first (nobody can claim them yet), then the youngest.
       const ranked = [...live].sort((a, b) => rank(a) - rank(b) || created(b) - created(a));
-      for (const p of ranked.slice(0, -diff)) plan.delete.push({ name: p.metadata!.name!, why: `pool ${key} is above its target of ${target.count}` });
+      for (const p of ranked.slice(0, -diff))
+        plan.delete.push({ name: p.metadata!.name!, why: `pool ${key} is above its target of ${target.count}` });
     }
   }
   return plan;

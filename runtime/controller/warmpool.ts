@@ -57,7 +57,10 @@ export class WarmPool {
     const key = poolKey(labelSafe(spec.image.profile), labelSafe(spec.size.name));
     const candidates = this.o.index
       .warmPods(key)
-      .filter((p) => !this.inFlight.has(p.metadata!.name!) && !this.taken.has(p.metadata!.name!) && !p.metadata?.deletionTimestamp)
+      .filter(
+        (p) =>
+          !this.inFlight.has(p.metadata!.name!) && !this.taken.has(p.metadata!.name!) && !p.metadata?.deletionTimestamp,
+      )
       .filter((p) => observePod(p).ready && p.spec?.containers?.[0]?.image === spec.image.image);
     shuffle(candidates, this.random);
     for (const pod of candidates.slice(0, this.maxAttempts)) {
@@ -65,7 +68,10 @@ export class WarmPool {
       if (this.inFlight.has(name) || this.taken.has(name)) continue;
       this.inFlight.add(name);
       try {
-        const claimed = await this.o.core.patchNamespacedPod({ name, namespace: this.o.config.kubernetes.namespace, body: this.claimPatch(pod, spec) }, mergePatch);
+        const claimed = await this.o.core.patchNamespacedPod(
+          { name, namespace: this.o.config.kubernetes.namespace, body: this.claimPatch(pod, spec) },
+          mergePatch,
+        );
         this.taken.add(name);
         this.o.index.upsertPod(claimed);
         this.stats.claims++;
@@ -95,7 +101,9 @@ export class WarmPool {
 
   status(): PoolStatus[] {
     return this.o.config.warmPool.map((t) => {
-      const pods = this.o.index.warmPods(poolKey(labelSafe(t.profile), labelSafe(t.size))).filter((p) => !p.metadata?.deletionTimestamp);
+      const pods = this.o.index
+        .warmPods(poolKey(labelSafe(t.profile), labelSafe(t.size)))
+        .filter((p) => !p.metadata?.deletionTimestamp);
       const ready = pods.filter((p) => observePod(p).ready).length;
       return { profile: t.profile, size: t.size, target: t.count, ready, starting: pods.length - ready };
     });
@@ -107,17 +115,37 @@ export class WarmPool {
     for (const t of this.o.config.warmPool) {
       const image = this.o.resolveImage(t.profile);
       if (!image) {
-        this.o.logger.error({ profile: t.profile }, `warm pool profile ${t.profile} has no image in the catalog; add it to config.catalog or remove the pool`);
+        this.o.logger.error(
+          { profile: t.profile },
+          `warm pool profile ${t.profile} has no image in the catalog; add it to config.catalog or remove the pool`,
+        );
         continue;
       }
       targets.push({ profile: t.profile, size: t.size, count: t.count, image });
     }
-    const plan = planWarmPool({ targets, pods: this.o.index.warmPods(), now: this.o.clock.now(), maxAgeMs: this.maxAgeMs, maxCreatesPerRound: 50 });
+    const plan = planWarmPool({
+      targets,
+      pods: this.o.index.warmPods(),
+      now: this.o.clock.now(),
+      maxAgeMs: this.maxAgeMs,
+      maxCreatesPerRound: 50,
+    });
     const ns = this.o.config.kubernetes.namespace;
     const errors: string[] = [];
     const deadline = Math.ceil(this.maxAgeMs / 1000) + this.o.config.defaults.maxTtlSeconds;
     const creates = plan.create.flatMap(({ target, count }) =>
-      Array.from({ length: count }, () => planWarmPod({ profile: target.profile, image: target.image, size: this.o.config.sizeClasses[target.size], suffix: suffix(this.random), activeDeadlineSeconds: deadline }, this.o.config)),
+      Array.from({ length: count }, () =>
+        planWarmPod(
+          {
+            profile: target.profile,
+            image: target.image,
+            size: this.o.config.sizeClasses[target.size],
+            suffix: suffix(this.random),
+            activeDeadlineSeconds: deadline,
+          },
+          this.o.config,
+        ),
+      ),
     );
     await Promise.all([
       ...creates.map((body) =>
@@ -127,14 +155,17 @@ export class WarmPool {
         ),
       ),
       ...plan.delete.map((d) =>
-        this.o.core.deleteNamespacedPod({ name: d.name, namespace: ns, gracePeriodSeconds: POD_DELETE_GRACE_SECONDS }).then(
-          () => this.o.logger.info({ pod: d.name, why: d.why }, "deleted warm pod"),
-          (err) => (isNotFound(err) ? undefined : errors.push(`delete ${d.name}: ${apiMessage(err)}`)),
-        ),
+        this.o.core
+          .deleteNamespacedPod({ name: d.name, namespace: ns, gracePeriodSeconds: POD_DELETE_GRACE_SECONDS })
+          .then(
+            () => this.o.logger.info({ pod: d.name, why: d.why }, "deleted warm pod"),
+            (err) => (isNotFound(err) ? undefined : errors.push(`delete ${d.name}: ${apiMessage(err)}`)),
+          ),
       ),
     ]);
     this.prune();
-    if (errors.length) throw new Error(`warm pool refill: ${errors.length} API calls failed: ${errors.slice(0, 3).join("; ")}`);
+    if (errors.length)
+      throw new Error(`warm pool refill: ${errors.length} API calls failed: ${errors.slice(0, 3).join("; ")}`);
     return { requeueAfterMs: 30_000 };
   }
 

@@ -18,7 +18,11 @@ describe("backoffDelay", () => {
 describe("WorkQueue", () => {
   it("deduplicates a key that is waiting", async () => {
     const seen: string[] = [];
-    const q = new WorkQueue(async (k) => void seen.push(k), { clock: new ManualClock(), logger: silentLogger(), concurrency: 1 });
+    const q = new WorkQueue(async (k) => void seen.push(k), {
+      clock: new ManualClock(),
+      logger: silentLogger(),
+      concurrency: 1,
+    });
     q.add("a");
     q.add("b");
     q.add("b");
@@ -89,7 +93,11 @@ describe("WorkQueue", () => {
   it("honours requeueAfterMs from the reconciler", async () => {
     const clock = new ManualClock();
     let calls = 0;
-    const q = new WorkQueue(async () => (++calls === 1 ? { requeueAfterMs: 5000 } : undefined), { clock, logger: silentLogger(), concurrency: 1 });
+    const q = new WorkQueue(async () => (++calls === 1 ? { requeueAfterMs: 5000 } : undefined), {
+      clock,
+      logger: silentLogger(),
+      concurrency: 1,
+    });
     q.add("k");
     await q.idle();
     await clock.advance(4999);

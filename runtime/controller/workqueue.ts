@@ -124,7 +124,10 @@ export class WorkQueue {
       const n = (this.failures.get(key) ?? 0) + 1;
       this.failures.set(key, n);
       const delay = backoffDelay(n, this.base, this.max);
-      this.o.logger.warn({ key, failures: n, retryInMs: delay, err: String((err as Error)?.message ?? err) }, "reconcile failed; backing off");
+      this.o.logger.warn(
+        { key, failures: n, retryInMs: delay, err: String((err as Error)?.message ?? err) },
+        "reconcile failed; backing off",
+      );
       next = { requeueAfterMs: delay };
     }
     this.processing.delete(key);

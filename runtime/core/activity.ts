@@ -10,7 +10,9 @@ export class ActivityTouches {
   /** per-sandbox idle timeouts from create, for backends whose Sandbox does not carry them */
   private readonly idleTimeouts = new Map<string, number>();
 
-  constructor(private readonly o: { backend: Pick<Backend, "touch">; clock: Clock; logger: Logger; intervalMs?: number }) {}
+  constructor(
+    private readonly o: { backend: Pick<Backend, "touch">; clock: Clock; logger: Logger; intervalMs?: number },
+  ) {}
 
   /** Remembers a new sandbox's idle timeout (seconds). */
   created(id: string, idleTimeoutSeconds: number): void {
@@ -32,7 +34,10 @@ export class ActivityTouches {
     this.lastTouch.set(s.id, now.getTime());
     this.o.backend.touch(s.id, now).catch((err) => {
       this.lastTouch.delete(s.id);
-      this.o.logger.warn({ sandbox: s.id, owner: s.owner, op: "touch", err }, "recording activity failed; the idle timeout may reap early");
+      this.o.logger.warn(
+        { sandbox: s.id, owner: s.owner, op: "touch", err },
+        "recording activity failed; the idle timeout may reap early",
+      );
     });
   }
 

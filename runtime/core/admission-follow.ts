@@ -17,13 +17,18 @@ export class AdmissionFollower {
   onEvent(e: SandboxEvent): void {
     const { admission, logger } = this.o;
     if (e.type === "delete") {
-      if (admission.release(e.id)) logger.info({ sandbox: e.id, owner: e.owner, op: "release" }, "sandbox gone; capacity released");
+      if (admission.release(e.id))
+        logger.info({ sandbox: e.id, owner: e.owner, op: "release" }, "sandbox gone; capacity released");
       this.ended(e.id);
       return;
     }
     const s = e.sandbox;
     if (!holdsCapacity(s.phase)) {
-      if (admission.release(s.id)) logger.info({ sandbox: s.id, owner: s.owner, op: "release", phase: s.phase, reason: s.reason }, "sandbox ended; capacity released");
+      if (admission.release(s.id))
+        logger.info(
+          { sandbox: s.id, owner: s.owner, op: "release", phase: s.phase, reason: s.reason },
+          "sandbox ended; capacity released",
+        );
       if (TERMINAL_PHASES.has(s.phase)) this.gone.set(s.id, Date.now());
       return;
     }

@@ -21,16 +21,43 @@ function rng(seed: number): () => number {
 
 function live(id: string, phase: Sandbox["phase"], cpu = 100, mem = 128 * Mi): Sandbox {
   return {
-    id, owner: "o", profile: "base", size: "nano", phase, ready: phase === "Running",
-    createdAt: "", expiresAt: "", metadata: {}, cpuRequestMillis: cpu, memoryRequestBytes: mem,
+    id,
+    owner: "o",
+    profile: "base",
+    size: "nano",
+    phase,
+    ready: phase === "Running",
+    createdAt: "",
+    expiresAt: "",
+    metadata: {},
+    cpuRequestMillis: cpu,
+    memoryRequestBytes: mem,
   };
 }
 
 describe("Admission", () => {
   it.each([
-    { what: "cpu short", budget: { cpuMillis: 150, memoryBytes: 1024 * Mi }, first: nano, second: nano, short: "short on cpu (requested 100m, free 50m of 150m)" },
-    { what: "memory short", budget: { cpuMillis: 4000, memoryBytes: 200 * Mi }, first: nano, second: nano, short: "short on memory (requested 128Mi, free 72Mi of 200Mi)" },
-    { what: "both short", budget: { cpuMillis: 1000, memoryBytes: 1024 * Mi }, first: nano, second: big, short: "short on cpu (requested 1500m, free 900m of 1) and memory" },
+    {
+      what: "cpu short",
+      budget: { cpuMillis: 150, memoryBytes: 1024 * Mi },
+      first: nano,
+      second: nano,
+      short: "short on cpu (requested 100m, free 50m of 150m)",
+    },
+    {
+      what: "memory short",
+      budget: { cpuMillis: 4000, memoryBytes: 200 * Mi },
+      first: nano,
+      second: nano,
+      short: "short on memory (requested 128Mi, free 72Mi of 200Mi)",
+    },
+    {
+      what: "both short",
+      budget: { cpuMillis: 1000, memoryBytes: 1024 * Mi },
+      first: nano,
+      second: big,
+      short: "short on cpu (requested 1500m, free 900m of 1) and memory",
+    },
   ])("rejects with a reason naming what is short: $what", ({ budget, first, second, short }) => {
     const a = new Admission(budget, { retryAfterSeconds: 7 });
     a.admit({ id: "a", size: first });
@@ -61,7 +88,13 @@ describe("Admission", () => {
     a.admit({ id: "inflight", size: nano });
     a.admit({ id: "gone", size: nano });
     const r = a.rebuild(
-      [live("r1", "Running"), live("p1", "Pending"), live("f1", "Failed"), live("s1", "Succeeded"), live("z1", "Paused")],
+      [
+        live("r1", "Running"),
+        live("p1", "Pending"),
+        live("f1", "Failed"),
+        live("s1", "Succeeded"),
+        live("z1", "Paused"),
+      ],
       new Set(["inflight"]),
     );
     expect(r.adopted.sort()).toEqual(["p1", "r1"]);
@@ -113,7 +146,11 @@ describe("Admission", () => {
     const client = async (c: number) => {
       for (let i = 0; i < 20; i++) {
         const id = `c${c}-${i}`;
-        const size = { name: "s", cpuRequestMillis: 50 + Math.floor(r() * 700), memoryRequestBytes: (64 + Math.floor(r() * 900)) * Mi };
+        const size = {
+          name: "s",
+          cpuRequestMillis: 50 + Math.floor(r() * 700),
+          memoryRequestBytes: (64 + Math.floor(r() * 900)) * Mi,
+        };
         for (let k = Math.floor(r() * 3); k > 0; k--) await tick();
         try {
           a.admit({ id, size });

@@ -65,10 +65,14 @@ export class Admission {
     const mem = req.size.memoryRequestBytes;
     const short: string[] = [];
     if (this.usedCpu + cpu > this.budget.cpuMillis) {
-      short.push(`cpu (requested ${formatCpu(cpu)}, free ${formatCpu(Math.max(0, this.budget.cpuMillis - this.usedCpu))} of ${formatCpu(this.budget.cpuMillis)})`);
+      short.push(
+        `cpu (requested ${formatCpu(cpu)}, free ${formatCpu(Math.max(0, this.budget.cpuMillis - this.usedCpu))} of ${formatCpu(this.budget.cpuMillis)})`,
+      );
     }
     if (this.usedMemory + mem > this.budget.memoryBytes) {
-      short.push(`memory (requested ${formatMemory(mem)}, free ${formatMemory(Math.max(0, this.budget.memoryBytes - this.usedMemory))} of ${formatMemory(this.budget.memoryBytes)})`);
+      short.push(
+        `memory (requested ${formatMemory(mem)}, free ${formatMemory(Math.max(0, this.budget.memoryBytes - this.usedMemory))} of ${formatMemory(this.budget.memoryBytes)})`,
+      );
     }
     if (short.length > 0) {
       throw new CapacityError(
@@ -143,7 +147,10 @@ export class Admission {
     return {
       budget: { ...this.budget },
       used,
-      free: { cpuMillis: this.budget.cpuMillis - used.cpuMillis, memoryBytes: this.budget.memoryBytes - used.memoryBytes },
+      free: {
+        cpuMillis: this.budget.cpuMillis - used.cpuMillis,
+        memoryBytes: this.budget.memoryBytes - used.memoryBytes,
+      },
       reservations: this.reservations.size,
     };
   }

@@ -25,7 +25,13 @@ export interface AuditEntry {
  * a few requests would grow the audit log by gigabytes. Strings and lists are cut with a marker
  * that gives the original size, so the record still says what was truncated and by how much.
  */
-export const AUDIT_BOUNDS = { stringChars: 256, listItems: 32, depth: 4, messageChars: 2048, detailsChars: 16 * 1024 } as const;
+export const AUDIT_BOUNDS = {
+  stringChars: 256,
+  listItems: 32,
+  depth: 4,
+  messageChars: 2048,
+  detailsChars: 16 * 1024,
+} as const;
 
 function truncatedString(s: string, max: number): string {
   return s.length <= max ? s : `${s.slice(0, max)}...[truncated: ${s.length} characters in all]`;
@@ -41,7 +47,8 @@ function boundValue(v: unknown, depth: number): unknown {
   }
   const entries = Object.entries(v as Record<string, unknown>);
   const out: Record<string, unknown> = {};
-  for (const [k, x] of entries.slice(0, AUDIT_BOUNDS.listItems)) out[truncatedString(k, 128)] = boundValue(x, depth + 1);
+  for (const [k, x] of entries.slice(0, AUDIT_BOUNDS.listItems))
+    out[truncatedString(k, 128)] = boundValue(x, depth + 1);
   if (entries.length > AUDIT_BOUNDS.listItems) out["...truncated"] = `${entries.length} keys in all`;
   return out;
 }
@@ -53,7 +60,13 @@ export function boundAuditEntry(entry: AuditEntry): AuditEntry {
     const details = boundValue(entry.details, 0) as Record<string, unknown>;
     // the per-value cuts bound any details our callers build; this catches one that nests wide
     const size = JSON.stringify(details).length;
-    out.details = size <= AUDIT_BOUNDS.detailsChars ? details : { truncated: `details of ${size} characters after per-value truncation`, keys: Object.keys(details).slice(0, AUDIT_BOUNDS.listItems) };
+    out.details =
+      size <= AUDIT_BOUNDS.detailsChars
+        ? details
+        : {
+            truncated: `details of ${size} characters after per-value truncation`,
+            keys: Object.keys(details).slice(0, AUDIT_BOUNDS.listItems),
+          };
   }
   if (entry.message !== undefined) out.message = truncatedString(entry.message, AUDIT_BOUNDS.messageChars);
   return out;

@@ -32,15 +32,25 @@ export function parseCatalog(source: string, text: string): Record<string, strin
   try {
     doc = JSON.parse(text);
   } catch (e) {
-    throw new ValidationError(source, text.slice(0, 80), `must be JSON { "<profile>": "<image>" }: ${(e as Error).message}`);
+    throw new ValidationError(
+      source,
+      text.slice(0, 80),
+      `must be JSON { "<profile>": "<image>" }: ${(e as Error).message}`,
+    );
   }
   if (!doc || typeof doc !== "object" || Array.isArray(doc)) {
     throw new ValidationError(source, doc, 'must be a JSON object { "<profile>": "<image>" }');
   }
   const out: Record<string, string> = {};
   for (const [profile, image] of Object.entries(doc)) {
-    if (!PROFILE.test(profile)) throw new ValidationError(`${source}.${profile}`, profile, "profile names are lowercase letters, digits and '-' (max 63)");
-    if (typeof image !== "string" || image.trim() === "") throw new ValidationError(`${source}.${profile}`, image, "must be a non-empty image reference string");
+    if (!PROFILE.test(profile))
+      throw new ValidationError(
+        `${source}.${profile}`,
+        profile,
+        "profile names are lowercase letters, digits and '-' (max 63)",
+      );
+    if (typeof image !== "string" || image.trim() === "")
+      throw new ValidationError(`${source}.${profile}`, image, "must be a non-empty image reference string");
     out[profile] = image;
   }
   return out;
@@ -98,7 +108,9 @@ export class ImageCatalog implements ImageLookup {
       clearTimeout(this.timer);
       this.timer = setTimeout(() => this.reload(), this.opts.debounceMs ?? 50);
     });
-    this.watcher.on("error", (err) => this.opts.logger.error({ op: "catalog.watch", path, err }, "catalog watch failed; keeping the current catalog"));
+    this.watcher.on("error", (err) =>
+      this.opts.logger.error({ op: "catalog.watch", path, err }, "catalog watch failed; keeping the current catalog"),
+    );
   }
 
   /** Re-read the file now. Returns false (and keeps the last good catalog) when it is bad. */
@@ -112,7 +124,10 @@ export class ImageCatalog implements ImageLookup {
       for (const l of this.listeners) l(this.profiles());
       return true;
     } catch (err) {
-      this.opts.logger.error({ op: "catalog.reload", path, err }, "image catalog file is invalid; keeping the last good catalog");
+      this.opts.logger.error(
+        { op: "catalog.reload", path, err },
+        "image catalog file is invalid; keeping the last good catalog",
+      );
       return false;
     }
   }
@@ -125,6 +140,10 @@ export class ImageCatalog implements ImageLookup {
 }
 
 /** The injected catalog, else one read once (not watched) from config.catalog and config.catalogPath. */
-export function catalogFrom(config: { catalog: Record<string, string>; catalogPath?: string }, logger: Logger, given?: ImageLookup): ImageLookup {
+export function catalogFrom(
+  config: { catalog: Record<string, string>; catalogPath?: string },
+  logger: Logger,
+  given?: ImageLookup,
+): ImageLookup {
   return given ?? new ImageCatalog({ inline: config.catalog, path: config.catalogPath, logger });
 }

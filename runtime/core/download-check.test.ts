@@ -19,7 +19,9 @@ describe("withoutTrailingSlashes", () => {
     const started = performance.now();
     expect(withoutTrailingSlashes(hostile)).toBe(hostile);
     // the missing-path answer names the parent directory through the same helper
-    expect(downloadCheckError(PATH_MISSING_EXIT, "", hostile)?.message.endsWith(`ls -la ${"/".repeat(65_535)}`)).toBe(true);
+    expect(downloadCheckError(PATH_MISSING_EXIT, "", hostile)?.message.endsWith(`ls -la ${"/".repeat(65_535)}`)).toBe(
+      true,
+    );
     // generous: a pass over 64 KiB is well under a millisecond; the quadratic pattern needs seconds
     expect(performance.now() - started).toBeLessThan(1000);
   });

@@ -41,7 +41,11 @@ export function downloadCheckError(exitCode: number, stderr: string, path: strin
   if (exitCode === PATH_UNREADABLE_EXIT) {
     const bad = stderr.trim() || path;
     const what = bad === path ? "it is" : `${JSON.stringify(bad)} under it is`;
-    return new ValidationError("path", path, `${what} not readable by the sandbox's user (permission denied), so the archive would be incomplete; make it readable (chmod) or download another path`);
+    return new ValidationError(
+      "path",
+      path,
+      `${what} not readable by the sandbox's user (permission denied), so the archive would be incomplete; make it readable (chmod) or download another path`,
+    );
   }
   return undefined;
 }

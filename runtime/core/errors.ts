@@ -53,7 +53,10 @@ export function detailValue(value: unknown): unknown {
 
 export class ValidationError extends SbxError {
   constructor(field: string, value: unknown, fix: string) {
-    super("validation", `${field}: invalid value ${describeValue(value)}: ${fix}`, { field, value: detailValue(value) });
+    super("validation", `${field}: invalid value ${describeValue(value)}: ${fix}`, {
+      field,
+      value: detailValue(value),
+    });
   }
 }
 
@@ -97,7 +100,11 @@ export class SandboxFailedError extends SbxError {
 
 export class TooLargeError extends SbxError {
   constructor(field: string, limitBytes: number) {
-    super("too_large", `${field}: larger than the limit of ${limitBytes} bytes: send less or raise the server's limit`, { field, limitBytes });
+    super(
+      "too_large",
+      `${field}: larger than the limit of ${limitBytes} bytes: send less or raise the server's limit`,
+      { field, limitBytes },
+    );
   }
 }
 

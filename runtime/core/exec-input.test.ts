@@ -10,17 +10,45 @@ describe("validateExecInput", () => {
   it.each<[string, ExecInput, string]>([
     ["empty argv", { command: [] }, "command: invalid value []: give the command"],
     ["a number in argv", { command: ["echo", 5] }, "command.1: invalid value 5: every argument must be a string"],
-    ["NUL in argv", { command: ["echo", "a\u0000b"] }, 'command.1: invalid value "a\\u0000b": must not contain NUL bytes'],
+    [
+      "NUL in argv",
+      { command: ["echo", "a\u0000b"] },
+      'command.1: invalid value "a\\u0000b": must not contain NUL bytes',
+    ],
     ["NUL in an env value", { command: ["true"], env: { A: "\u0000" } }, "env.A: invalid value"],
-    ["'=' in an env key", { command: ["true"], env: { "A=B": "x" } }, "env.A=B: invalid value \"A=B\": environment variable names"],
-    ["an empty env key", { command: ["true"], env: { "": "x" } }, "env: invalid value \"\": environment variable names"],
-    ["NUL in cwd", { command: ["true"], cwd: "/tmp\u0000" }, "cwd: invalid value \"/tmp\\u0000\": must not contain NUL"],
+    [
+      "'=' in an env key",
+      { command: ["true"], env: { "A=B": "x" } },
+      'env.A=B: invalid value "A=B": environment variable names',
+    ],
+    ["an empty env key", { command: ["true"], env: { "": "x" } }, 'env: invalid value "": environment variable names'],
+    ["NUL in cwd", { command: ["true"], cwd: "/tmp\u0000" }, 'cwd: invalid value "/tmp\\u0000": must not contain NUL'],
     ["a relative cwd", { command: ["true"], cwd: "tmp" }, 'cwd: invalid value "tmp": use an absolute path'],
-    ["one byte over MAX_ARG_STRLEN", { command: ["echo", `${max}a`] }, 'command.1: invalid value "131072 bytes": the argument is longer than the kernel\'s per-string limit of 131071 bytes (MAX_ARG_STRLEN)'],
-    ["multi-byte characters over it", { command: ["echo", "é".repeat(65_536)] }, "command.1: invalid value \"131072 bytes\""],
-    ["NAME=value over it", { command: ["true"], env: { K: "v".repeat(EXEC_LIMITS.argStringBytes - 1) } }, 'env.K: invalid value "131072 bytes": the variable (NAME=value)'],
-    ["argv over the total", { command: ["echo", max, max] }, `command: invalid value "${5 + 2 * (EXEC_LIMITS.argStringBytes + 1)} bytes of argv and env": argv plus env may be at most ${EXEC_LIMITS.totalBytes} bytes`],
-    ["too many arguments", { command: Array.from({ length: EXEC_LIMITS.args + 1 }, () => "x") }, `use at most ${EXEC_LIMITS.args} arguments`],
+    [
+      "one byte over MAX_ARG_STRLEN",
+      { command: ["echo", `${max}a`] },
+      'command.1: invalid value "131072 bytes": the argument is longer than the kernel\'s per-string limit of 131071 bytes (MAX_ARG_STRLEN)',
+    ],
+    [
+      "multi-byte characters over it",
+      { command: ["echo", "é".repeat(65_536)] },
+      'command.1: invalid value "131072 bytes"',
+    ],
+    [
+      "NAME=value over it",
+      { command: ["true"], env: { K: "v".repeat(EXEC_LIMITS.argStringBytes - 1) } },
+      'env.K: invalid value "131072 bytes": the variable (NAME=value)',
+    ],
+    [
+      "argv over the total",
+      { command: ["echo", max, max] },
+      `command: invalid value "${5 + 2 * (EXEC_LIMITS.argStringBytes + 1)} bytes of argv and env": argv plus env may be at most ${EXEC_LIMITS.totalBytes} bytes`,
+    ],
+    [
+      "too many arguments",
+      { command: Array.from({ length: EXEC_LIMITS.args + 1 }, () => "x") },
+      `use at most ${EXEC_LIMITS.args} arguments`,
+    ],
   ])("refuses %s", (_name, input, message) => {
     expect(() => validateExecInput(input)).toThrow(message);
   });
@@ -30,7 +58,9 @@ describe("validateExecInput", () => {
     const head = ["echo", max];
     const rest = "b".repeat(EXEC_LIMITS.totalBytes - bytesOf(head) - 1);
     expect(() => validateExecInput({ command: [...head, rest] })).not.toThrow();
-    expect(() => validateExecInput({ command: [...head, `${rest}b`] })).toThrow(`at most ${EXEC_LIMITS.totalBytes} bytes`);
+    expect(() => validateExecInput({ command: [...head, `${rest}b`] })).toThrow(
+      `at most ${EXEC_LIMITS.totalBytes} bytes`,
+    );
   });
 });
 
@@ -45,9 +75,19 @@ describe("bounded renderings", () => {
   });
 
   it("boundAuditEntry keeps small details as they are and cuts big ones with a marker", () => {
-    const small = { time: "t", op: "exec" as const, owner: "o", outcome: "ok" as const, details: { command: ["echo", "hi"] } };
+    const small = {
+      time: "t",
+      op: "exec" as const,
+      owner: "o",
+      outcome: "ok" as const,
+      details: { command: ["echo", "hi"] },
+    };
     expect(boundAuditEntry(small)).toEqual(small);
-    const big = boundAuditEntry({ ...small, details: { command: ["x".repeat(1000), ...Array.from({ length: 40 }, () => "a")] }, message: "m".repeat(5000) });
+    const big = boundAuditEntry({
+      ...small,
+      details: { command: ["x".repeat(1000), ...Array.from({ length: 40 }, () => "a")] },
+      message: "m".repeat(5000),
+    });
     const command = big.details!.command as string[];
     expect(command[0]).toBe(`${"x".repeat(256)}...[truncated: 1000 characters in all]`);
     expect(command).toHaveLength(33);

@@ -32,23 +32,37 @@ export interface ExecInput {
 }
 
 function checkNoNul(field: string, s: string): void {
-  if (s.includes("\u0000")) throw new ValidationError(field, s, "must not contain NUL bytes (\\u0000): the kernel ends a string at the first NUL; pass binary data on stdin");
+  if (s.includes("\u0000"))
+    throw new ValidationError(
+      field,
+      s,
+      "must not contain NUL bytes (\\u0000): the kernel ends a string at the first NUL; pass binary data on stdin",
+    );
 }
 
 function checkArgString(field: string, s: string, what: string): number {
   checkNoNul(field, s);
   const bytes = Buffer.byteLength(s);
   if (bytes > EXEC_LIMITS.argStringBytes) {
-    throw new ValidationError(field, `${bytes} bytes`, `${what} is longer than the kernel's per-string limit of ${EXEC_LIMITS.argStringBytes} bytes (MAX_ARG_STRLEN); pass large data on stdin or in a file`);
+    throw new ValidationError(
+      field,
+      `${bytes} bytes`,
+      `${what} is longer than the kernel's per-string limit of ${EXEC_LIMITS.argStringBytes} bytes (MAX_ARG_STRLEN); pass large data on stdin or in a file`,
+    );
   }
   return bytes + 1;
 }
 
 function checkCommand(command: unknown): number {
   if (!Array.isArray(command) || command.length === 0) {
-    throw new ValidationError("command", command, 'give the command as a non-empty array of strings, e.g. ["sh", "-c", "echo hi"]');
+    throw new ValidationError(
+      "command",
+      command,
+      'give the command as a non-empty array of strings, e.g. ["sh", "-c", "echo hi"]',
+    );
   }
-  if (command.length > EXEC_LIMITS.args) throw new ValidationError("command", `${command.length} arguments`, `use at most ${EXEC_LIMITS.args} arguments`);
+  if (command.length > EXEC_LIMITS.args)
+    throw new ValidationError("command", `${command.length} arguments`, `use at most ${EXEC_LIMITS.args} arguments`);
   let total = 0;
   for (const [i, a] of command.entries()) {
     if (typeof a !== "string") throw new ValidationError(`command.${i}`, a, "every argument must be a string");
@@ -59,12 +73,19 @@ function checkCommand(command: unknown): number {
 
 function checkEnv(env: unknown): number {
   if (env === undefined) return 0;
-  if (!env || typeof env !== "object" || Array.isArray(env)) throw new ValidationError("env", env, "must be an object of string values");
+  if (!env || typeof env !== "object" || Array.isArray(env))
+    throw new ValidationError("env", env, "must be an object of string values");
   const entries = Object.entries(env as Record<string, unknown>);
-  if (entries.length > EXEC_LIMITS.envEntries) throw new ValidationError("env", `${entries.length} entries`, `at most ${EXEC_LIMITS.envEntries} entries`);
+  if (entries.length > EXEC_LIMITS.envEntries)
+    throw new ValidationError("env", `${entries.length} entries`, `at most ${EXEC_LIMITS.envEntries} entries`);
   let total = 0;
   for (const [k, v] of entries) {
-    if (!ENV_NAME.test(k)) throw new ValidationError(k === "" ? "env" : `env.${k}`, k, "environment variable names are letters, digits and '_', not starting with a digit (no '=', not empty)");
+    if (!ENV_NAME.test(k))
+      throw new ValidationError(
+        k === "" ? "env" : `env.${k}`,
+        k,
+        "environment variable names are letters, digits and '_', not starting with a digit (no '=', not empty)",
+      );
     if (typeof v !== "string") throw new ValidationError(`env.${k}`, v, "must be a string");
     checkNoNul(`env.${k}`, v);
     total += checkArgString(`env.${k}`, `${k}=${v}`, "the variable (NAME=value)");
@@ -76,11 +97,19 @@ function checkEnv(env: unknown): number {
 export function validateExecInput(req: ExecInput): void {
   const total = checkCommand(req.command) + checkEnv(req.env);
   if (total > EXEC_LIMITS.totalBytes) {
-    throw new ValidationError("command", `${total} bytes of argv and env`, `argv plus env may be at most ${EXEC_LIMITS.totalBytes} bytes (each string counted with its NUL); pass large data on stdin or in a file`);
+    throw new ValidationError(
+      "command",
+      `${total} bytes of argv and env`,
+      `argv plus env may be at most ${EXEC_LIMITS.totalBytes} bytes (each string counted with its NUL); pass large data on stdin or in a file`,
+    );
   }
   if (req.cwd !== undefined) {
     if (typeof req.cwd !== "string" || !req.cwd.startsWith("/") || req.cwd.length > EXEC_LIMITS.cwdChars) {
-      throw new ValidationError("cwd", req.cwd, `use an absolute path inside the sandbox of at most ${EXEC_LIMITS.cwdChars} characters, e.g. /workspace`);
+      throw new ValidationError(
+        "cwd",
+        req.cwd,
+        `use an absolute path inside the sandbox of at most ${EXEC_LIMITS.cwdChars} characters, e.g. /workspace`,
+      );
     }
     checkNoNul("cwd", req.cwd);
   }

@@ -16,7 +16,9 @@ describe("createLogger", () => {
     const log = createLogger({ pretty: true, destination: c.destination });
     log.child({ sandbox: "s1" }).info({ owner: "alice", op: "create", ms: 412 }, "sandbox ready");
     expect(c.lines).toHaveLength(1);
-    expect(c.lines[0]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO {2}sbx: sandbox ready {2}sandbox=s1 owner=alice op=create ms=412\n$/);
+    expect(c.lines[0]).toMatch(
+      /^\d\d:\d\d:\d\d\.\d{3} INFO {2}sbx: sandbox ready {2}sandbox=s1 owner=alice op=create ms=412\n$/,
+    );
   });
 
   it("not pretty: the JSON pino writes, one object per line", () => {
@@ -27,7 +29,10 @@ describe("createLogger", () => {
 
   it("an error shows its message inline and, at warn and above, its stack below", () => {
     const c = capture();
-    createLogger({ pretty: true, destination: c.destination }).error({ sandbox: "s2", err: new Error("disk full") }, "record write failed");
+    createLogger({ pretty: true, destination: c.destination }).error(
+      { sandbox: "s2", err: new Error("disk full") },
+      "record write failed",
+    );
     const [first, ...stack] = c.lines[0].trimEnd().split("\n");
     expect(first).toMatch(/ERROR sbx: record write failed {2}sandbox=s2 err="disk full"$/);
     expect(stack.length).toBeGreaterThan(0);
@@ -57,8 +62,16 @@ describe("formatLogLine", () => {
   const t = Date.UTC(2026, 11, 1, 9, 41, 2, 123);
   it.each([
     ["plain message", { level: 30, time: t, name: "sbx", msg: "listening" }, "09:41:02.123 INFO  sbx: listening\n"],
-    ["quotes values with spaces", { level: 20, time: t, msg: "m", path: "/a b" }, '09:41:02.123 DEBUG m  path="/a b"\n'],
-    ["objects as JSON", { level: 30, time: t, msg: "m", listen: { port: 8080 } }, '09:41:02.123 INFO  m  listen={"port":8080}\n'],
+    [
+      "quotes values with spaces",
+      { level: 20, time: t, msg: "m", path: "/a b" },
+      '09:41:02.123 DEBUG m  path="/a b"\n',
+    ],
+    [
+      "objects as JSON",
+      { level: 30, time: t, msg: "m", listen: { port: 8080 } },
+      '09:41:02.123 INFO  m  listen={"port":8080}\n',
+    ],
     ["hides pid and hostname", { level: 50, time: t, msg: "m", pid: 1, hostname: "h" }, "09:41:02.123 ERROR m\n"],
     ["an unknown level by number", { level: 35, time: t, msg: "m" }, "09:41:02.123 L35   m\n"],
   ])("%s", (_name, rec, want) => {

@@ -44,7 +44,10 @@ export function formatLogLine(line: string): string {
       fields.push(`${k}=${show(err.message)}`);
       // the stack only where someone will read it: warnings and worse
       if (rec.level >= 40 && typeof err.stack === "string") {
-        const frames = err.stack.split("\n").slice(1).map((l) => `    ${l.trim()}`);
+        const frames = err.stack
+          .split("\n")
+          .slice(1)
+          .map((l) => `    ${l.trim()}`);
         if (frames.length) stack = `\n${frames.join("\n")}`;
       }
       continue;

@@ -26,7 +26,11 @@ export class Maintenance {
         } catch {
           return; // stopped
         }
-        await task.run().catch((err) => this.o.logger.error({ op: task.name, err }, "maintenance task failed; retrying next interval"));
+        await task
+          .run()
+          .catch((err) =>
+            this.o.logger.error({ op: task.name, err }, "maintenance task failed; retrying next interval"),
+          );
       }
     });
   }

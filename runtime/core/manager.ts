@@ -75,17 +75,28 @@ export class SandboxManager implements Manager {
     this.log = deps.logger;
     this.pr = deps.pauseResume;
     this.sandboxes = deps.pauseResume ?? deps.backend;
-    this.activity = new ActivityTouches({ backend: deps.backend, clock: deps.clock, logger: deps.logger, intervalMs: deps.touchIntervalMs });
+    this.activity = new ActivityTouches({
+      backend: deps.backend,
+      clock: deps.clock,
+      logger: deps.logger,
+      intervalMs: deps.touchIntervalMs,
+    });
     this.follower = new AdmissionFollower({ admission: this.admission, logger: deps.logger });
     this.maintenance = new Maintenance({ tasks: deps.maintenance ?? [], clock: deps.clock, logger: deps.logger });
-    this.metrics = new Metrics({ admission: () => this.admission.usage(), sandboxes: () => this.lastList }, { defaultMetrics: deps.processMetrics ?? false });
+    this.metrics = new Metrics(
+      { admission: () => this.admission.usage(), sandboxes: () => this.lastList },
+      { defaultMetrics: deps.processMetrics ?? false },
+    );
     this.reaper = new Reaper({
       backend: this.sandboxes,
       admission: this.admission,
       audit: deps.audit,
       clock: deps.clock,
       logger: deps.logger,
-      config: { idleTimeoutSeconds: config.defaults.idleTimeoutSeconds, finishedGraceSeconds: config.defaults.finishedGraceSeconds },
+      config: {
+        idleTimeoutSeconds: config.defaults.idleTimeoutSeconds,
+        finishedGraceSeconds: config.defaults.finishedGraceSeconds,
+      },
       inFlight: () => new Set(this.creating.keys()),
       onList: (all) => (this.lastList = all),
       onReap: (a) => {
@@ -111,7 +122,16 @@ export class SandboxManager implements Manager {
     const live = await this.sandboxes.list();
     this.lastList = live;
     const { adopted } = this.admission.rebuild(live, new Set(this.creating.keys()));
-    this.log.info({ op: "start", backend: backend.name, live: live.length, adopted: adopted.length, budget: this.admission.usage() }, "manager started; admission budget rebuilt from live sandboxes");
+    this.log.info(
+      {
+        op: "start",
+        backend: backend.name,
+        live: live.length,
+        adopted: adopted.length,
+        budget: this.admission.usage(),
+      },
+      "manager started; admission budget rebuilt from live sandboxes",
+    );
     if (opts.reaper ?? true) this.reaper.start();
     if (opts.maintenance ?? opts.reaper ?? true) this.maintenance.start();
   }
@@ -135,7 +155,11 @@ export class SandboxManager implements Manager {
       throw err;
     }
     if (spec.autoPause && !this.pr) {
-      const err = new ValidationError("autoPause", "(policy)", "this service cannot pause sandboxes: configure snapshots.registry, or create without autoPause");
+      const err = new ValidationError(
+        "autoPause",
+        "(policy)",
+        "this service cannot pause sandboxes: configure snapshots.registry, or create without autoPause",
+      );
       this.audit("create", spec.owner, undefined, err);
       throw err;
     }
@@ -193,7 +217,11 @@ export class SandboxManager implements Manager {
         this.admission.release(spec.id);
         this.admission.adopt(sandbox);
       }
-      this.audit("create", spec.owner, sandbox.id, undefined, { profile: spec.image.profile, size: spec.size.name, path });
+      this.audit("create", spec.owner, sandbox.id, undefined, {
+        profile: spec.image.profile,
+        size: spec.size.name,
+        path,
+      });
       log.info({ path, phase: sandbox.phase }, "sandbox accepted");
       this.metrics.createAccept.observe({ outcome: "ok", path }, secondsSince(t0));
       return sandbox;
@@ -206,7 +234,12 @@ export class SandboxManager implements Manager {
   }
 
   private async claim(spec: SandboxSpec): Promise<Sandbox | undefined> {
-    const s = await observed(this.metrics.claim, () => this.deps.backend.claim(spec), (r) => (r ? "hit" : "miss"), () => "error");
+    const s = await observed(
+      this.metrics.claim,
+      () => this.deps.backend.claim(spec),
+      (r) => (r ? "hit" : "miss"),
+      () => "error",
+    );
     return s ? { ...s, warm: true } : undefined;
   }
 
@@ -313,7 +346,12 @@ export class SandboxManager implements Manager {
 
   /** The resume, with its reservation taken in its queue turn and given back if it fails. */
   private async resumeAdmitted(owner: string, id: string, opts: TransferOptions): Promise<Sandbox> {
-    const hooks = resumeAdmission(id, { admission: this.admission, sizeClasses: this.deps.config.sizeClasses, owned: () => this.owned(owner, id), reserved: (x) => this.follower.revived(x) });
+    const hooks = resumeAdmission(id, {
+      admission: this.admission,
+      sizeClasses: this.deps.config.sizeClasses,
+      owned: () => this.owned(owner, id),
+      reserved: (x) => this.follower.revived(x),
+    });
     return (await this.pauseResume(owner, id, "resume")).resume(id, { onProgress: opts.onProgress, ...hooks });
   }
 
@@ -329,7 +367,11 @@ export class SandboxManager implements Manager {
       await this.audited("resume", s.owner, id, () => this.resumeAdmitted(s.owner, id, {}), { auto: op });
     } catch (err) {
       if (err instanceof CapacityError) {
-        throw new CapacityError(`${op}: sandbox ${id} is paused and resuming it needs capacity: ${err.message}`, err.retryAfterSeconds, err.details);
+        throw new CapacityError(
+          `${op}: sandbox ${id} is paused and resuming it needs capacity: ${err.message}`,
+          err.retryAfterSeconds,
+          err.details,
+        );
       }
       throw err;
     }
@@ -340,7 +382,11 @@ export class SandboxManager implements Manager {
     if (this.pr) return this.pr;
     await this.owned(owner, id);
     const { name } = this.deps.backend;
-    throw new ConflictError(op === "pause" ? `pause: the ${name} backend does not support pause; kill the sandbox instead` : `resume: the ${name} backend does not support resume`);
+    throw new ConflictError(
+      op === "pause"
+        ? `pause: the ${name} backend does not support pause; kill the sandbox instead`
+        : `resume: the ${name} backend does not support resume`,
+    );
   }
 
   async poolStatus(): Promise<PoolStatus[]> {
@@ -351,7 +397,8 @@ export class SandboxManager implements Manager {
 
   /** Another owner's sandbox answers exactly like a missing one. Touches activity unless told not to. */
   private async owned(owner: string, id: string, opts: { touch?: boolean } = {}): Promise<Sandbox> {
-    const s = typeof id === "string" && id.length > 0 && id.length <= 253 ? await this.sandboxes.describe(id) : undefined;
+    const s =
+      typeof id === "string" && id.length > 0 && id.length <= 253 ? await this.sandboxes.describe(id) : undefined;
     if (!s || s.owner !== owner) throw new NotFoundError("sandbox", id);
     if (opts.touch ?? true) this.activity.touch(s);
     return s;
@@ -377,7 +424,13 @@ export class SandboxManager implements Manager {
   }
 
   /** Runs fn and records its outcome in the audit log. */
-  private async audited<T>(op: AuditOp, owner: string, id: string, fn: () => Promise<T>, details?: Record<string, unknown>): Promise<T> {
+  private async audited<T>(
+    op: AuditOp,
+    owner: string,
+    id: string,
+    fn: () => Promise<T>,
+    details?: Record<string, unknown>,
+  ): Promise<T> {
     try {
       const r = await fn();
       this.audit(op, owner, id, undefined, details);
@@ -388,8 +441,21 @@ export class SandboxManager implements Manager {
     }
   }
 
-  private audit(op: AuditOp, owner: string, sandbox: string | undefined, err?: unknown, details?: Record<string, unknown>): void {
-    const entry: AuditEntry = { time: this.deps.clock.now().toISOString(), op, owner, sandbox, outcome: err === undefined ? "ok" : "error", details };
+  private audit(
+    op: AuditOp,
+    owner: string,
+    sandbox: string | undefined,
+    err?: unknown,
+    details?: Record<string, unknown>,
+  ): void {
+    const entry: AuditEntry = {
+      time: this.deps.clock.now().toISOString(),
+      op,
+      owner,
+      sandbox,
+      outcome: err === undefined ? "ok" : "error",
+      details,
+    };
     if (err !== undefined) {
       entry.error = errorCode(err);
       entry.message = (err as Error)?.message;
@@ -397,4 +463,3 @@ export class SandboxManager implements Manager {
     this.deps.audit.record(entry);
   }
 }
-

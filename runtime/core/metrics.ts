@@ -7,7 +7,16 @@ import { SbxError } from "./errors.ts";
 import type { Sandbox, SandboxPhase } from "./types.ts";
 
 export const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
-const PHASES: SandboxPhase[] = ["Pending", "Running", "Pausing", "Paused", "Resuming", "Failed", "Succeeded", "Terminating"];
+const PHASES: SandboxPhase[] = [
+  "Pending",
+  "Running",
+  "Pausing",
+  "Paused",
+  "Resuming",
+  "Failed",
+  "Succeeded",
+  "Terminating",
+];
 
 export interface MetricsSources {
   admission: () => AdmissionUsage;
@@ -35,12 +44,45 @@ export class Metrics {
       buckets: LATENCY_BUCKETS,
       registers,
     });
-    this.wait = new Histogram({ name: "sbx_wait_seconds", help: "wait until ready, seconds", labelNames: ["outcome"], buckets: LATENCY_BUCKETS, registers });
-    this.exec = new Histogram({ name: "sbx_exec_seconds", help: "exec from request to exit, seconds", labelNames: ["outcome"], buckets: LATENCY_BUCKETS, registers });
-    this.claim = new Histogram({ name: "sbx_claim_seconds", help: "warm pool claim attempt, seconds (outcome hit|miss|error)", labelNames: ["outcome"], buckets: LATENCY_BUCKETS, registers });
-    this.provision = new Histogram({ name: "sbx_provision_seconds", help: "Backend.provision (cold path) until the substrate accepted, seconds; the backend's share of create-accept", labelNames: ["outcome"], buckets: LATENCY_BUCKETS, registers });
-    this.admissionRejects = new Counter({ name: "sbx_admission_rejects_total", help: "creates rejected by admission (429)", registers });
-    this.reaped = new Counter({ name: "sbx_reaped_total", help: "sandboxes deleted by the reaper", labelNames: ["reason"], registers });
+    this.wait = new Histogram({
+      name: "sbx_wait_seconds",
+      help: "wait until ready, seconds",
+      labelNames: ["outcome"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.exec = new Histogram({
+      name: "sbx_exec_seconds",
+      help: "exec from request to exit, seconds",
+      labelNames: ["outcome"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.claim = new Histogram({
+      name: "sbx_claim_seconds",
+      help: "warm pool claim attempt, seconds (outcome hit|miss|error)",
+      labelNames: ["outcome"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.provision = new Histogram({
+      name: "sbx_provision_seconds",
+      help: "Backend.provision (cold path) until the substrate accepted, seconds; the backend's share of create-accept",
+      labelNames: ["outcome"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.admissionRejects = new Counter({
+      name: "sbx_admission_rejects_total",
+      help: "creates rejected by admission (429)",
+      registers,
+    });
+    this.reaped = new Counter({
+      name: "sbx_reaped_total",
+      help: "sandboxes deleted by the reaper",
+      labelNames: ["reason"],
+      registers,
+    });
     new Gauge({
       name: "sbx_sandboxes",
       help: "sandboxes by phase (from the reaper's last listing)",

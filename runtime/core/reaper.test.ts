@@ -9,8 +9,18 @@ const at = (s: number) => new Date(start + s * 1000).toISOString();
 
 function sb(over: Partial<Sandbox>): Sandbox {
   return {
-    id: "s1", owner: "alice", profile: "base", size: "nano", phase: "Running", ready: true,
-    createdAt: at(0), readyAt: at(1), expiresAt: at(3600), metadata: {}, cpuRequestMillis: 100, memoryRequestBytes: 1,
+    id: "s1",
+    owner: "alice",
+    profile: "base",
+    size: "nano",
+    phase: "Running",
+    ready: true,
+    createdAt: at(0),
+    readyAt: at(1),
+    expiresAt: at(3600),
+    metadata: {},
+    cpuRequestMillis: 100,
+    memoryRequestBytes: 1,
     ...over,
   };
 }
@@ -23,13 +33,43 @@ describe("planReap", () => {
     { name: "idle past the default timeout", s: sb({ lastActivityAt: at(100) }), after: 1000, want: ["idle"] },
     { name: "idle not yet", s: sb({ lastActivityAt: at(100) }), after: 999, want: [] },
     { name: "no activity falls back to readyAt", s: sb({ readyAt: at(5) }), after: 905, want: ["idle"] },
-    { name: "no activity nor readyAt falls back to createdAt", s: sb({ readyAt: undefined, phase: "Pending", ready: false }), after: 900, want: ["idle"] },
-    { name: "per-sandbox idle timeout overrides the default", s: sb({ idleTimeoutSeconds: 30, lastActivityAt: at(10) }), after: 40, want: ["idle"] },
+    {
+      name: "no activity nor readyAt falls back to createdAt",
+      s: sb({ readyAt: undefined, phase: "Pending", ready: false }),
+      after: 900,
+      want: ["idle"],
+    },
+    {
+      name: "per-sandbox idle timeout overrides the default",
+      s: sb({ idleTimeoutSeconds: 30, lastActivityAt: at(10) }),
+      after: 40,
+      want: ["idle"],
+    },
     { name: "idle timeout 0 means never", s: sb({ idleTimeoutSeconds: 0 }), after: 3000, want: [] },
-    { name: "finished with finishedAt within grace", s: sb({ phase: "Failed", reason: "OOMKilled", finishedAt: at(100) }), after: 159, want: [] },
-    { name: "finished with finishedAt past grace", s: sb({ phase: "Succeeded", finishedAt: at(100) }), after: 160, want: ["finished"] },
-    { name: "finished without finishedAt nor first-seen is reaped", s: sb({ phase: "Failed" }), after: 1, want: ["finished"] },
-    { name: "paused sandboxes do not idle out", s: sb({ phase: "Paused", lastActivityAt: at(0) }), after: 3000, want: [] },
+    {
+      name: "finished with finishedAt within grace",
+      s: sb({ phase: "Failed", reason: "OOMKilled", finishedAt: at(100) }),
+      after: 159,
+      want: [],
+    },
+    {
+      name: "finished with finishedAt past grace",
+      s: sb({ phase: "Succeeded", finishedAt: at(100) }),
+      after: 160,
+      want: ["finished"],
+    },
+    {
+      name: "finished without finishedAt nor first-seen is reaped",
+      s: sb({ phase: "Failed" }),
+      after: 1,
+      want: ["finished"],
+    },
+    {
+      name: "paused sandboxes do not idle out",
+      s: sb({ phase: "Paused", lastActivityAt: at(0) }),
+      after: 3000,
+      want: [],
+    },
     { name: "paused sandboxes still hit the hard TTL", s: sb({ phase: "Paused" }), after: 3600, want: ["ttl"] },
     { name: "terminating is left to the kill in progress", s: sb({ phase: "Terminating" }), after: 99999, want: [] },
     { name: "pausing is left to the snapshot", s: sb({ phase: "Pausing" }), after: 99999, want: [] },
@@ -52,7 +92,11 @@ describe("planReap", () => {
   it("plans each sandbox independently", () => {
     const now = new Date(start + 2000 * 1000);
     const plan = planReap(
-      [sb({ id: "a", lastActivityAt: at(1500) }), sb({ id: "b", lastActivityAt: at(10) }), sb({ id: "c", owner: "bob", expiresAt: at(1999) })],
+      [
+        sb({ id: "a", lastActivityAt: at(1500) }),
+        sb({ id: "b", lastActivityAt: at(10) }),
+        sb({ id: "c", owner: "bob", expiresAt: at(1999) }),
+      ],
       now,
       cfg,
     );

@@ -103,7 +103,9 @@ export class Reaper {
     for (const id of this.terminalSince.keys()) if (!seen.has(id)) this.terminalSince.delete(id);
 
     const idleFor = this.deps.idleTimeoutFor;
-    const withIdle = idleFor ? all.map((s) => (s.idleTimeoutSeconds === undefined ? { ...s, idleTimeoutSeconds: idleFor(s.id) } : s)) : all;
+    const withIdle = idleFor
+      ? all.map((s) => (s.idleTimeoutSeconds === undefined ? { ...s, idleTimeoutSeconds: idleFor(s.id) } : s))
+      : all;
     const actions = planReap(withIdle, now, this.deps.config, this.terminalSince);
     for (const a of actions) {
       const log = logger.child({ sandbox: a.id, owner: a.owner, op: "reap" });
@@ -111,11 +113,27 @@ export class Reaper {
         await backend.delete(a.id);
         admission.release(a.id);
         this.terminalSince.delete(a.id);
-        this.deps.audit.record({ time: now.toISOString(), op: "reap", owner: a.owner, sandbox: a.id, outcome: "ok", details: { reason: a.reason } });
+        this.deps.audit.record({
+          time: now.toISOString(),
+          op: "reap",
+          owner: a.owner,
+          sandbox: a.id,
+          outcome: "ok",
+          details: { reason: a.reason },
+        });
         this.deps.onReap?.(a);
         log.info({ reason: a.reason }, "reaped sandbox");
       } catch (err) {
-        this.deps.audit.record({ time: now.toISOString(), op: "reap", owner: a.owner, sandbox: a.id, outcome: "error", error: (err as { code?: string }).code ?? "internal", message: (err as Error).message, details: { reason: a.reason } });
+        this.deps.audit.record({
+          time: now.toISOString(),
+          op: "reap",
+          owner: a.owner,
+          sandbox: a.id,
+          outcome: "error",
+          error: (err as { code?: string }).code ?? "internal",
+          message: (err as Error).message,
+          details: { reason: a.reason },
+        });
         log.error({ err, reason: a.reason }, "reap failed; will retry next pass");
       }
     }
@@ -125,7 +143,8 @@ export class Reaper {
     const live = all.filter((s) => !reaped.has(s.id));
     const keep = new Set([...inFlightBefore, ...this.deps.inFlight()]);
     const { adopted, released } = admission.rebuild(live, keep, mark);
-    if (adopted.length || released.length) logger.info({ op: "admission.reconcile", adopted, released }, "admission budget reconciled with live sandboxes");
+    if (adopted.length || released.length)
+      logger.info({ op: "admission.reconcile", adopted, released }, "admission budget reconciled with live sandboxes");
     return actions;
   }
 

@@ -22,7 +22,14 @@ export function resumeAdmission(id: string, o: ResumeAdmissionOptions): Transiti
       // a paused sandbox reports zero requests (it holds nothing); reserve what it will hold
       const sc = Object.hasOwn(o.sizeClasses, s.size) ? o.sizeClasses[s.size] : undefined;
       reservedBefore = o.admission.has(id);
-      o.admission.admit({ id, size: { name: s.size, cpuRequestMillis: sc?.cpuRequestMillis ?? s.cpuRequestMillis, memoryRequestBytes: sc?.memoryRequestBytes ?? s.memoryRequestBytes } });
+      o.admission.admit({
+        id,
+        size: {
+          name: s.size,
+          cpuRequestMillis: sc?.cpuRequestMillis ?? s.cpuRequestMillis,
+          memoryRequestBytes: sc?.memoryRequestBytes ?? s.memoryRequestBytes,
+        },
+      });
       o.reserved?.(id);
     },
     failed: () => {

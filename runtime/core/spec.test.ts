@@ -25,7 +25,10 @@ describe("resolveSpec", () => {
   it.each([
     { req: { owner: "" }, err: 'owner: invalid value ""' },
     { req: { profile: "gpu" }, err: 'profile: invalid value "gpu": unknown profile; use one of: base' },
-    { req: { size: "huge" }, err: 'size: invalid value "huge": unknown size class; use one of: nano, small, medium, large' },
+    {
+      req: { size: "huge" },
+      err: 'size: invalid value "huge": unknown size class; use one of: nano, small, medium, large',
+    },
     { req: { size: "constructor" }, err: "size: invalid value" },
     { req: { ttlSeconds: 0 }, err: "ttlSeconds: invalid value 0: must be a whole number of seconds from 1 to 86400" },
     { req: { ttlSeconds: 86401 }, err: "ttlSeconds: invalid value 86401" },
@@ -34,7 +37,10 @@ describe("resolveSpec", () => {
     { req: { env: { "1BAD": "x" } }, err: 'env.1BAD: invalid value "1BAD"' },
     { req: { env: { GOOD: 3 } }, err: "env.GOOD: invalid value 3: must be a string" },
     { req: { env: [] }, err: "env: invalid value []: must be an object" },
-    { req: { env: { A: "x".repeat(70000) } }, err: "env: invalid value \"70003 bytes\": total size must be at most 65536 bytes" },
+    {
+      req: { env: { A: "x".repeat(70000) } },
+      err: 'env: invalid value "70003 bytes": total size must be at most 65536 bytes',
+    },
     { req: { metadata: { "bad key": "x" } }, err: "metadata.bad key: invalid value" },
     { req: { metadata: { k: "x".repeat(300) } }, err: "metadata.k: invalid value" },
     { req: { clientKey: "has space" }, err: 'clientKey: invalid value "has space"' },

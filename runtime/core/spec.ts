@@ -32,7 +32,8 @@ function base32(bytes: Uint8Array, n: number): string {
  * replica, lands on the same id and the substrate itself refuses a duplicate.
  */
 export function sandboxId(owner: string, clientKey?: string): string {
-  const bytes = clientKey === undefined ? randomBytes(16) : createHash("sha256").update(`${owner}\0${clientKey}`).digest();
+  const bytes =
+    clientKey === undefined ? randomBytes(16) : createHash("sha256").update(`${owner}\0${clientKey}`).digest();
   return `sbx-${base32(bytes, 16)}`;
 }
 
@@ -48,9 +49,11 @@ function checkStringMap(
   maxEntries: number,
 ): Record<string, string> {
   if (map === undefined) return {};
-  if (!map || typeof map !== "object" || Array.isArray(map)) throw new ValidationError(field, map, "must be an object of string values");
+  if (!map || typeof map !== "object" || Array.isArray(map))
+    throw new ValidationError(field, map, "must be an object of string values");
   const entries = Object.entries(map as Record<string, unknown>);
-  if (entries.length > maxEntries) throw new ValidationError(field, `${entries.length} entries`, `at most ${maxEntries} entries`);
+  if (entries.length > maxEntries)
+    throw new ValidationError(field, `${entries.length} entries`, `at most ${maxEntries} entries`);
   for (const [k, v] of entries) {
     if (!keyRe.test(k)) throw new ValidationError(k === "" ? field : `${field}.${k}`, k, keyFix);
     if (typeof v !== "string") throw new ValidationError(`${field}.${k}`, v, "must be a string");
@@ -80,30 +83,74 @@ export function resolveSpec(
   if (typeof profile !== "string") throw new ValidationError("profile", profile, "must be a string");
   const image = resolveImage(profile);
   const sizeName = req.size ?? cfg.defaults.size;
-  const size = typeof sizeName === "string" && Object.hasOwn(cfg.sizeClasses, sizeName) ? cfg.sizeClasses[sizeName] : undefined;
-  if (!size) throw new ValidationError("size", sizeName, `unknown size class; use one of: ${Object.keys(cfg.sizeClasses).join(", ")}`);
+  const size =
+    typeof sizeName === "string" && Object.hasOwn(cfg.sizeClasses, sizeName) ? cfg.sizeClasses[sizeName] : undefined;
+  if (!size)
+    throw new ValidationError(
+      "size",
+      sizeName,
+      `unknown size class; use one of: ${Object.keys(cfg.sizeClasses).join(", ")}`,
+    );
 
   const ttl = req.ttlSeconds ?? cfg.defaults.ttlSeconds;
   if (!Number.isInteger(ttl) || ttl < 1 || ttl > cfg.defaults.maxTtlSeconds) {
-    throw new ValidationError("ttlSeconds", ttl, `must be a whole number of seconds from 1 to ${cfg.defaults.maxTtlSeconds}`);
+    throw new ValidationError(
+      "ttlSeconds",
+      ttl,
+      `must be a whole number of seconds from 1 to ${cfg.defaults.maxTtlSeconds}`,
+    );
   }
   const idle = req.idleTimeoutSeconds ?? cfg.defaults.idleTimeoutSeconds;
   if (!Number.isInteger(idle) || idle < 0 || idle > cfg.defaults.maxTtlSeconds) {
-    throw new ValidationError("idleTimeoutSeconds", idle, `must be a whole number of seconds from 0 (never) to ${cfg.defaults.maxTtlSeconds}`);
+    throw new ValidationError(
+      "idleTimeoutSeconds",
+      idle,
+      `must be a whole number of seconds from 0 (never) to ${cfg.defaults.maxTtlSeconds}`,
+    );
   }
-  const env = checkStringMap("env", req.env, ENV_KEY, "environment variable names are letters, digits and '_', not starting with a digit", LIMITS.envEntries);
+  const env = checkStringMap(
+    "env",
+    req.env,
+    ENV_KEY,
+    "environment variable names are letters, digits and '_', not starting with a digit",
+    LIMITS.envEntries,
+  );
   const envBytes = Object.entries(env).reduce((n, [k, v]) => n + Buffer.byteLength(k) + Buffer.byteLength(v) + 2, 0);
-  if (envBytes > LIMITS.envBytes) throw new ValidationError("env", `${envBytes} bytes`, `total size must be at most ${LIMITS.envBytes} bytes`);
-  const metadata = checkStringMap("metadata", req.metadata, META_KEY, "metadata keys are 1-63 letters, digits, '.', '_' or '-', starting and ending alphanumeric", LIMITS.metadataEntries);
+  if (envBytes > LIMITS.envBytes)
+    throw new ValidationError("env", `${envBytes} bytes`, `total size must be at most ${LIMITS.envBytes} bytes`);
+  const metadata = checkStringMap(
+    "metadata",
+    req.metadata,
+    META_KEY,
+    "metadata keys are 1-63 letters, digits, '.', '_' or '-', starting and ending alphanumeric",
+    LIMITS.metadataEntries,
+  );
   for (const [k, v] of Object.entries(metadata)) {
-    if (v.length > LIMITS.metadataValueChars) throw new ValidationError(`metadata.${k}`, `${v.slice(0, 20)}...`, `at most ${LIMITS.metadataValueChars} characters`);
+    if (v.length > LIMITS.metadataValueChars)
+      throw new ValidationError(
+        `metadata.${k}`,
+        `${v.slice(0, 20)}...`,
+        `at most ${LIMITS.metadataValueChars} characters`,
+      );
   }
   const clientKey = req.clientKey;
-  if (clientKey !== undefined && (typeof clientKey !== "string" || !CLIENT_KEY.test(clientKey) || clientKey.length > LIMITS.clientKeyChars)) {
-    throw new ValidationError("clientKey", clientKey, `use 1-${LIMITS.clientKeyChars} characters from letters, digits, '.', '_', ':' and '-'`);
+  if (
+    clientKey !== undefined &&
+    (typeof clientKey !== "string" || !CLIENT_KEY.test(clientKey) || clientKey.length > LIMITS.clientKeyChars)
+  ) {
+    throw new ValidationError(
+      "clientKey",
+      clientKey,
+      `use 1-${LIMITS.clientKeyChars} characters from letters, digits, '.', '_', ':' and '-'`,
+    );
   }
   if (req.autoPause !== undefined) {
-    if (!req.autoPause || typeof req.autoPause !== "object" || Array.isArray(req.autoPause)) throw new ValidationError("autoPause", req.autoPause, "use an object with probes, pause, resume and timeout (docs/pause-resume.md)");
+    if (!req.autoPause || typeof req.autoPause !== "object" || Array.isArray(req.autoPause))
+      throw new ValidationError(
+        "autoPause",
+        req.autoPause,
+        "use an object with probes, pause, resume and timeout (docs/pause-resume.md)",
+      );
     validateAutoPause(req.autoPause as AutoPauseInput, "autoPause");
   }
   return {

@@ -34,20 +34,23 @@ describe("tokens", () => {
     expect(() => parseTokensFile("tokens.json", text)).toThrow(err);
   });
 
-  it.each(["hit on the first entry", "hit on the last entry", "miss"])("compares every stored hash in constant time (%s)", (which) => {
-    const tokens = ["t-one", "t-two", "t-three", "t-four"];
-    let calls = 0;
-    const counting = (a: Buffer, b: Buffer) => {
-      calls++;
-      expect(a.length).toBe(32);
-      return timingSafeEqual(a, b);
-    };
-    const store = new TokenStore(new Map(tokens.map((t, i) => [hashToken(t), `owner${i}`])), counting);
-    const presented = which === "miss" ? "t-none" : which.includes("first") ? "t-one" : "t-four";
-    const owner = store.authenticate(presented);
-    expect(owner).toBe(which === "miss" ? undefined : which.includes("first") ? "owner0" : "owner3");
-    expect(calls).toBe(tokens.length);
-  });
+  it.each(["hit on the first entry", "hit on the last entry", "miss"])(
+    "compares every stored hash in constant time (%s)",
+    (which) => {
+      const tokens = ["t-one", "t-two", "t-three", "t-four"];
+      let calls = 0;
+      const counting = (a: Buffer, b: Buffer) => {
+        calls++;
+        expect(a.length).toBe(32);
+        return timingSafeEqual(a, b);
+      };
+      const store = new TokenStore(new Map(tokens.map((t, i) => [hashToken(t), `owner${i}`])), counting);
+      const presented = which === "miss" ? "t-none" : which.includes("first") ? "t-one" : "t-four";
+      const owner = store.authenticate(presented);
+      expect(owner).toBe(which === "miss" ? undefined : which.includes("first") ? "owner0" : "owner3");
+      expect(calls).toBe(tokens.length);
+    },
+  );
 });
 
 describe("TokenFile", () => {
@@ -58,7 +61,11 @@ describe("TokenFile", () => {
     const first = addToken(path, "alice");
     let now = 1_000_000;
     const errors: unknown[] = [];
-    const file = new TokenFile(path, (e) => errors.push(e), () => now);
+    const file = new TokenFile(
+      path,
+      (e) => errors.push(e),
+      () => now,
+    );
     expect(file.authenticate(first)).toBe("alice");
     const second = addToken(path, "bob");
     now += 500; // within the re-check interval: not seen yet

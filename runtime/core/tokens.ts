@@ -23,13 +23,28 @@ export function parseTokensFile(source: string, text: string): Map<string, strin
   try {
     doc = JSON.parse(text);
   } catch (e) {
-    throw new ValidationError(source, text.slice(0, 40), `must be JSON { "<sha256 hex of token>": "<owner>" }: ${(e as Error).message}`);
+    throw new ValidationError(
+      source,
+      text.slice(0, 40),
+      `must be JSON { "<sha256 hex of token>": "<owner>" }: ${(e as Error).message}`,
+    );
   }
-  if (!doc || typeof doc !== "object" || Array.isArray(doc)) throw new ValidationError(source, doc, 'must be a JSON object { "<sha256 hex of token>": "<owner>" }');
+  if (!doc || typeof doc !== "object" || Array.isArray(doc))
+    throw new ValidationError(source, doc, 'must be a JSON object { "<sha256 hex of token>": "<owner>" }');
   const out = new Map<string, string>();
   for (const [hash, owner] of Object.entries(doc)) {
-    if (!HEX64.test(hash)) throw new ValidationError(`${source} key`, `${hash.slice(0, 12)}...`, "keys are sha256 hex digests of tokens (64 lowercase hex characters); never store plain tokens");
-    if (typeof owner !== "string" || owner.length === 0 || owner.length > 128) throw new ValidationError(`${source}.${hash.slice(0, 12)}`, owner, "owner must be a non-empty string of at most 128 characters");
+    if (!HEX64.test(hash))
+      throw new ValidationError(
+        `${source} key`,
+        `${hash.slice(0, 12)}...`,
+        "keys are sha256 hex digests of tokens (64 lowercase hex characters); never store plain tokens",
+      );
+    if (typeof owner !== "string" || owner.length === 0 || owner.length > 128)
+      throw new ValidationError(
+        `${source}.${hash.slice(0, 12)}`,
+        owner,
+        "owner must be a non-empty string of at most 128 characters",
+      );
     out.set(hash, owner);
   }
   return out;

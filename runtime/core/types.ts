@@ -160,9 +160,7 @@ export interface TransferOptions {
   onProgress?(p: TransferProgress): void;
 }
 
-export type SandboxEvent =
-  | { type: "upsert"; sandbox: Sandbox }
-  | { type: "delete"; id: string; owner: string };
+export type SandboxEvent = { type: "upsert"; sandbox: Sandbox } | { type: "delete"; id: string; owner: string };
 
 /**
  * The compute substrate. One implementation per platform; the Manager holds all policy.

@@ -23,7 +23,14 @@ export function createAcceptor(p: KubernetesParts, onWritten: (id: string) => vo
   const records = new RecordWriter({
     clock,
     logger,
-    create: async (cr) => (await custom.createNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace, plural: SANDBOX_PLURAL, body: cr })) as SandboxResource,
+    create: async (cr) =>
+      (await custom.createNamespacedCustomObject({
+        group: API_GROUP,
+        version: API_VERSION,
+        namespace,
+        plural: SANDBOX_PLURAL,
+        body: cr,
+      })) as SandboxResource,
     isConflict: (err) => statusCode(err) === 409,
     onWritten: (created) => {
       index.upsertResource(created);
@@ -32,7 +39,11 @@ export function createAcceptor(p: KubernetesParts, onWritten: (id: string) => vo
     onFailed: (id, reason, message) => {
       const cr = index.resource(id);
       logger.error({ sandbox: id, reason, err: message }, "sandbox record not written; the sandbox fails");
-      if (cr) index.upsertResource({ ...cr, status: { ...(cr.status ?? {}), phase: "Failed", reason, message, finishedAt: clock.now().toISOString() } });
+      if (cr)
+        index.upsertResource({
+          ...cr,
+          status: { ...(cr.status ?? {}), phase: "Failed", reason, message, finishedAt: clock.now().toISOString() },
+        });
       const podName = cr?.spec.podName;
       if (podName) void discardClaimedPod({ core, namespace, logger }, id, podName, "create");
     },

@@ -7,7 +7,13 @@ describe("ActivityRecorder", () => {
   it("coalesces a storm of touches into one write per sandbox per interval, with the newest time", async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
     const writes: [string, string][] = [];
-    const rec = new ActivityRecorder({ clock, logger: silentLogger(), intervalMs: 5000, isNotFound: () => false, write: async (id, at) => void writes.push([id, at.toISOString()]) });
+    const rec = new ActivityRecorder({
+      clock,
+      logger: silentLogger(),
+      intervalMs: 5000,
+      isNotFound: () => false,
+      write: async (id, at) => void writes.push([id, at.toISOString()]),
+    });
     rec.start();
     for (let i = 0; i < 500; i++) rec.record("a", new Date(Date.UTC(2026, 0, 1, 0, 0, 0, i)));
     rec.record("b", new Date(Date.UTC(2026, 0, 1, 0, 0, 1)));

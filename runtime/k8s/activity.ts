@@ -51,7 +51,10 @@ export class ActivityRecorder {
           // keep it for the next round unless something newer arrived meanwhile
           const now = this.pending.get(id);
           if (!now || now < at) this.pending.set(id, at);
-          this.o.logger.warn({ sandbox: id, err: String((err as Error).message ?? err) }, "recording sandbox activity failed; retrying next interval");
+          this.o.logger.warn(
+            { sandbox: id, err: String((err as Error).message ?? err) },
+            "recording sandbox activity failed; retrying next interval",
+          );
         }
       }),
     );

@@ -16,7 +16,10 @@ export function validateSandboxPath(field: string, p: string): void {
 /** Unpacks `tar` into `dir` (created if missing). Rejects with tar's own message on failure. */
 export async function putArchive(run: RunInSandbox, id: string, dir: string, tar: Readable): Promise<void> {
   validateSandboxPath("dir", dir);
-  const session = await run(["sh", "-c", 'mkdir -p -- "$1" && exec tar -x -f - -C "$1" --no-same-owner', "sbx-put", dir], tar);
+  const session = await run(
+    ["sh", "-c", 'mkdir -p -- "$1" && exec tar -x -f - -C "$1" --no-same-owner', "sbx-put", dir],
+    tar,
+  );
   // an input that fails midway (registry gone, digest mismatch) must not leave tar waiting for more
   const abandon = () => session.kill();
   if (tar.errored) abandon();
@@ -26,7 +29,9 @@ export async function putArchive(run: RunInSandbox, id: string, dir: string, tar
   const res = await session.result;
   tar.removeListener("error", abandon);
   if (res.exitCode !== 0) {
-    throw new UpstreamError(`put files into sandbox ${id} at ${dir}: tar exited ${res.exitCode}: ${(await stderr).trim() || "no message"}; check the archive and that ${dir} is writable (/workspace or /tmp)`);
+    throw new UpstreamError(
+      `put files into sandbox ${id} at ${dir}: tar exited ${res.exitCode}: ${(await stderr).trim() || "no message"}; check the archive and that ${dir} is writable (/workspace or /tmp)`,
+    );
   }
 }
 
@@ -41,7 +46,15 @@ export async function getArchive(run: RunInSandbox, id: string, path: string): P
   const parent = trimmed.slice(0, trimmed.lastIndexOf("/")) || "/";
   const base = trimmed.slice(trimmed.lastIndexOf("/") + 1) || ".";
   // one exec, check then tar: a missing or unreadable path is a 4xx (core/download-check.ts)
-  const session = await run(["sh", "-c", `p=$3\n${DOWNLOAD_CHECK_SH}\nexec tar -c -f - -C "$1" -- "$2"`, "sbx-get", parent, base, trimmed]);
+  const session = await run([
+    "sh",
+    "-c",
+    `p=$3\n${DOWNLOAD_CHECK_SH}\nexec tar -c -f - -C "$1" -- "$2"`,
+    "sbx-get",
+    parent,
+    base,
+    trimmed,
+  ]);
   const out = new PassThrough();
   const stderr = collect(session.stderr, 16 * 1024);
   // Hold the first byte back until we know the path exists, so "not found" is an error the
@@ -67,7 +80,10 @@ export async function getArchive(run: RunInSandbox, id: string, path: string): P
     const res = await session.result;
     const refused = downloadCheckError(res.exitCode, await stderr, path, `${id}:${path}`);
     if (refused) throw refused;
-    if (res.exitCode !== 0) throw new UpstreamError(`get files from sandbox ${id} at ${path}: tar exited ${res.exitCode}: ${(await stderr).trim()}`);
+    if (res.exitCode !== 0)
+      throw new UpstreamError(
+        `get files from sandbox ${id} at ${path}: tar exited ${res.exitCode}: ${(await stderr).trim()}`,
+      );
     session.stdout.removeAllListeners("data");
     startPipe();
   }
@@ -79,7 +95,12 @@ export async function getArchive(run: RunInSandbox, id: string, path: string): P
     async (res) => {
       await new Promise<void>((r) => (session.stdout.readableEnded ? r() : session.stdout.once("end", () => r())));
       if (res.exitCode === 0) out.end();
-      else out.destroy(new UpstreamError(`get files from sandbox ${id} at ${path}: tar exited ${res.exitCode}: ${(await stderr).trim()}`));
+      else
+        out.destroy(
+          new UpstreamError(
+            `get files from sandbox ${id} at ${path}: tar exited ${res.exitCode}: ${(await stderr).trim()}`,
+          ),
+        );
     },
     (err: Error) => out.destroy(err),
   );

@@ -27,13 +27,30 @@ export class SandboxAutoPauseStore implements AutoPauseStatusStore {
 
   private async write(id: string, next: AutoPauseStatus | undefined): Promise<void> {
     const prev = this.o.index.resource(id)?.status;
-    const want = { autoPause: next, probes: next?.probes, nextPauseTime: next?.nextPauseTime, nextResumeTime: next?.nextResumeTime };
-    const have = { autoPause: prev?.autoPause, probes: prev?.probes, nextPauseTime: prev?.nextPauseTime, nextResumeTime: prev?.nextResumeTime };
+    const want = {
+      autoPause: next,
+      probes: next?.probes,
+      nextPauseTime: next?.nextPauseTime,
+      nextResumeTime: next?.nextResumeTime,
+    };
+    const have = {
+      autoPause: prev?.autoPause,
+      probes: prev?.probes,
+      nextPauseTime: prev?.nextPauseTime,
+      nextResumeTime: prev?.nextResumeTime,
+    };
     const patch = mergePatchBetween(have, want);
     if (patch === undefined) return;
     try {
       const updated = (await this.o.custom.patchNamespacedCustomObjectStatus(
-        { group: API_GROUP, version: API_VERSION, namespace: this.o.namespace, plural: SANDBOX_PLURAL, name: id, body: { status: patch } },
+        {
+          group: API_GROUP,
+          version: API_VERSION,
+          namespace: this.o.namespace,
+          plural: SANDBOX_PLURAL,
+          name: id,
+          body: { status: patch },
+        },
         mergePatch,
       )) as SandboxResource;
       this.o.index.upsertResource(updated);
@@ -49,7 +66,8 @@ export class SandboxAutoPauseStore implements AutoPauseStatusStore {
  */
 export function mergePatchBetween(from: unknown, to: unknown): unknown {
   const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
-  if (!isObj(from) || !isObj(to)) return JSON.stringify(from) === JSON.stringify(to) ? undefined : to === undefined ? null : to;
+  if (!isObj(from) || !isObj(to))
+    return JSON.stringify(from) === JSON.stringify(to) ? undefined : to === undefined ? null : to;
   const out: Record<string, unknown> = {};
   for (const k of new Set([...Object.keys(from), ...Object.keys(to)])) {
     if (to[k] === undefined) {

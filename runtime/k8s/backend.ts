@@ -60,7 +60,10 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     intervalMs: p.overrides.activityFlushMs ?? 5_000,
     isNotFound,
     write: async (id, at) => {
-      await custom.patchNamespacedCustomObject({ ...crApi, name: id, body: { metadata: { annotations: { [ANNOTATIONS.lastActivity]: at.toISOString() } } } }, mergePatch);
+      await custom.patchNamespacedCustomObject(
+        { ...crApi, name: id, body: { metadata: { annotations: { [ANNOTATIONS.lastActivity]: at.toISOString() } } } },
+        mergePatch,
+      );
     },
   });
   const acceptor = createAcceptor(p, (id) => controller.enqueueSandbox(id));
@@ -71,7 +74,9 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
 
   const withActivity = (sb: Sandbox): Sandbox => {
     const pending = activity.latest(sb.id);
-    return pending && (!sb.lastActivityAt || sb.lastActivityAt < pending.toISOString()) ? { ...sb, lastActivityAt: pending.toISOString() } : sb;
+    return pending && (!sb.lastActivityAt || sb.lastActivityAt < pending.toISOString())
+      ? { ...sb, lastActivityAt: pending.toISOString() }
+      : sb;
   };
 
   const derived = (id: string): Sandbox => {
@@ -81,21 +86,42 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
   };
 
   const pooled = (spec: SandboxSpec): boolean =>
-    config.warmPool.some((w) => labelSafe(w.profile) === labelSafe(spec.image.profile) && labelSafe(w.size) === labelSafe(spec.size.name) && w.count > 0);
+    config.warmPool.some(
+      (w) =>
+        labelSafe(w.profile) === labelSafe(spec.image.profile) &&
+        labelSafe(w.size) === labelSafe(spec.size.name) &&
+        w.count > 0,
+    );
 
   const open = (spec: SandboxSpec): void => {
     if (closed) throw new UpstreamError(`the Kubernetes backend is closed; sandbox ${spec.id} was not created`);
   };
 
   // pause/resume: the Sandbox object outlives its pod (runtime/k8s/pause.ts)
-  const compute = createComputeRelease({ namespace: ns, core, custom, index, warmPool, clock, logger, resource: (id) => lookup.resource(id), pooled, derived });
+  const compute = createComputeRelease({
+    namespace: ns,
+    core,
+    custom,
+    index,
+    warmPool,
+    clock,
+    logger,
+    resource: (id) => lookup.resource(id),
+    pooled,
+    derived,
+  });
 
   return {
     name: "kubernetes",
     controller,
     warmPool,
     records: recordWriter,
-    snapshotRecords: new SandboxRecordStore({ namespace: ns, custom, index, settled: (id) => recordWriter.settled(id) }),
+    snapshotRecords: new SandboxRecordStore({
+      namespace: ns,
+      custom,
+      index,
+      settled: (id) => recordWriter.settled(id),
+    }),
     snapshotHolder: p.identity,
     autoPauseStatus: new SandboxAutoPauseStore({ namespace: ns, custom, index }),
     leads: () => controller.isLeader(),
@@ -115,7 +141,14 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     },
 
     async start() {
-      informers = await startSandboxWatch({ clients: p.clients, namespace: ns, index, clock, logger, onSandboxGone: (id) => activity.forget(id) });
+      informers = await startSandboxWatch({
+        clients: p.clients,
+        namespace: ns,
+        index,
+        clock,
+        logger,
+        onSandboxGone: (id) => activity.forget(id),
+      });
       controller.start();
       activity.start();
     },
@@ -128,7 +161,8 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
       const podName = pod.metadata!.name!;
       try {
         const annotations: Record<string, string> = {};
-        if (deliverCredentials) annotations[ANNOTATIONS.credentialsExpiresAt] = (await deliverCredentials(spec.id, podName)).toISOString();
+        if (deliverCredentials)
+          annotations[ANNOTATIONS.credentialsExpiresAt] = (await deliverCredentials(spec.id, podName)).toISOString();
         acceptor.accept(spec, podName, annotations);
       } catch (err) {
         // A claimed pod is never returned to the pool: it goes, and the error goes up.

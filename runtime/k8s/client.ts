@@ -61,10 +61,18 @@ export function loadKubeClients(kubeconfigPath?: string): KubeClients {
     if (kubeconfigPath) kc.loadFromFile(kubeconfigPath);
     else kc.loadFromDefault();
   } catch (err) {
-    throw new ValidationError("config.kubernetes.kubeconfigPath", kubeconfigPath ?? "(default discovery)", `cannot load a kubeconfig: ${(err as Error).message}; point it at a readable kubeconfig file`);
+    throw new ValidationError(
+      "config.kubernetes.kubeconfigPath",
+      kubeconfigPath ?? "(default discovery)",
+      `cannot load a kubeconfig: ${(err as Error).message}; point it at a readable kubeconfig file`,
+    );
   }
   if (!kc.getCurrentCluster()) {
-    throw new ValidationError("config.kubernetes.kubeconfigPath", kubeconfigPath ?? "(default discovery)", "the kubeconfig has no current cluster; set current-context");
+    throw new ValidationError(
+      "config.kubernetes.kubeconfigPath",
+      kubeconfigPath ?? "(default discovery)",
+      "the kubeconfig has no current cluster; set current-context",
+    );
   }
   return clientsFor(kc);
 }
@@ -117,7 +125,12 @@ export function toDomainError(err: unknown, what: string, object: { kind: string
   if (code === 404) return new NotFoundError(object.kind, object.name);
   if (code === 409) return new ConflictError(`${what}: ${object.kind} ${object.name}: ${msg}`, { name: object.name });
   if (code === 403) {
-    return new UpstreamError(`${what}: the API server forbade it (${msg}); grant the manager the RBAC rules in runtime/k8s/contract.ts`, { status: 403 });
+    return new UpstreamError(
+      `${what}: the API server forbade it (${msg}); grant the manager the RBAC rules in runtime/k8s/contract.ts`,
+      { status: 403 },
+    );
   }
-  return new UpstreamError(`${what}: ${object.kind} ${object.name}: ${code ? `HTTP ${code}: ` : ""}${msg}`, { status: code });
+  return new UpstreamError(`${what}: ${object.kind} ${object.name}: ${code ? `HTTP ${code}: ` : ""}${msg}`, {
+    status: code,
+  });
 }

@@ -21,14 +21,21 @@ export type SandboxCommands = Pick<Backend, "exec" | "putArchive" | "getArchive"
 export function sandboxCommands(p: KubernetesParts, lookup: SandboxLookup): SandboxCommands {
   const { config, clock, runInPod, namespace } = p;
   const podLogger = (id: string, pod: string) => p.logger.child({ sandbox: id, pod });
-  const transfers = (id: string, podName: string) => killableRunner(runInPod, podName, { clock, logger: podLogger(id, podName) });
+  const transfers = (id: string, podName: string) =>
+    killableRunner(runInPod, podName, { clock, logger: podLogger(id, podName) });
   return {
     async exec(id, req) {
       const { cr, podName } = await lookup.runningPod(id);
       const baseEnv = { ...(cr.spec.env ?? {}), ...(config.credentials ? credentialsEnv(config.credentials, id) : {}) };
       const execId = newExecId();
       const session = await runInPod(podName, buildExecArgv(req, baseEnv, execId), req.stdin, req.timeoutMs);
-      return withProcessKill(session, { execId, timeoutMs: req.timeoutMs, run: (argv) => runInPod(podName, argv), clock, logger: podLogger(id, podName) });
+      return withProcessKill(session, {
+        execId,
+        timeoutMs: req.timeoutMs,
+        run: (argv) => runInPod(podName, argv),
+        clock,
+        logger: podLogger(id, podName),
+      });
     },
 
     async putArchive(id, dir, tar) {
@@ -45,7 +52,10 @@ export function sandboxCommands(p: KubernetesParts, lookup: SandboxLookup): Sand
       const cr = await lookup.resource(id);
       const out = new PassThrough();
       try {
-        await new Log(p.clients.kc).log(namespace, podNameOf(cr), SANDBOX_CONTAINER, out, { follow: !!opts.follow, ...(opts.tailLines !== undefined ? { tailLines: opts.tailLines } : {}) });
+        await new Log(p.clients.kc).log(namespace, podNameOf(cr), SANDBOX_CONTAINER, out, {
+          follow: !!opts.follow,
+          ...(opts.tailLines !== undefined ? { tailLines: opts.tailLines } : {}),
+        });
       } catch (err) {
         throw toDomainError(err, "read logs", { kind: "sandbox", name: id });
       }

@@ -90,7 +90,13 @@ export function sandboxCrd(): Record<string, unknown> {
     spec: {
       group: API_GROUP,
       scope: "Namespaced",
-      names: { kind: SANDBOX_KIND, plural: SANDBOX_PLURAL, singular: "sandbox", listKind: "SandboxList", shortNames: ["sbx"] },
+      names: {
+        kind: SANDBOX_KIND,
+        plural: SANDBOX_PLURAL,
+        singular: "sandbox",
+        listKind: "SandboxList",
+        shortNames: ["sbx"],
+      },
       versions: [
         {
           name: API_VERSION,

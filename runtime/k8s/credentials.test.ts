@@ -21,7 +21,9 @@ beforeAll(async () => {
       requests.push(params);
       if (fail) {
         res.writeHead(403, { "content-type": "text/xml" });
-        return res.end(`<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>not allowed to assume ${params.get("RoleArn")}</Message></Error><RequestId>r</RequestId></ErrorResponse>`);
+        return res.end(
+          `<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>not allowed to assume ${params.get("RoleArn")}</Message></Error><RequestId>r</RequestId></ErrorResponse>`,
+        );
       }
       res.writeHead(200, { "content-type": "text/xml" });
       res.end(`<AssumeRoleResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleResult>
@@ -35,8 +37,14 @@ beforeAll(async () => {
 });
 afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
-const cfg = { baseRoleArn: "arn:aws:iam::123456789012:role/sbx-base", bucket: "sbx-data", region: "eu-west-1", durationSeconds: 900 };
-const client = () => new STSClient({ region: cfg.region, endpoint, credentials: { accessKeyId: "AKIAMANAGER", secretAccessKey: "x" } });
+const cfg = {
+  baseRoleArn: "arn:aws:iam::123456789012:role/sbx-base",
+  bucket: "sbx-data",
+  region: "eu-west-1",
+  durationSeconds: 900,
+};
+const client = () =>
+  new STSClient({ region: cfg.region, endpoint, credentials: { accessKeyId: "AKIAMANAGER", secretAccessKey: "x" } });
 
 describe("STS credential broker", () => {
   it("assumes the base role with the sandbox's session policy and returns short-lived credentials", async () => {
@@ -51,22 +59,43 @@ describe("STS credential broker", () => {
     expect(policy).toEqual(JSON.parse(sessionPolicyJson("sb-42", "sbx-data")));
     expect(JSON.stringify(policy)).toContain("arn:aws:s3:::sbx-data/sandboxes/sb-42/*");
     expect(JSON.stringify(policy)).not.toContain("sandboxes/sb-43");
-    expect(creds).toMatchObject({ accessKeyId: "ASIAFAKE", sessionToken: "token-sbx-sb-42", region: "eu-west-1", bucket: "sbx-data" });
+    expect(creds).toMatchObject({
+      accessKeyId: "ASIAFAKE",
+      sessionToken: "token-sbx-sb-42",
+      region: "eu-west-1",
+      bucket: "sbx-data",
+    });
     expect(creds.expiration.toISOString()).toBe("2030-01-01T00:15:00.000Z");
   });
 
   it("names the role and the fix when STS refuses", async () => {
     fail = true;
     try {
-      await expect(createStsCredentialBroker(cfg, client()).mintScoped("sb-1")).rejects.toThrow(/STS AssumeRole on arn:aws:iam::123456789012:role\/sbx-base for sandbox sb-1 failed: not allowed.*check that the manager may assume the base role/);
+      await expect(createStsCredentialBroker(cfg, client()).mintScoped("sb-1")).rejects.toThrow(
+        /STS AssumeRole on arn:aws:iam::123456789012:role\/sbx-base for sandbox sb-1 failed: not allowed.*check that the manager may assume the base role/,
+      );
     } finally {
       fail = false;
     }
   });
 
   it("renders a shared-credentials file and the env that points SDKs at it", () => {
-    const file = renderCredentialsFile({ accessKeyId: "A", secretAccessKey: "S", sessionToken: "T", expiration: new Date(), region: "r", bucket: "b" });
-    expect(file).toBe("[default]\naws_access_key_id = A\naws_secret_access_key = S\naws_session_token = T\nregion = r\n");
-    expect(credentialsEnv(cfg, "sb-1")).toEqual({ AWS_SHARED_CREDENTIALS_FILE: "/tmp/.sbx/aws/credentials", AWS_REGION: "eu-west-1", SBX_BUCKET: "sbx-data", SBX_PREFIX: "sandboxes/sb-1/" });
+    const file = renderCredentialsFile({
+      accessKeyId: "A",
+      secretAccessKey: "S",
+      sessionToken: "T",
+      expiration: new Date(),
+      region: "r",
+      bucket: "b",
+    });
+    expect(file).toBe(
+      "[default]\naws_access_key_id = A\naws_secret_access_key = S\naws_session_token = T\nregion = r\n",
+    );
+    expect(credentialsEnv(cfg, "sb-1")).toEqual({
+      AWS_SHARED_CREDENTIALS_FILE: "/tmp/.sbx/aws/credentials",
+      AWS_REGION: "eu-west-1",
+      SBX_BUCKET: "sbx-data",
+      SBX_PREFIX: "sandboxes/sb-1/",
+    });
   });
 });

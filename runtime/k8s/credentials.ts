@@ -26,7 +26,10 @@ export type CredentialsConfig = NonNullable<RuntimeConfig["credentials"]>;
 export const CREDENTIALS_DIR = "/tmp/.sbx/aws";
 export const CREDENTIALS_FILE = `${CREDENTIALS_DIR}/credentials`;
 
-export function createStsCredentialBroker(cfg: CredentialsConfig, client?: STSClient | STSClientConfig): CredentialBroker {
+export function createStsCredentialBroker(
+  cfg: CredentialsConfig,
+  client?: STSClient | STSClientConfig,
+): CredentialBroker {
   const sts = client instanceof STSClient ? client : new STSClient({ region: cfg.region, ...(client ?? {}) });
   return {
     async mintScoped(sandboxId) {
@@ -42,11 +45,15 @@ export function createStsCredentialBroker(cfg: CredentialsConfig, client?: STSCl
           }),
         );
       } catch (err) {
-        throw new UpstreamError(`STS AssumeRole on ${cfg.baseRoleArn} for sandbox ${sandboxId} failed: ${(err as Error).message}; check that the manager may assume the base role and that config.credentials.region is right`);
+        throw new UpstreamError(
+          `STS AssumeRole on ${cfg.baseRoleArn} for sandbox ${sandboxId} failed: ${(err as Error).message}; check that the manager may assume the base role and that config.credentials.region is right`,
+        );
       }
       const c = out.Credentials;
       if (!c?.AccessKeyId || !c.SecretAccessKey || !c.SessionToken || !c.Expiration) {
-        throw new UpstreamError(`STS AssumeRole on ${cfg.baseRoleArn} for sandbox ${sandboxId} returned no credentials`);
+        throw new UpstreamError(
+          `STS AssumeRole on ${cfg.baseRoleArn} for sandbox ${sandboxId} returned no credentials`,
+        );
       }
       return {
         accessKeyId: c.AccessKeyId,

@@ -9,15 +9,34 @@ function cr(over: { owner?: string; clientKey?: string; podName?: string } = {})
     apiVersion: "sbx.dev/v1alpha1",
     kind: "Sandbox",
     metadata: { name: "sbx-a1" },
-    spec: { owner: over.owner ?? "alice", ...(over.clientKey ? { clientKey: over.clientKey } : {}), ...(over.podName ? { podName: over.podName } : {}) } as SandboxResource["spec"],
+    spec: {
+      owner: over.owner ?? "alice",
+      ...(over.clientKey ? { clientKey: over.clientKey } : {}),
+      ...(over.podName ? { podName: over.podName } : {}),
+    } as SandboxResource["spec"],
   };
 }
 
 const sb = (phase: SandboxPhase, ready: boolean, reason?: string): Sandbox =>
-  ({ id: "sbx-a1", owner: "alice", profile: "base", size: "nano", phase, ready, reason, createdAt: "", expiresAt: "", metadata: {}, cpuRequestMillis: 0, memoryRequestBytes: 0 }) as Sandbox;
+  ({
+    id: "sbx-a1",
+    owner: "alice",
+    profile: "base",
+    size: "nano",
+    phase,
+    ready,
+    reason,
+    createdAt: "",
+    expiresAt: "",
+    metadata: {},
+    cpuRequestMillis: 0,
+    memoryRequestBytes: 0,
+  }) as Sandbox;
 
 describe("decideAccept", () => {
-  it.each<[string, SandboxResource | undefined, { owner: string; clientKey?: string }, "new" | "existing" | "conflict"]>([
+  it.each<
+    [string, SandboxResource | undefined, { owner: string; clientKey?: string }, "new" | "existing" | "conflict"]
+  >([
     ["nothing under the id", undefined, { owner: "alice", clientKey: "k1" }, "new"],
     ["same owner, same clientKey: a retry", cr({ clientKey: "k1" }), { owner: "alice", clientKey: "k1" }, "existing"],
     ["same owner, another clientKey", cr({ clientKey: "k1" }), { owner: "alice", clientKey: "k2" }, "conflict"],

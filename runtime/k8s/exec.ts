@@ -55,7 +55,13 @@ interface SocketLike {
  */
 export function createExecApi(kc: KubeConfig): Exec {
   const unmasked = (mask: Buffer) => void mask.fill(0);
-  return new Exec(kc, new WebSocketHandler(kc, (uri, protocols, opts) => new WebSocket(uri, protocols, { ...opts, generateMask: unmasked })));
+  return new Exec(
+    kc,
+    new WebSocketHandler(
+      kc,
+      (uri, protocols, opts) => new WebSocket(uri, protocols, { ...opts, generateMask: unmasked }),
+    ),
+  );
 }
 
 /**
@@ -72,7 +78,12 @@ class OutputStream extends PassThrough {
   }
 }
 
-export async function startExec(exec: Exec, target: PodExecTarget, argv: string[], opts: StartExecOptions): Promise<ExecSession> {
+export async function startExec(
+  exec: Exec,
+  target: PodExecTarget,
+  argv: string[],
+  opts: StartExecOptions,
+): Promise<ExecSession> {
   const stdout = new OutputStream({ highWaterMark: HIGH_WATER });
   const stderr = new OutputStream({ highWaterMark: HIGH_WATER });
   // client-node only opens the stdin channel when given a stream; we hand it one that never
@@ -92,9 +103,19 @@ export async function startExec(exec: Exec, target: PodExecTarget, argv: string[
 
   let ws: SocketLike;
   try {
-    ws = (await exec.exec(target.namespace, target.pod, target.container, argv, stdout, stderr, stdinPlaceholder, false, (s) => {
-      status = s;
-    })) as unknown as SocketLike;
+    ws = (await exec.exec(
+      target.namespace,
+      target.pod,
+      target.container,
+      argv,
+      stdout,
+      stderr,
+      stdinPlaceholder,
+      false,
+      (s) => {
+        status = s;
+      },
+    )) as unknown as SocketLike;
   } catch (err) {
     throw execConnectError(err, target);
   }
@@ -136,7 +157,11 @@ export async function startExec(exec: Exec, target: PodExecTarget, argv: string[
     if (!status) {
       if (killed) return settle({ exitCode: 137, timedOut: false, oomKilled: false, durationMs });
       if (deadlineFired) return settle({ exitCode: 124, timedOut: true, oomKilled: false, durationMs });
-      return fail(new UpstreamError(`exec in pod ${target.pod}: the stream closed before the exit status arrived; the pod may have been deleted or the API server restarted`));
+      return fail(
+        new UpstreamError(
+          `exec in pod ${target.pod}: the stream closed before the exit status arrived; the pod may have been deleted or the API server restarted`,
+        ),
+      );
     }
     const code = exitCodeFromStatus(status);
     if (code instanceof Error) return fail(new UpstreamError(`exec in pod ${target.pod}: ${code.message}`));

@@ -13,7 +13,10 @@ describe("buildExecArgv", () => {
     [{ command: ["ls"], env: { "1BAD": "x" } }, 'env.1BAD: invalid value "1BAD"'],
     [{ command: ["ls"], cwd: "relative" }, 'cwd: invalid value "relative"'],
     [{ command: ["A=B"] }, "command[0]"],
-    [{ command: ["ls"], env: { SBX_EXEC_ID: "mine" } }, 'env.SBX_EXEC_ID: invalid value "SBX_EXEC_ID": SBX_EXEC_ID is set by the runtime'],
+    [
+      { command: ["ls"], env: { SBX_EXEC_ID: "mine" } },
+      'env.SBX_EXEC_ID: invalid value "SBX_EXEC_ID": SBX_EXEC_ID is set by the runtime',
+    ],
   ])("refuses %j", (req, msg) => {
     expect(() => buildExecArgv(req, {}, ID)).toThrow(msg);
   });
@@ -35,18 +38,39 @@ describe("buildExecArgv", () => {
   const dir = mkdtempSync(join(tmpdir(), "sbx-exec-"));
   const run = (argv: string[]) => spawnSync(argv[0], argv.slice(1), { encoding: "utf8" });
   it("runs in cwd with env and passes the exit code through", () => {
-    const r = run(buildExecArgv({ command: ["sh", "-c", 'echo "$PWD $GREETING"; exit 7'], cwd: dir, env: { GREETING: "hello world" } }, {}, ID));
+    const r = run(
+      buildExecArgv(
+        { command: ["sh", "-c", 'echo "$PWD $GREETING"; exit 7'], cwd: dir, env: { GREETING: "hello world" } },
+        {},
+        ID,
+      ),
+    );
     expect(r.stdout.trim()).toBe(`${dir} hello world`);
     expect(r.status).toBe(7);
   });
   it("marks the command and timeout with the exec id, and nothing else from the wrapper leaks into its env", () => {
-    const r = run(buildExecArgv({ command: ["sh", "-c", 'echo "$SBX_EXEC_ID"; tr "\\0" "\\n" < /proc/$PPID/environ | grep -c "^SBX_EXEC_ID=$SBX_EXEC_ID$"; echo "${t-unset}"'], cwd: dir }, {}, ID));
+    const r = run(
+      buildExecArgv(
+        {
+          command: [
+            "sh",
+            "-c",
+            'echo "$SBX_EXEC_ID"; tr "\\0" "\\n" < /proc/$PPID/environ | grep -c "^SBX_EXEC_ID=$SBX_EXEC_ID$"; echo "${t-unset}"',
+          ],
+          cwd: dir,
+        },
+        {},
+        ID,
+      ),
+    );
     expect(r.stdout).toBe(`${ID}\n1\nunset\n`); // $PPID is `timeout`: it carries the marker too
   });
   it("kills the whole process group on timeout", () => {
     const marker = join(dir, "survivor");
     const started = Date.now();
-    const r = run(buildExecArgv({ command: ["sh", "-c", `(sleep 2; touch ${marker}) & sleep 30`], timeoutMs: 300 }, {}, ID));
+    const r = run(
+      buildExecArgv({ command: ["sh", "-c", `(sleep 2; touch ${marker}) & sleep 30`], timeoutMs: 300 }, {}, ID),
+    );
     const took = Date.now() - started;
     expect(r.signal ?? r.status).toBeTruthy();
     expect(took).toBeLessThan(20_000); // `sleep 30` would take 30 s; generous for a busy machine
@@ -78,9 +102,14 @@ describe("timeoutSeconds / classifyExit / exitCodeFromStatus", () => {
 
   it.each([
     [{ status: "Success" }, 0],
-    [{ status: "Failure", reason: "NonZeroExitCode", details: { causes: [{ reason: "ExitCode", message: "42" }] } }, 42],
+    [
+      { status: "Failure", reason: "NonZeroExitCode", details: { causes: [{ reason: "ExitCode", message: "42" }] } },
+      42,
+    ],
   ])("status %j -> %s", (s, code) => expect(exitCodeFromStatus(s)).toBe(code));
   it("turns other failures into errors with the server's message", () => {
-    expect((exitCodeFromStatus({ status: "Failure", message: "container not found" }) as Error).message).toBe("container not found");
+    expect((exitCodeFromStatus({ status: "Failure", message: "container not found" }) as Error).message).toBe(
+      "container not found",
+    );
   });
 });

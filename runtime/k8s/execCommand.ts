@@ -10,7 +10,8 @@ import { ValidationError } from "../core/errors.ts";
 import type { ExecRequest } from "../core/types.ts";
 import { WORKSPACE_DIR } from "./podTemplate.ts";
 
-const WRAPPER = 'cd -- "$1" || exit 126; SBX_EXEC_ID="$2"; export SBX_EXEC_ID; t="$3"; shift 3; exec timeout -s KILL "$t" env "$@"';
+const WRAPPER =
+  'cd -- "$1" || exit 126; SBX_EXEC_ID="$2"; export SBX_EXEC_ID; t="$3"; shift 3; exec timeout -s KILL "$t" env "$@"';
 /** the environment variable that marks every process of one exec (see execKill.ts) */
 export const EXEC_ID_VAR = "SBX_EXEC_ID";
 const EXEC_ID = /^[A-Za-z0-9_-]{8,64}$/;
@@ -18,20 +19,38 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** argv for `sh -c WRAPPER sbx-exec <cwd> <exec id> <seconds> [K=V ...] <command...>` */
 export function buildExecArgv(req: ExecRequest, baseEnv: Record<string, string>, execId: string): string[] {
-  if (!EXEC_ID.test(execId)) throw new ValidationError("execId", execId, "use 8-64 letters, digits, '-' or '_' (newExecId() makes one)");
-  if (!req.command.length) throw new ValidationError("command", req.command, "give at least the program to run, e.g. [\"python3\", \"-c\", \"print(1)\"]");
+  if (!EXEC_ID.test(execId))
+    throw new ValidationError("execId", execId, "use 8-64 letters, digits, '-' or '_' (newExecId() makes one)");
+  if (!req.command.length)
+    throw new ValidationError(
+      "command",
+      req.command,
+      'give at least the program to run, e.g. ["python3", "-c", "print(1)"]',
+    );
   const env = { ...baseEnv, ...(req.env ?? {}) };
   for (const k of Object.keys(env)) {
-    if (!ENV_NAME.test(k)) throw new ValidationError(`env.${k}`, k, "environment variable names are letters, digits and '_', not starting with a digit");
-    if (k === EXEC_ID_VAR) throw new ValidationError(`env.${k}`, k, `${EXEC_ID_VAR} is set by the runtime to find an exec's processes when it is killed; use another name`);
+    if (!ENV_NAME.test(k))
+      throw new ValidationError(
+        `env.${k}`,
+        k,
+        "environment variable names are letters, digits and '_', not starting with a digit",
+      );
+    if (k === EXEC_ID_VAR)
+      throw new ValidationError(
+        `env.${k}`,
+        k,
+        `${EXEC_ID_VAR} is set by the runtime to find an exec's processes when it is killed; use another name`,
+      );
   }
   const cwd = req.cwd ?? WORKSPACE_DIR;
-  if (!cwd.startsWith("/")) throw new ValidationError("cwd", cwd, "use an absolute path inside the sandbox, e.g. /workspace/project");
+  if (!cwd.startsWith("/"))
+    throw new ValidationError("cwd", cwd, "use an absolute path inside the sandbox, e.g. /workspace/project");
   const seconds = timeoutSeconds(req.timeoutMs);
   const pairs = Object.entries(env).map(([k, v]) => `${k}=${v}`);
   // `env` treats a first word containing '=' as an assignment; `--` is not portable across
   // env implementations, so a command whose program name contains '=' is refused instead.
-  if (req.command[0].includes("=")) throw new ValidationError("command[0]", req.command[0], "the program name must not contain '='");
+  if (req.command[0].includes("="))
+    throw new ValidationError("command[0]", req.command[0], "the program name must not contain '='");
   return ["sh", "-c", WRAPPER, "sbx-exec", cwd, execId, seconds, ...pairs, ...req.command];
 }
 
@@ -46,14 +65,24 @@ export function timeoutSeconds(timeoutMs: number | undefined): string {
  * the same code as an OOM kill. What tells them apart is the clock: 137 after at least
  * the timeout means the timeout fired.
  */
-export function classifyExit(exitCode: number, durationMs: number, timeoutMs: number | undefined, killedByCaller: boolean): { exitCode: number; timedOut: boolean; oomKilled: boolean } {
+export function classifyExit(
+  exitCode: number,
+  durationMs: number,
+  timeoutMs: number | undefined,
+  killedByCaller: boolean,
+): { exitCode: number; timedOut: boolean; oomKilled: boolean } {
   const timedOut = exitCode === 137 && !!timeoutMs && timeoutMs > 0 && durationMs >= timeoutMs;
   if (timedOut) return { exitCode: 124, timedOut: true, oomKilled: false };
   return { exitCode, timedOut: false, oomKilled: exitCode === 137 && !killedByCaller };
 }
 
 /** Exit code from the exec status channel's V1Status. */
-export function exitCodeFromStatus(status: { status?: string; reason?: string; message?: string; details?: { causes?: { reason?: string; message?: string }[] } }): number | Error {
+export function exitCodeFromStatus(status: {
+  status?: string;
+  reason?: string;
+  message?: string;
+  details?: { causes?: { reason?: string; message?: string }[] };
+}): number | Error {
   if (status.status === "Success") return 0;
   if (status.reason === "NonZeroExitCode") {
     const cause = status.details?.causes?.find((c) => c.reason === "ExitCode");

@@ -43,7 +43,9 @@ describe("the kill script (real shell, this host's /proc)", () => {
     const a = run(buildExecArgv({ command: ["sh", "-c", tree], cwd }, {}, victim));
     const b = run(buildExecArgv({ command: other.split(" "), cwd }, {}, bystander));
     try {
-      await until("the trees to start", () => [dropped, second, third, other].every((c) => pidsRunning(c).length === 1));
+      await until("the trees to start", () =>
+        [dropped, second, third, other].every((c) => pidsRunning(c).length === 1),
+      );
       const k = spawnSync(buildKillArgv(victim)[0], buildKillArgv(victim).slice(1), { encoding: "utf8" });
       expect(k.status, k.stderr).toBe(0);
       expect(k.stdout).toMatch(/^round 1 killed:( \d+)+\n$/);
@@ -64,11 +66,36 @@ describe("the kill script (real shell, this host's /proc)", () => {
 
 describe("resolveKilledResult", () => {
   it.each([
-    ["kill before any status, exec had a timeout", { exitCode: 124, timedOut: true, oomKilled: false, durationMs: 300 }, 1000, { exitCode: 137, timedOut: false, oomKilled: false, durationMs: 300 }],
-    ["kill before any status, no timeout", { exitCode: 137, timedOut: false, oomKilled: false, durationMs: 300 }, undefined, { exitCode: 137, timedOut: false, oomKilled: false, durationMs: 300 }],
-    ["the timeout fired first", { exitCode: 124, timedOut: true, oomKilled: false, durationMs: 1000 }, 1000, { exitCode: 124, timedOut: true, oomKilled: false, durationMs: 1000 }],
-    ["the command had already exited", { exitCode: 3, timedOut: false, oomKilled: false, durationMs: 10 }, 1000, { exitCode: 3, timedOut: false, oomKilled: false, durationMs: 10 }],
-    ["a 137 status is the kill, not an OOM", { exitCode: 137, timedOut: false, oomKilled: true, durationMs: 10 }, undefined, { exitCode: 137, timedOut: false, oomKilled: false, durationMs: 10 }],
+    [
+      "kill before any status, exec had a timeout",
+      { exitCode: 124, timedOut: true, oomKilled: false, durationMs: 300 },
+      1000,
+      { exitCode: 137, timedOut: false, oomKilled: false, durationMs: 300 },
+    ],
+    [
+      "kill before any status, no timeout",
+      { exitCode: 137, timedOut: false, oomKilled: false, durationMs: 300 },
+      undefined,
+      { exitCode: 137, timedOut: false, oomKilled: false, durationMs: 300 },
+    ],
+    [
+      "the timeout fired first",
+      { exitCode: 124, timedOut: true, oomKilled: false, durationMs: 1000 },
+      1000,
+      { exitCode: 124, timedOut: true, oomKilled: false, durationMs: 1000 },
+    ],
+    [
+      "the command had already exited",
+      { exitCode: 3, timedOut: false, oomKilled: false, durationMs: 10 },
+      1000,
+      { exitCode: 3, timedOut: false, oomKilled: false, durationMs: 10 },
+    ],
+    [
+      "a 137 status is the kill, not an OOM",
+      { exitCode: 137, timedOut: false, oomKilled: true, durationMs: 10 },
+      undefined,
+      { exitCode: 137, timedOut: false, oomKilled: false, durationMs: 10 },
+    ],
   ])("%s", (_, r, timeoutMs, want) => expect(resolveKilledResult(r, timeoutMs)).toEqual(want));
 });
 
@@ -76,7 +103,14 @@ describe("resolveKilledResult", () => {
 function fakeSession() {
   let settle!: (r: ExecResult) => void;
   const result = new Promise<ExecResult>((resolve) => (settle = resolve));
-  const s = { stdout: new PassThrough(), stderr: new PassThrough(), result, kills: 0, settle, kill: () => void s.kills++ };
+  const s = {
+    stdout: new PassThrough(),
+    stderr: new PassThrough(),
+    result,
+    kills: 0,
+    settle,
+    kill: () => void s.kills++,
+  };
   return s;
 }
 const finish = (s: ReturnType<typeof fakeSession>, r: ExecResult) => {
@@ -90,7 +124,14 @@ describe("withProcessKill", () => {
   const setup = (run: (argv: string[]) => Promise<ExecSession>) => {
     const clock = new ManualClock();
     const main = fakeSession();
-    const session = withProcessKill(main, { execId: "0123456789abcdef", timeoutMs: 1000, run, clock, logger: silentLogger(), killTimeoutMs: 2000 });
+    const session = withProcessKill(main, {
+      execId: "0123456789abcdef",
+      timeoutMs: 1000,
+      run,
+      clock,
+      logger: silentLogger(),
+      killTimeoutMs: 2000,
+    });
     return { clock, main, session };
   };
 

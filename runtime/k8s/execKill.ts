@@ -120,7 +120,11 @@ async function killProcesses(opts: ExecKillOptions): Promise<void> {
     killer = await opts.run(buildKillArgv(opts.execId));
     if (gaveUp.signal.aborted) return killer.kill(); // opened after we gave up: leave nothing behind
     const [out, err, r] = await Promise.all([text(killer.stdout), text(killer.stderr), killer.result]);
-    if (r.exitCode !== 0) log.warn({ exitCode: r.exitCode, stderr: err.trim() }, "the kill exec did not confirm every process of the exec is gone");
+    if (r.exitCode !== 0)
+      log.warn(
+        { exitCode: r.exitCode, stderr: err.trim() },
+        "the kill exec did not confirm every process of the exec is gone",
+      );
     else log.debug({ killed: out.trim() }, "killed the exec's processes");
   })();
   const timer = opts.clock.sleep(bound, gaveUp.signal).then(
@@ -132,10 +136,16 @@ async function killProcesses(opts: ExecKillOptions): Promise<void> {
     if (outcome === "timed out") {
       killer?.kill();
       work.catch(() => undefined);
-      log.warn({ timeoutMs: bound }, "the kill exec did not finish in time; the exec's timeout and the pod's lifetime still bound its processes");
+      log.warn(
+        { timeoutMs: bound },
+        "the kill exec did not finish in time; the exec's timeout and the pod's lifetime still bound its processes",
+      );
     }
   } catch (err) {
-    log.warn({ err: err instanceof Error ? err.message : String(err) }, "could not run the kill exec; the exec's timeout and the pod's lifetime still bound its processes");
+    log.warn(
+      { err: err instanceof Error ? err.message : String(err) },
+      "could not run the kill exec; the exec's timeout and the pod's lifetime still bound its processes",
+    );
   } finally {
     gaveUp.abort();
   }

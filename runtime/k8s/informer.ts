@@ -1,7 +1,14 @@
 // One shared informer per resource kind, supervised: client-node's ListWatch stops for good
 // on a non-410 error, so this restarts it with exponential backoff (injected clock) and
 // logs every failure. A watch never goes quiet without a log line saying why.
-import { makeInformer, type Informer, type KubeConfig, type KubernetesListObject, type KubernetesObject, type ObjectCache } from "@kubernetes/client-node";
+import {
+  makeInformer,
+  type Informer,
+  type KubeConfig,
+  type KubernetesListObject,
+  type KubernetesObject,
+  type ObjectCache,
+} from "@kubernetes/client-node";
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 
@@ -28,8 +35,15 @@ export interface SupervisedInformer<T> {
   stop(): Promise<void>;
 }
 
-export function startSupervisedInformer<T extends KubernetesObject>(o: SupervisedInformerOptions<T>): SupervisedInformer<T> {
-  const informer: Informer<T> & ObjectCache<T> & { latestResourceVersion?: () => string } = makeInformer(o.kc, o.path, o.list, o.labelSelector);
+export function startSupervisedInformer<T extends KubernetesObject>(
+  o: SupervisedInformerOptions<T>,
+): SupervisedInformer<T> {
+  const informer: Informer<T> & ObjectCache<T> & { latestResourceVersion?: () => string } = makeInformer(
+    o.kc,
+    o.path,
+    o.list,
+    o.labelSelector,
+  );
   const base = o.baseBackoffMs ?? 500;
   const max = o.maxBackoffMs ?? 30_000;
   let backoff = base;
@@ -59,7 +73,10 @@ export function startSupervisedInformer<T extends KubernetesObject>(o: Supervise
     if (stopped) return;
     const delay = backoff;
     backoff = Math.min(backoff * 2, max);
-    o.logger.warn({ informer: o.name, err: String((err as Error)?.message ?? err), retryInMs: delay }, "watch failed; restarting after backoff");
+    o.logger.warn(
+      { informer: o.name, err: String((err as Error)?.message ?? err), retryInMs: delay },
+      "watch failed; restarting after backoff",
+    );
     o.clock.sleep(delay, abort.signal).then(
       () => (stopped ? undefined : run()),
       () => undefined, // aborted by stop(): nothing to restart
@@ -85,7 +102,11 @@ export function startSupervisedInformer<T extends KubernetesObject>(o: Supervise
         if (isSynced()) return resolve();
         const timer = setTimeout(() => {
           syncWaiters = syncWaiters.filter((w) => w !== done);
-          reject(new Error(`informer ${o.name} (${o.path}) did not complete its first list within ${timeoutMs} ms: ${lastError ? String((lastError as Error).message ?? lastError) : "no error reported"}; check the API server address and RBAC (list/watch)`));
+          reject(
+            new Error(
+              `informer ${o.name} (${o.path}) did not complete its first list within ${timeoutMs} ms: ${lastError ? String((lastError as Error).message ?? lastError) : "no error reported"}; check the API server address and RBAC (list/watch)`,
+            ),
+          );
         }, timeoutMs);
         const done = () => {
           clearTimeout(timer);

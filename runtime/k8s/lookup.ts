@@ -20,7 +20,13 @@ export function sandboxLookup(p: Pick<KubernetesParts, "clients" | "namespace" |
     const cached = index.resource(id);
     if (cached) return cached;
     try {
-      const cr = (await p.clients.custom.getNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: p.namespace, plural: SANDBOX_PLURAL, name: id })) as SandboxResource;
+      const cr = (await p.clients.custom.getNamespacedCustomObject({
+        group: API_GROUP,
+        version: API_VERSION,
+        namespace: p.namespace,
+        plural: SANDBOX_PLURAL,
+        name: id,
+      })) as SandboxResource;
       index.upsertResource(cr);
       return cr;
     } catch (err) {

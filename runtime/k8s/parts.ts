@@ -48,7 +48,11 @@ export interface KubernetesParts {
   overrides: KubernetesBackendOverrides;
 }
 
-export function createKubernetesParts(config: RuntimeConfig, deps: KubernetesDeps, overrides: KubernetesBackendOverrides = {}): KubernetesParts {
+export function createKubernetesParts(
+  config: RuntimeConfig,
+  deps: KubernetesDeps,
+  overrides: KubernetesBackendOverrides = {},
+): KubernetesParts {
   const { clock } = deps;
   const logger = deps.logger.child({ backend: "kubernetes" });
   const clients = overrides.clients ?? loadKubeClients(config.kubernetes.kubeconfigPath);

@@ -19,9 +19,23 @@ describe("discardClaimedPod", () => {
   it("does not reject when the delete fails, and logs it with the sandbox and the pod", async () => {
     const lines: Record<string, unknown>[] = [];
     const logger = pino({ level: "info" }, { write: (l: string) => void lines.push(JSON.parse(l)) });
-    await expect(discardClaimedPod({ core: unreachableCore(), namespace: "sbx-sandboxes", logger }, "sbx-claim1", "warm-base-nano-x1", "resume")).resolves.toBeUndefined();
+    await expect(
+      discardClaimedPod(
+        { core: unreachableCore(), namespace: "sbx-sandboxes", logger },
+        "sbx-claim1",
+        "warm-base-nano-x1",
+        "resume",
+      ),
+    ).resolves.toBeUndefined();
     expect(lines).toEqual([
-      expect.objectContaining({ level: 40, sandbox: "sbx-claim1", pod: "warm-base-nano-x1", op: "resume", err: expect.any(String), msg: expect.stringContaining("the reconciler removes it later") }),
+      expect.objectContaining({
+        level: 40,
+        sandbox: "sbx-claim1",
+        pod: "warm-base-nano-x1",
+        op: "resume",
+        err: expect.any(String),
+        msg: expect.stringContaining("the reconciler removes it later"),
+      }),
     ]);
   });
 });

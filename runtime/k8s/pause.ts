@@ -39,19 +39,41 @@ export interface ComputeReleaseDeps {
 }
 
 /** Status fields that describe one pod's life; cleared when the pod goes. */
-const POD_STATUS_FIELDS: (keyof SandboxResourceStatus)[] = ["podName", "node", "readyAt", "reason", "message", "exitCode", "finishedAt", "warm", "credentialsExpiresAt"];
+const POD_STATUS_FIELDS: (keyof SandboxResourceStatus)[] = [
+  "podName",
+  "node",
+  "readyAt",
+  "reason",
+  "message",
+  "exitCode",
+  "finishedAt",
+  "warm",
+  "credentialsExpiresAt",
+];
 
 /**
  * Deletes a warm pod this replica claimed for sandbox `id` but could not use. Never rejects: a
  * failure is logged with the sandbox and the pod, and the reconciler removes the pod later (a
  * second pod carrying the sandbox's label, or an orphan).
  */
-export async function discardClaimedPod(d: Pick<ComputeReleaseDeps, "core" | "namespace" | "logger">, id: string, podName: string, op: string): Promise<void> {
+export async function discardClaimedPod(
+  d: Pick<ComputeReleaseDeps, "core" | "namespace" | "logger">,
+  id: string,
+  podName: string,
+  op: string,
+): Promise<void> {
   try {
-    await d.core.deleteNamespacedPod({ name: podName, namespace: d.namespace, gracePeriodSeconds: POD_DELETE_GRACE_SECONDS });
+    await d.core.deleteNamespacedPod({
+      name: podName,
+      namespace: d.namespace,
+      gracePeriodSeconds: POD_DELETE_GRACE_SECONDS,
+    });
   } catch (err) {
     if (isNotFound(err)) return;
-    d.logger.warn({ sandbox: id, pod: podName, op, err: (err as Error).message ?? String(err) }, "deleting a claimed pod that could not be used failed; the reconciler removes it later");
+    d.logger.warn(
+      { sandbox: id, pod: podName, op, err: (err as Error).message ?? String(err) },
+      "deleting a claimed pod that could not be used failed; the reconciler removes it later",
+    );
   }
 }
 
@@ -59,12 +81,18 @@ export function createComputeRelease(d: ComputeReleaseDeps) {
   const crApi = { group: API_GROUP, version: API_VERSION, namespace: d.namespace, plural: SANDBOX_PLURAL };
 
   const patchSpec = async (id: string, body: object): Promise<void> => {
-    const updated = (await d.custom.patchNamespacedCustomObject({ ...crApi, name: id, body }, mergePatch)) as SandboxResource;
+    const updated = (await d.custom.patchNamespacedCustomObject(
+      { ...crApi, name: id, body },
+      mergePatch,
+    )) as SandboxResource;
     d.index.upsertResource(updated);
   };
 
   const patchStatus = async (id: string, status: Record<string, unknown>): Promise<void> => {
-    const updated = (await d.custom.patchNamespacedCustomObjectStatus({ ...crApi, name: id, body: { status } }, mergePatch)) as SandboxResource;
+    const updated = (await d.custom.patchNamespacedCustomObjectStatus(
+      { ...crApi, name: id, body: { status } },
+      mergePatch,
+    )) as SandboxResource;
     d.index.upsertResource(updated);
   };
 
@@ -90,7 +118,9 @@ export function createComputeRelease(d: ComputeReleaseDeps) {
     for (let wait = 25; ; wait = Math.min(wait * 2, 500)) {
       if (!d.index.pod(name) && !(await readPod(name))) return;
       if (d.clock.now().getTime() - started > timeoutMs) {
-        throw new UpstreamError(`sandbox ${id}: its pod ${name} was deleted but still exists after ${timeoutMs} ms; the node may be unreachable. Retry the pause once the pod is gone (kubectl -n ${d.namespace} get pod ${name})`);
+        throw new UpstreamError(
+          `sandbox ${id}: its pod ${name} was deleted but still exists after ${timeoutMs} ms; the node may be unreachable. Retry the pause once the pod is gone (kubectl -n ${d.namespace} get pod ${name})`,
+        );
       }
       await d.clock.sleep(wait);
     }
@@ -109,7 +139,10 @@ export function createComputeRelease(d: ComputeReleaseDeps) {
         if (cr.spec.desiredState !== "Paused") await patchSpec(id, { spec: { desiredState: "Paused" } });
         await deletePodAndWait(id, podNameOf(cr));
         await patchStatus(id, clearedPodStatus("Paused"));
-        d.logger.info({ sandbox: id, pod: podNameOf(cr), op: "pause" }, "compute released; the Sandbox object keeps the identity");
+        d.logger.info(
+          { sandbox: id, pod: podNameOf(cr), op: "pause" },
+          "compute released; the Sandbox object keeps the identity",
+        );
       } catch (err) {
         throw toDomainError(err, "release sandbox compute", { kind: "sandbox", name: id });
       }

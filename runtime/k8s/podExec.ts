@@ -14,16 +14,25 @@ import { createExecApi, startExec } from "./exec.ts";
 import { EXEC_ID_VAR } from "./execCommand.ts";
 import { newExecId, withProcessKill } from "./execKill.ts";
 
-export type RunInPod = (podName: string, argv: string[], stdin?: Uint8Array | Readable, timeoutMs?: number) => Promise<ExecSession>;
+export type RunInPod = (
+  podName: string,
+  argv: string[],
+  stdin?: Uint8Array | Readable,
+  timeoutMs?: number,
+) => Promise<ExecSession>;
 
 export function podRunner(kc: KubeConfig, namespace: string, clock: Clock): RunInPod {
   // unmasked client frames: masking every stdin byte in JavaScript was most of a resume's CPU (runtime/k8s/exec.ts)
   const execApi = createExecApi(kc);
-  return (podName, argv, stdin, timeoutMs) => startExec(execApi, { namespace, pod: podName, container: SANDBOX_CONTAINER }, argv, { stdin, timeoutMs, clock });
+  return (podName, argv, stdin, timeoutMs) =>
+    startExec(execApi, { namespace, pod: podName, container: SANDBOX_CONTAINER }, argv, { stdin, timeoutMs, clock });
 }
 
 /** Mints scoped credentials for sandbox `id` and writes them into its pod; resolves with their expiry. */
-export function credentialsDelivery(broker: CredentialBroker | undefined, runInPod: RunInPod): ((id: string, podName: string) => Promise<Date>) | undefined {
+export function credentialsDelivery(
+  broker: CredentialBroker | undefined,
+  runInPod: RunInPod,
+): ((id: string, podName: string) => Promise<Date>) | undefined {
   if (!broker) return undefined;
   return async (id, podName) => {
     const creds = await broker.mintScoped(id);
@@ -32,7 +41,10 @@ export function credentialsDelivery(broker: CredentialBroker | undefined, runInP
     let err = "";
     session.stderr.on("data", (c: Buffer) => (err += c.toString()));
     const res = await session.result;
-    if (res.exitCode !== 0) throw new UpstreamError(`writing credentials into sandbox ${id} (pod ${podName}) exited ${res.exitCode}: ${err.trim()}`);
+    if (res.exitCode !== 0)
+      throw new UpstreamError(
+        `writing credentials into sandbox ${id} (pod ${podName}) exited ${res.exitCode}: ${err.trim()}`,
+      );
     return creds.expiration;
   };
 }

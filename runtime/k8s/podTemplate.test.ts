@@ -5,7 +5,10 @@ import { LABELS, POOL, SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT, ownerLabelValue }
 import { planSandboxPod, planWarmPod, warmPodName } from "./podTemplate.ts";
 
 const config = validateRuntimeConfig({ platform: "kubernetes", kubernetes: { namespace: "sbx-sandboxes" } });
-const gvisor = validateRuntimeConfig({ platform: "kubernetes", kubernetes: { namespace: "ns2", runtimeClassName: "gvisor" } });
+const gvisor = validateRuntimeConfig({
+  platform: "kubernetes",
+  kubernetes: { namespace: "ns2", runtimeClassName: "gvisor" },
+});
 const userns = validateRuntimeConfig({ platform: "kubernetes", kubernetes: { userNamespaces: true } });
 
 function spec(over: Partial<SandboxSpec> = {}): SandboxSpec {
@@ -28,10 +31,18 @@ describe("planSandboxPod", () => {
   const c = pod.spec!.containers[0];
 
   it.each([
-    ["runs as a non-root uid", () => [pod.spec!.securityContext!.runAsNonRoot, pod.spec!.securityContext!.runAsUser], [true, 1000]],
+    [
+      "runs as a non-root uid",
+      () => [pod.spec!.securityContext!.runAsNonRoot, pod.spec!.securityContext!.runAsUser],
+      [true, 1000],
+    ],
     ["has a read-only root filesystem", () => c.securityContext!.readOnlyRootFilesystem, true],
     ["drops every capability", () => c.securityContext!.capabilities!.drop, ["ALL"]],
-    ["uses the RuntimeDefault seccomp profile", () => pod.spec!.securityContext!.seccompProfile!.type, "RuntimeDefault"],
+    [
+      "uses the RuntimeDefault seccomp profile",
+      () => pod.spec!.securityContext!.seccompProfile!.type,
+      "RuntimeDefault",
+    ],
     ["gets no service account token", () => pod.spec!.automountServiceAccountToken, false],
     ["forbids privilege escalation", () => c.securityContext!.allowPrivilegeEscalation, false],
     ["sets the hard TTL as activeDeadlineSeconds", () => pod.spec!.activeDeadlineSeconds, 600],
@@ -40,13 +51,28 @@ describe("planSandboxPod", () => {
     ["requests the size class", () => c.resources!.requests, { cpu: "100m", memory: "128Mi" }],
     ["limits to the size class", () => c.resources!.limits, { cpu: "1", memory: "512Mi" }],
     ["selects sandbox nodes", () => pod.spec!.nodeSelector, { [SANDBOX_NODE_LABEL.key]: SANDBOX_NODE_LABEL.value }],
-    ["tolerates the sandbox taint", () => pod.spec!.tolerations, [{ key: SANDBOX_NODE_TAINT.key, operator: "Equal", value: "true", effect: "NoSchedule" }]],
-    ["bounds /workspace and /tmp", () => pod.spec!.volumes!.map((v) => [v.name, v.emptyDir!.sizeLimit]), [["workspace", "1Gi"], ["tmp", "256Mi"]]],
+    [
+      "tolerates the sandbox taint",
+      () => pod.spec!.tolerations,
+      [{ key: SANDBOX_NODE_TAINT.key, operator: "Equal", value: "true", effect: "NoSchedule" }],
+    ],
+    [
+      "bounds /workspace and /tmp",
+      () => pod.spec!.volumes!.map((v) => [v.name, v.emptyDir!.sizeLimit]),
+      [
+        ["workspace", "1Gi"],
+        ["tmp", "256Mi"],
+      ],
+    ],
     ["mounts them writable", () => c.volumeMounts!.map((m) => m.mountPath), ["/workspace", "/tmp"]],
     ["has no runtimeClassName unless configured", () => pod.spec!.runtimeClassName, undefined],
     ["shares the node's user namespace unless configured (hostUsers unset)", () => pod.spec!.hostUsers, undefined],
     ["is named after the sandbox", () => pod.metadata!.name, "sb-1"],
-    ["carries the sandbox and hashed owner labels", () => [pod.metadata!.labels![LABELS.sandbox], pod.metadata!.labels![LABELS.owner]], ["sb-1", ownerLabelValue("alice@example.com")]],
+    [
+      "carries the sandbox and hashed owner labels",
+      () => [pod.metadata!.labels![LABELS.sandbox], pod.metadata!.labels![LABELS.owner]],
+      ["sb-1", ownerLabelValue("alice@example.com")],
+    ],
     ["keeps the caller's env out of the pod spec", () => JSON.stringify(pod).includes("not-in-pod"), false],
   ])("%s", (_name, get, want) => {
     expect(get()).toEqual(want);
@@ -89,19 +115,39 @@ describe("planSandboxPod", () => {
 });
 
 describe("planWarmPod", () => {
-  const pod = planWarmPod({ profile: "base", image: "img:1", size: config.sizeClasses.small, suffix: "abc123", activeDeadlineSeconds: 90000 }, config);
+  const pod = planWarmPod(
+    { profile: "base", image: "img:1", size: config.sizeClasses.small, suffix: "abc123", activeDeadlineSeconds: 90000 },
+    config,
+  );
   it("is labelled warm for its pool and carries no owner or sandbox", () => {
-    expect(pod.metadata!.labels).toEqual({ [LABELS.managed]: "true", [LABELS.pool]: POOL.warm, [LABELS.profile]: "base", [LABELS.size]: "small" });
+    expect(pod.metadata!.labels).toEqual({
+      [LABELS.managed]: "true",
+      [LABELS.pool]: POOL.warm,
+      [LABELS.profile]: "base",
+      [LABELS.size]: "small",
+    });
     expect(pod.metadata!.name).toBe("warm-base-small-abc123");
   });
   it("is as hardened as a cold pod", () => {
-    const cold = planSandboxPod(spec({ size: config.sizeClasses.small, image: { profile: "base", image: "img:1" } }), config);
+    const cold = planSandboxPod(
+      spec({ size: config.sizeClasses.small, image: { profile: "base", image: "img:1" } }),
+      config,
+    );
     expect(pod.spec!.containers[0].securityContext).toEqual(cold.spec!.containers[0].securityContext);
     expect(pod.spec!.securityContext).toEqual(cold.spec!.securityContext);
     expect(pod.spec!.activeDeadlineSeconds).toBe(90000);
   });
   it("gets its own user namespace like a cold pod when configured", () => {
-    const warm = planWarmPod({ profile: "base", image: "img:1", size: config.sizeClasses.small, suffix: "abc123", activeDeadlineSeconds: 90000 }, userns);
+    const warm = planWarmPod(
+      {
+        profile: "base",
+        image: "img:1",
+        size: config.sizeClasses.small,
+        suffix: "abc123",
+        activeDeadlineSeconds: 90000,
+      },
+      userns,
+    );
     expect(warm.spec!.hostUsers).toBe(false);
     expect(pod.spec!.hostUsers).toBeUndefined();
   });

@@ -4,7 +4,15 @@ import type { V1Pod } from "@kubernetes/client-node";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { formatCpu, formatMemory } from "../core/quantity.ts";
 import type { SandboxSpec, SizeClass } from "../core/types.ts";
-import { ANNOTATIONS, LABELS, POOL, SANDBOX_CONTAINER, SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT, ownerLabelValue } from "./contract.ts";
+import {
+  ANNOTATIONS,
+  LABELS,
+  POOL,
+  SANDBOX_CONTAINER,
+  SANDBOX_NODE_LABEL,
+  SANDBOX_NODE_TAINT,
+  ownerLabelValue,
+} from "./contract.ts";
 import { labelSafe } from "./resource.ts";
 
 /** The unprivileged identity every sandbox runs as. */
@@ -26,7 +34,10 @@ export const IDLE_COMMAND = ["sh", "-c", 'echo "sbx: sandbox started"; exec slee
 export const POD_DELETE_GRACE_SECONDS = 1;
 
 /** The part of the runtime config a pod is planned from (userNamespaces may be left out: off). */
-type PodConfig = { kubernetes: Pick<RuntimeConfig["kubernetes"], "namespace" | "runtimeClassName"> & Partial<Pick<RuntimeConfig["kubernetes"], "userNamespaces">> };
+type PodConfig = {
+  kubernetes: Pick<RuntimeConfig["kubernetes"], "namespace" | "runtimeClassName"> &
+    Partial<Pick<RuntimeConfig["kubernetes"], "userNamespaces">>;
+};
 
 /** The pod for a cold-started sandbox: named after the sandbox, labelled with its owner. */
 export function planSandboxPod(spec: SandboxSpec, config: PodConfig, now: Date = spec.createdAt): V1Pod {
@@ -89,7 +100,10 @@ export function planWarmPod(input: WarmPodInput, config: PodConfig): V1Pod {
 }
 
 export function warmPodName(profile: string, size: string, suffix: string): string {
-  const stem = `warm-${profile}-${size}`.toLowerCase().replace(/[^a-z0-9-]/g, "-").replace(/-+/g, "-");
+  const stem = `warm-${profile}-${size}`
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, "-")
+    .replace(/-+/g, "-");
   return `${stem.slice(0, 62 - suffix.length)}-${suffix}`;
 }
 
@@ -124,7 +138,12 @@ function hardenedPod(p: HardenedPodInput): V1Pod {
       ...(p.userNamespaces ? { hostUsers: false } : {}),
       nodeSelector: { [SANDBOX_NODE_LABEL.key]: SANDBOX_NODE_LABEL.value },
       tolerations: [
-        { key: SANDBOX_NODE_TAINT.key, operator: "Equal", value: SANDBOX_NODE_TAINT.value, effect: SANDBOX_NODE_TAINT.effect },
+        {
+          key: SANDBOX_NODE_TAINT.key,
+          operator: "Equal",
+          value: SANDBOX_NODE_TAINT.value,
+          effect: SANDBOX_NODE_TAINT.effect,
+        },
       ],
       securityContext: {
         runAsNonRoot: true,

@@ -10,7 +10,8 @@ const cr = (name: string): SandboxResource => ({ ...record(), metadata: { ...rec
 
 function deferred() {
   const calls: { cr: SandboxResource; resolve: (v: SandboxResource) => void; reject: (e: unknown) => void }[] = [];
-  const create = (c: SandboxResource) => new Promise<SandboxResource>((resolve, reject) => calls.push({ cr: c, resolve, reject }));
+  const create = (c: SandboxResource) =>
+    new Promise<SandboxResource>((resolve, reject) => calls.push({ cr: c, resolve, reject }));
   return { calls, create };
 }
 const tick = () => new Promise((r) => setImmediate(r));
@@ -19,7 +20,15 @@ describe("RecordWriter", () => {
   it("writes behind with bounded concurrency and reports each written record", async () => {
     const d = deferred();
     const written: string[] = [];
-    const w = new RecordWriter({ clock: new ManualClock(), logger: silentLogger(), create: d.create, isConflict: () => false, onWritten: (c) => written.push(c.metadata.name), onFailed: () => undefined, concurrency: 2 });
+    const w = new RecordWriter({
+      clock: new ManualClock(),
+      logger: silentLogger(),
+      create: d.create,
+      isConflict: () => false,
+      onWritten: (c) => written.push(c.metadata.name),
+      onFailed: () => undefined,
+      concurrency: 2,
+    });
     for (const n of ["a", "b", "c"]) w.enqueue(cr(n));
     expect(d.calls.map((c) => c.cr.metadata.name)).toEqual(["a", "b"]);
     d.calls[0].resolve(cr("a"));
@@ -34,7 +43,16 @@ describe("RecordWriter", () => {
 
   it("refuses with 429 when too far behind", () => {
     const d = deferred();
-    const w = new RecordWriter({ clock: new ManualClock(), logger: silentLogger(), create: d.create, isConflict: () => false, onWritten: () => undefined, onFailed: () => undefined, concurrency: 1, maxPending: 2 });
+    const w = new RecordWriter({
+      clock: new ManualClock(),
+      logger: silentLogger(),
+      create: d.create,
+      isConflict: () => false,
+      onWritten: () => undefined,
+      onFailed: () => undefined,
+      concurrency: 1,
+      maxPending: 2,
+    });
     w.enqueue(cr("a"));
     w.enqueue(cr("b"));
     expect(() => w.checkRoom()).toThrow(CapacityError);
@@ -43,7 +61,15 @@ describe("RecordWriter", () => {
 
   it("cancels a write that has not started, and a crash abandons the queue", async () => {
     const d = deferred();
-    const w = new RecordWriter({ clock: new ManualClock(), logger: silentLogger(), create: d.create, isConflict: () => false, onWritten: () => undefined, onFailed: () => undefined, concurrency: 1 });
+    const w = new RecordWriter({
+      clock: new ManualClock(),
+      logger: silentLogger(),
+      create: d.create,
+      isConflict: () => false,
+      onWritten: () => undefined,
+      onFailed: () => undefined,
+      concurrency: 1,
+    });
     w.enqueue(cr("a"));
     w.enqueue(cr("b"));
     w.enqueue(cr("c"));
@@ -87,7 +113,14 @@ describe("RecordWriter", () => {
 
   it("fails a conflicting id at once", async () => {
     const failed: string[] = [];
-    const w = new RecordWriter({ clock: new ManualClock(), logger: silentLogger(), create: async () => Promise.reject(new Error("409")), isConflict: () => true, onWritten: () => undefined, onFailed: (id, reason) => failed.push(`${id}:${reason}`) });
+    const w = new RecordWriter({
+      clock: new ManualClock(),
+      logger: silentLogger(),
+      create: async () => Promise.reject(new Error("409")),
+      isConflict: () => true,
+      onWritten: () => undefined,
+      onFailed: (id, reason) => failed.push(`${id}:${reason}`),
+    });
     w.enqueue(cr("a"));
     await w.drain();
     expect(failed).toEqual(["a:IdConflict"]);

@@ -57,7 +57,11 @@ export class RecordWriter {
   /** Throws CapacityError when the API server is too far behind to take another accept. */
   checkRoom(): void {
     if (this.pending.size >= this.maxPending) {
-      throw new CapacityError(`the Kubernetes API server is behind: ${this.pending.size} sandbox records are waiting to be written; retry shortly`, 1, { reason: "api_backlog", pending: this.pending.size });
+      throw new CapacityError(
+        `the Kubernetes API server is behind: ${this.pending.size} sandbox records are waiting to be written; retry shortly`,
+        1,
+        { reason: "api_backlog", pending: this.pending.size },
+      );
     }
   }
 
@@ -138,13 +142,24 @@ export class RecordWriter {
       } catch (err) {
         lastErr = err;
         if (this.o.isConflict(err)) {
-          this.o.onFailed(id, "IdConflict", `a sandbox named ${id} already exists in the cluster; create again with a new id`);
+          this.o.onFailed(
+            id,
+            "IdConflict",
+            `a sandbox named ${id} already exists in the cluster; create again with a new id`,
+          );
           return;
         }
-        this.o.logger.warn({ sandbox: id, attempt, err: String((err as Error)?.message ?? err) }, "writing the sandbox record failed; retrying");
+        this.o.logger.warn(
+          { sandbox: id, attempt, err: String((err as Error)?.message ?? err) },
+          "writing the sandbox record failed; retrying",
+        );
       }
     }
     const took = this.o.clock.now().getTime() - started;
-    this.o.onFailed(id, "RecordWriteFailed", `the sandbox record could not be written in ${this.retries + 1} attempts over ${took} ms: ${String((lastErr as Error)?.message ?? lastErr)}`);
+    this.o.onFailed(
+      id,
+      "RecordWriteFailed",
+      `the sandbox record could not be written in ${this.retries + 1} attempts over ${took} ms: ${String((lastErr as Error)?.message ?? lastErr)}`,
+    );
   }
 }

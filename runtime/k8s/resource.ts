@@ -68,12 +68,20 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 export function validateSandboxId(id: string): void {
   if (!DNS_LABEL.test(id)) {
-    throw new ValidationError("sandbox id", id, "use 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit");
+    throw new ValidationError(
+      "sandbox id",
+      id,
+      "use 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit",
+    );
   }
 }
 
 /** The record the manager writes when it accepts a create. */
-export function buildSandboxResource(spec: SandboxSpec, namespace: string, opts: { podName?: string } = {}): SandboxResource {
+export function buildSandboxResource(
+  spec: SandboxSpec,
+  namespace: string,
+  opts: { podName?: string } = {},
+): SandboxResource {
   validateSandboxId(spec.id);
   const { name: _name, ...resources } = spec.size;
   const labels: Record<string, string> = {
@@ -138,6 +146,9 @@ export function poolKey(profile: string, size: string): string {
 
 /** Label values: <=63 chars of [A-Za-z0-9._-], alphanumeric at both ends. */
 export function labelSafe(value: string): string {
-  const cleaned = value.replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 63).replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, "");
+  const cleaned = value
+    .replace(/[^A-Za-z0-9._-]/g, "-")
+    .slice(0, 63)
+    .replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, "");
   return cleaned || "x";
 }

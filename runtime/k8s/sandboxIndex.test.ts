@@ -12,7 +12,10 @@ function setup() {
   index.subscribe((e) => events.push(e));
   return { clock, index, events };
 }
-const withRv = <T extends { metadata?: { resourceVersion?: string } }>(o: T, rv: string): T => ({ ...o, metadata: { ...o.metadata, resourceVersion: rv } });
+const withRv = <T extends { metadata?: { resourceVersion?: string } }>(o: T, rv: string): T => ({
+  ...o,
+  metadata: { ...o.metadata, resourceVersion: rv },
+});
 
 describe("SandboxIndex", () => {
   it("wakes a waiter when the pod becomes ready, without polling", async () => {
@@ -56,7 +59,9 @@ describe("SandboxIndex", () => {
     index.upsertPod(withRv(running(true), "5"));
     index.upsertPod(withRv(running(true), "6")); // same view: no event
     index.deleteResource("sb-1");
-    expect(events.map((e) => (e.type === "upsert" ? `${e.sandbox.phase}/${e.sandbox.ready}` : `delete/${e.owner}`))).toEqual(["Pending/false", "Running/true", "delete/alice"]);
+    expect(
+      events.map((e) => (e.type === "upsert" ? `${e.sandbox.phase}/${e.sandbox.ready}` : `delete/${e.owner}`)),
+    ).toEqual(["Pending/false", "Running/true", "delete/alice"]);
   });
 
   it("ignores an older resourceVersion arriving after a newer one (write-through vs watch)", () => {

@@ -178,7 +178,11 @@ export class SandboxIndex {
         () => {
           finish();
           const sb = this.derived.get(id);
-          reject(new TimeoutError(`sandbox ${id} not ready after ${timeoutMs} ms (phase ${sb?.phase ?? "unknown"}${sb?.reason ? `, ${sb.reason}` : ""}); wait again or check its events`));
+          reject(
+            new TimeoutError(
+              `sandbox ${id} not ready after ${timeoutMs} ms (phase ${sb?.phase ?? "unknown"}${sb?.reason ? `, ${sb.reason}` : ""}); wait again or check its events`,
+            ),
+          );
         },
         () => undefined,
       );

@@ -14,7 +14,12 @@ export const SESSION_POLICY_MAX_CHARS = 2048;
 
 export interface SessionPolicy {
   Version: "2012-10-17";
-  Statement: { Effect: "Allow"; Action: string[]; Resource: string | string[]; Condition?: Record<string, Record<string, string | string[]>> }[];
+  Statement: {
+    Effect: "Allow";
+    Action: string[];
+    Resource: string | string[];
+    Condition?: Record<string, Record<string, string | string[]>>;
+  }[];
 }
 
 const SANDBOX_ID = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -28,16 +33,26 @@ export function packedLength(policy: string): number {
 /** The document for one sandbox; throws a ValidationError for a bad id or bucket (size is not checked). */
 export function sessionPolicyDocument(sandboxId: string, bucket: string, partition = "aws"): SessionPolicy {
   if (!SANDBOX_ID.test(sandboxId)) {
-    throw new ValidationError("sandboxId", sandboxId, "use 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit");
+    throw new ValidationError(
+      "sandboxId",
+      sandboxId,
+      "use 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit",
+    );
   }
-  if (!BUCKET.test(bucket)) throw new ValidationError("bucket", bucket, "use an S3 bucket name (3-63 lowercase letters, digits, '.', '-')");
+  if (!BUCKET.test(bucket))
+    throw new ValidationError("bucket", bucket, "use an S3 bucket name (3-63 lowercase letters, digits, '.', '-')");
   const prefix = `${SANDBOX_PREFIX}/${sandboxId}`;
   const bucketArn = `arn:${partition}:s3:::${bucket}`;
   return {
     Version: "2012-10-17",
     Statement: [
       { Effect: "Allow", Action: [...SANDBOX_OBJECT_ACTIONS], Resource: `${bucketArn}/${prefix}/*` },
-      { Effect: "Allow", Action: ["s3:ListBucket"], Resource: bucketArn, Condition: { StringLike: { "s3:prefix": [`${prefix}/`, `${prefix}/*`] } } },
+      {
+        Effect: "Allow",
+        Action: ["s3:ListBucket"],
+        Resource: bucketArn,
+        Condition: { StringLike: { "s3:prefix": [`${prefix}/`, `${prefix}/*`] } },
+      },
     ],
   };
 }
@@ -46,7 +61,11 @@ export function sessionPolicyDocument(sandboxId: string, bucket: string, partiti
 export function sessionPolicyJson(sandboxId: string, bucket: string, partition = "aws"): string {
   const json = JSON.stringify(sessionPolicyDocument(sandboxId, bucket, partition));
   if (packedLength(json) >= SESSION_POLICY_MAX_CHARS) {
-    throw new ValidationError("sessionPolicy", `${packedLength(json)} characters`, `must stay under ${SESSION_POLICY_MAX_CHARS}; shorten the bucket name or sandbox id`);
+    throw new ValidationError(
+      "sessionPolicy",
+      `${packedLength(json)} characters`,
+      `must stay under ${SESSION_POLICY_MAX_CHARS}; shorten the bucket name or sandbox id`,
+    );
   }
   return json;
 }

@@ -84,12 +84,24 @@ export class SandboxRecordStore implements SnapshotRecordStore {
           cr = undefined;
           continue;
         }
-        throw new ConflictError(`sandbox ${id}: its pause/resume record was changed by another runtime replica meanwhile; retry the operation`, { id });
+        throw new ConflictError(
+          `sandbox ${id}: its pause/resume record was changed by another runtime replica meanwhile; retry the operation`,
+          { id },
+        );
       }
       if (current === next) return;
       try {
         const updated = (await this.o.custom.patchNamespacedCustomObject(
-          { ...this.crApi, name: id, body: { metadata: { resourceVersion: cr.metadata.resourceVersion, annotations: { [SNAPSHOT_RECORD_ANNOTATION]: next } } } },
+          {
+            ...this.crApi,
+            name: id,
+            body: {
+              metadata: {
+                resourceVersion: cr.metadata.resourceVersion,
+                annotations: { [SNAPSHOT_RECORD_ANNOTATION]: next },
+              },
+            },
+          },
           mergePatch,
         )) as SandboxResource;
         this.o.index.upsertResource(updated);
@@ -97,7 +109,8 @@ export class SandboxRecordStore implements SnapshotRecordStore {
         return;
       } catch (err) {
         if (isNotFound(err)) throw new NotFoundError("sandbox", id);
-        if (!isConflict(err) || attempt >= MAX_CAS_ATTEMPTS) throw toDomainError(err, "write the pause/resume record", { kind: "sandbox", name: id });
+        if (!isConflict(err) || attempt >= MAX_CAS_ATTEMPTS)
+          throw toDomainError(err, "write the pause/resume record", { kind: "sandbox", name: id });
         cr = undefined; // another write moved the resourceVersion: look again
       }
     }
@@ -121,7 +134,10 @@ export class SandboxRecordStore implements SnapshotRecordStore {
     const have = this.o.index.resource(id)?.status?.snapshot;
     if (JSON.stringify(have) === JSON.stringify(want)) return;
     try {
-      const updated = (await this.o.custom.patchNamespacedCustomObjectStatus({ ...this.crApi, name: id, body: { status: { snapshot: want ?? null } } }, mergePatch)) as SandboxResource;
+      const updated = (await this.o.custom.patchNamespacedCustomObjectStatus(
+        { ...this.crApi, name: id, body: { status: { snapshot: want ?? null } } },
+        mergePatch,
+      )) as SandboxResource;
       this.o.index.upsertResource(updated);
     } catch (err) {
       if (!isNotFound(err)) throw toDomainError(err, "write status.snapshot", { kind: "sandbox", name: id });

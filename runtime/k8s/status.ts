@@ -20,7 +20,12 @@ export interface ObservedPod {
 
 // Waiting reasons that will never resolve on their own: retrying does not fix a bad image
 // name or a broken container config, so the sandbox fails instead of sitting Pending.
-const PERMANENT_WAITING = new Set(["InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "ErrImageNeverPull"]);
+const PERMANENT_WAITING = new Set([
+  "InvalidImageName",
+  "CreateContainerConfigError",
+  "CreateContainerError",
+  "ErrImageNeverPull",
+]);
 
 export function observePod(pod: V1Pod): ObservedPod {
   const node = pod.spec?.nodeName || undefined;
@@ -29,17 +34,47 @@ export function observePod(pod: V1Pod): ObservedPod {
   if (terminated) {
     const finishedAt = iso(terminated.finishedAt);
     if (terminated.exitCode === 0 && terminated.reason !== "OOMKilled") {
-      return { phase: "Succeeded", ready: false, reason: terminated.reason || "Completed", exitCode: 0, node, finishedAt };
+      return {
+        phase: "Succeeded",
+        ready: false,
+        reason: terminated.reason || "Completed",
+        exitCode: 0,
+        node,
+        finishedAt,
+      };
     }
     const reason = terminated.reason || "Error";
-    return { phase: "Failed", ready: false, reason, message: terminated.message || `container exited with code ${terminated.exitCode}`, exitCode: terminated.exitCode, node, finishedAt };
+    return {
+      phase: "Failed",
+      ready: false,
+      reason,
+      message: terminated.message || `container exited with code ${terminated.exitCode}`,
+      exitCode: terminated.exitCode,
+      node,
+      finishedAt,
+    };
   }
   if (pod.metadata?.deletionTimestamp) return { phase: "Terminating", ready: false, node };
   const podPhase = pod.status?.phase;
   if (podPhase === "Failed") {
-    return { phase: "Failed", ready: false, reason: pod.status?.reason || "Failed", message: pod.status?.message, node, finishedAt: lastTransition(pod) };
+    return {
+      phase: "Failed",
+      ready: false,
+      reason: pod.status?.reason || "Failed",
+      message: pod.status?.message,
+      node,
+      finishedAt: lastTransition(pod),
+    };
   }
-  if (podPhase === "Succeeded") return { phase: "Succeeded", ready: false, reason: "Completed", exitCode: 0, node, finishedAt: lastTransition(pod) };
+  if (podPhase === "Succeeded")
+    return {
+      phase: "Succeeded",
+      ready: false,
+      reason: "Completed",
+      exitCode: 0,
+      node,
+      finishedAt: lastTransition(pod),
+    };
   const waiting = cs?.state?.waiting;
   if (waiting?.reason && PERMANENT_WAITING.has(waiting.reason)) {
     return { phase: "Failed", ready: false, reason: waiting.reason, message: waiting.message, node };
@@ -48,11 +83,24 @@ export function observePod(pod: V1Pod): ObservedPod {
   const running = !!cs?.state?.running;
   if (podPhase === "Running") {
     const ready = running && readyCond?.status === "True";
-    return { phase: "Running", ready, node, ...(ready ? { readyAt: iso(readyCond?.lastTransitionTime) ?? iso(cs?.state?.running?.startedAt) } : {}) };
+    return {
+      phase: "Running",
+      ready,
+      node,
+      ...(ready ? { readyAt: iso(readyCond?.lastTransitionTime) ?? iso(cs?.state?.running?.startedAt) } : {}),
+    };
   }
   const unschedulable = pod.status?.conditions?.find((c) => c.type === "PodScheduled" && c.status === "False");
-  if (unschedulable) return { phase: "Pending", ready: false, reason: unschedulable.reason || "Unschedulable", message: unschedulable.message, node };
-  if (waiting?.reason) return { phase: "Pending", ready: false, reason: waiting.reason, message: waiting.message, node };
+  if (unschedulable)
+    return {
+      phase: "Pending",
+      ready: false,
+      reason: unschedulable.reason || "Unschedulable",
+      message: unschedulable.message,
+      node,
+    };
+  if (waiting?.reason)
+    return { phase: "Pending", ready: false, reason: waiting.reason, message: waiting.message, node };
   return { phase: "Pending", ready: false, node };
 }
 
@@ -89,14 +137,18 @@ export function deriveSandbox(cr: SandboxResource, pod: V1Pod | undefined, opts:
   };
   const lastActivity = cr.metadata.annotations?.[ANNOTATIONS.lastActivity];
   if (lastActivity) base.lastActivityAt = lastActivity;
-  if (cr.metadata.deletionTimestamp) return { ...base, ...recordedFields(recorded), phase: "Terminating", ready: false };
-  if (recorded.phase === "Failed" || recorded.phase === "Succeeded") return { ...base, ...recordedFields(recorded), phase: recorded.phase, ready: false };
+  if (cr.metadata.deletionTimestamp)
+    return { ...base, ...recordedFields(recorded), phase: "Terminating", ready: false };
+  if (recorded.phase === "Failed" || recorded.phase === "Succeeded")
+    return { ...base, ...recordedFields(recorded), phase: recorded.phase, ready: false };
   // Paused: the pod is gone on purpose (pause/resume); the Sandbox object keeps the identity.
-  if (s.desiredState === "Paused" && !pod) return { ...base, ...recordedFields(recorded), phase: "Paused", ready: false };
+  if (s.desiredState === "Paused" && !pod)
+    return { ...base, ...recordedFields(recorded), phase: "Paused", ready: false };
   if (recorded.phase === "Paused" || recorded.phase === "Pausing" || recorded.phase === "Resuming") {
     if (!pod) return { ...base, ...recordedFields(recorded), phase: recorded.phase, ready: false };
   }
-  if (!pod) return { ...base, ...recordedFields(recorded), phase: recorded.podName ? "Terminating" : "Pending", ready: false };
+  if (!pod)
+    return { ...base, ...recordedFields(recorded), phase: recorded.podName ? "Terminating" : "Pending", ready: false };
   const o = observePod(pod);
   const credsIn = !opts.credentialsRequired || !!credentialsExpiry(cr);
   const ready = o.ready && credsIn;
@@ -113,16 +165,22 @@ export function deriveSandbox(cr: SandboxResource, pod: V1Pod | undefined, opts:
 }
 
 /** The status the reconciler persists on the record, from the derived sandbox. */
-export function planRecordedStatus(prev: SandboxResourceStatus | undefined, sb: Sandbox, podName: string | undefined, now: Date): SandboxResourceStatus {
+export function planRecordedStatus(
+  prev: SandboxResourceStatus | undefined,
+  sb: Sandbox,
+  podName: string | undefined,
+  now: Date,
+): SandboxResourceStatus {
   const next: SandboxResourceStatus = { ...(prev ?? {}) };
-  next.phase = sb.phase === "Terminating" ? prev?.phase ?? "Pending" : sb.phase;
+  next.phase = sb.phase === "Terminating" ? (prev?.phase ?? "Pending") : sb.phase;
   setOrDelete(next, "reason", sb.reason);
   setOrDelete(next, "message", sb.message);
   setOrDelete(next, "exitCode", sb.exitCode);
   if (podName) next.podName = podName;
   if (sb.node) next.node = sb.node;
   if (sb.ready && !next.readyAt) next.readyAt = sb.readyAt ?? now.toISOString();
-  if ((sb.phase === "Failed" || sb.phase === "Succeeded") && !next.finishedAt) next.finishedAt = sb.finishedAt ?? now.toISOString();
+  if ((sb.phase === "Failed" || sb.phase === "Succeeded") && !next.finishedAt)
+    next.finishedAt = sb.finishedAt ?? now.toISOString();
   if (sb.warm) next.warm = true;
   return next;
 }
@@ -143,7 +201,11 @@ function recordedFields(r: SandboxResourceStatus): Partial<Sandbox> {
   return out;
 }
 
-function setOrDelete<K extends keyof SandboxResourceStatus>(o: SandboxResourceStatus, k: K, v: SandboxResourceStatus[K] | undefined): void {
+function setOrDelete<K extends keyof SandboxResourceStatus>(
+  o: SandboxResourceStatus,
+  k: K,
+  v: SandboxResourceStatus[K] | undefined,
+): void {
   if (v === undefined) delete o[k];
   else o[k] = v;
 }

@@ -40,7 +40,13 @@ export async function startSandboxWatch(o: WatchOptions): Promise<SupervisedInfo
     name: "sandboxes",
     kc,
     path: `/apis/${API_GROUP}/${API_VERSION}/namespaces/${ns}/${SANDBOX_PLURAL}`,
-    list: () => custom.listNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: ns, plural: SANDBOX_PLURAL }),
+    list: () =>
+      custom.listNamespacedCustomObject({
+        group: API_GROUP,
+        version: API_VERSION,
+        namespace: ns,
+        plural: SANDBOX_PLURAL,
+      }),
     clock,
     logger,
     onAdd: (cr) => index.upsertResource(cr as unknown as SandboxResource),

@@ -34,10 +34,19 @@ function validatePath(field: string, p: string): void {
 
 export async function archiveIn(exec: Exec, dir: string, tar: Readable): Promise<void> {
   validatePath("dir", dir);
-  const s = await exec({ command: ["sh", "-c", 'mkdir -p -- "$1" && exec tar -x -f - -C "$1" --no-same-owner', "sbx-put", dir], env: EXTRACT_ENV, stdin: tar });
+  const s = await exec({
+    command: ["sh", "-c", 'mkdir -p -- "$1" && exec tar -x -f - -C "$1" --no-same-owner', "sbx-put", dir],
+    env: EXTRACT_ENV,
+    stdin: tar,
+  });
   s.stdout.resume();
   const [err, res] = await Promise.all([collect(s.stderr), s.result]);
-  if (res.exitCode !== 0) throw new ValidationError("archive", dir, `tar could not unpack it into the sandbox (exit ${res.exitCode}): ${err.trim() || "no message"}; send a valid tar stream to a writable directory (/workspace or /tmp)`);
+  if (res.exitCode !== 0)
+    throw new ValidationError(
+      "archive",
+      dir,
+      `tar could not unpack it into the sandbox (exit ${res.exitCode}): ${err.trim() || "no message"}; send a valid tar stream to a writable directory (/workspace or /tmp)`,
+    );
 }
 
 export async function archiveOut(exec: Exec, p: string): Promise<Readable> {
@@ -46,7 +55,11 @@ export async function archiveOut(exec: Exec, p: string): Promise<Readable> {
   const check = await exec({ command: ["sh", "-c", `p=$1\n${DOWNLOAD_CHECK_SH}`, "sbx-check", p] });
   check.stdout.resume();
   const [checkErr, checked] = await Promise.all([collect(check.stderr), check.result]);
-  if (checked.exitCode !== 0) throw downloadCheckError(checked.exitCode, checkErr, p) ?? new UpstreamError(`checking ${p} in the sandbox failed (exit ${checked.exitCode}): ${checkErr.trim()}`);
+  if (checked.exitCode !== 0)
+    throw (
+      downloadCheckError(checked.exitCode, checkErr, p) ??
+      new UpstreamError(`checking ${p} in the sandbox failed (exit ${checked.exitCode}): ${checkErr.trim()}`)
+    );
   const norm = path.posix.normalize(p);
   const parent = path.posix.dirname(norm);
   const base = norm === "/" ? "." : path.posix.basename(norm);
@@ -65,7 +78,10 @@ export async function archiveOut(exec: Exec, p: string): Promise<Readable> {
   s.stdout.on("end", async () => {
     const res = await s.result.catch((e: Error) => e);
     if (res instanceof Error) return out.destroy(res);
-    if (res.exitCode !== 0) return out.destroy(new UpstreamError(`tar of ${p} in the sandbox failed (exit ${res.exitCode}): ${(await errText).trim()}`));
+    if (res.exitCode !== 0)
+      return out.destroy(
+        new UpstreamError(`tar of ${p} in the sandbox failed (exit ${res.exitCode}): ${(await errText).trim()}`),
+      );
     out.end();
   });
   return out;

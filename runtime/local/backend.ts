@@ -7,15 +7,45 @@ import { catalogFrom, type ImageLookup } from "../core/catalog.ts";
 import type { Clock } from "../core/clock.ts";
 import { ConflictError, NotFoundError, SandboxFailedError, TimeoutError, ValidationError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import type { Backend, ComputeRelease, ExecRequest, ExecSession, LogOptions, Sandbox, SandboxEvent, SandboxSpec, WaitOptions } from "../core/types.ts";
+import type {
+  Backend,
+  ComputeRelease,
+  ExecRequest,
+  ExecSession,
+  LogOptions,
+  Sandbox,
+  SandboxEvent,
+  SandboxSpec,
+  WaitOptions,
+} from "../core/types.ts";
 import type { RuntimeConfig } from "../config/schema.ts";
-import { detectCgroups, killCgroup, listSandboxKeys, oomKills, childDirs, removeCgroup, removeRootIfEmpty, sandboxDirs, type CgroupLayout } from "./cgroups.ts";
+import {
+  detectCgroups,
+  killCgroup,
+  listSandboxKeys,
+  oomKills,
+  childDirs,
+  removeCgroup,
+  removeRootIfEmpty,
+  sandboxDirs,
+  type CgroupLayout,
+} from "./cgroups.ts";
 import { execInSlot } from "./exec.ts";
 import { ensureHelperBinary } from "./helper-binary.ts";
 import { ImageStore } from "./images.ts";
 import { claimStateDir, findBwrap, hostTopLevel } from "./host.ts";
 import { followFile, readTail } from "./logs.ts";
-import { cgroupRootName, newSlotKey, readRecords, uidBlockBase, writeRecord, writeRecordOrLog, writeRecordSync, writeRecordSyncOrLog, type SandboxRecord } from "./records.ts";
+import {
+  cgroupRootName,
+  newSlotKey,
+  readRecords,
+  uidBlockBase,
+  writeRecord,
+  writeRecordOrLog,
+  writeRecordSync,
+  writeRecordSyncOrLog,
+  type SandboxRecord,
+} from "./records.ts";
 import { planSlotRecovery, shouldProbeSlot } from "./recoveryPlan.ts";
 import { sandboxFor, specFromRecord } from "./specs.ts";
 import { within } from "./within.ts";
@@ -74,7 +104,11 @@ class LocalBackend implements Backend {
     this.catalog = catalogFrom(config, deps.logger, deps.catalog);
     this.pool = new WarmPool<Slot>(config.warmPool, {
       startSlot: (profile, size) => this.startWarmSlot(profile, size),
-      onError: (err, t) => deps.logger.error({ op: "warm-pool", profile: t.profile, size: t.size, err: err.message }, "warm slot failed to start"),
+      onError: (err, t) =>
+        deps.logger.error(
+          { op: "warm-pool", profile: t.profile, size: t.size, err: err.message },
+          "warm slot failed to start",
+        ),
     });
   }
 
@@ -85,18 +119,37 @@ class LocalBackend implements Backend {
     fs.mkdirSync(path.join(this.stateDir, "sandboxes"), { recursive: true, mode: 0o711 });
     claimStateDir(this.stateDir);
     await this.workspaces.start();
-    this.env = { stateDir: this.stateDir, layout, helperPath, bwrapPath, hostTopLevel: hostTopLevel(), workspaces: this.workspaces };
+    this.env = {
+      stateDir: this.stateDir,
+      layout,
+      helperPath,
+      bwrapPath,
+      hostTopLevel: hostTopLevel(),
+      workspaces: this.workspaces,
+    };
     await this.recover(layout);
-    this.deps.logger.info({ op: "start", cgroup: layout.version, stateDir: this.stateDir, sandboxes: this.byId.size }, "local backend started");
+    this.deps.logger.info(
+      { op: "start", cgroup: layout.version, stateDir: this.stateDir, sandboxes: this.byId.size },
+      "local backend started",
+    );
     this.pool.refill();
   }
 
   async claim(spec: SandboxSpec): Promise<Sandbox | undefined> {
     this.requireStarted();
     if (this.byId.has(spec.id)) throw new ConflictError(`sandbox ${spec.id} already exists`, { id: spec.id });
-    const slot = this.pool.take(spec.image.profile, spec.size.name, (s) => s.state === "ready" && s.rec.image.image === spec.image.image);
+    const slot = this.pool.take(
+      spec.image.profile,
+      spec.size.name,
+      (s) => s.state === "ready" && s.rec.image.image === spec.image.image,
+    );
     if (!slot) return undefined;
-    slot.rec.sandbox = { ...sandboxFor(spec, true), phase: "Running", ready: true, readyAt: this.deps.clock.now().toISOString() };
+    slot.rec.sandbox = {
+      ...sandboxFor(spec, true),
+      phase: "Running",
+      ready: true,
+      readyAt: this.deps.clock.now().toISOString(),
+    };
     slot.rec.env = { ...spec.env };
     this.byId.set(spec.id, slot);
     await writeRecord(slot.paths, slot.rec);
@@ -109,7 +162,15 @@ class LocalBackend implements Backend {
     const env = this.requireStarted();
     if (this.byId.has(spec.id)) throw new ConflictError(`sandbox ${spec.id} already exists`, { id: spec.id });
     const rootfs = await this.images.resolve(spec.image.profile, spec.image.image);
-    const rec: SandboxRecord = { version: 1, key: newSlotKey(), uid: this.allocateUid(), image: spec.image, rootfs, size: spec.size, env: { ...spec.env } };
+    const rec: SandboxRecord = {
+      version: 1,
+      key: newSlotKey(),
+      uid: this.allocateUid(),
+      image: spec.image,
+      rootfs,
+      size: spec.size,
+      env: { ...spec.env },
+    };
     rec.sandbox = sandboxFor(spec, false);
     const slot = await this.launchSlot(env, rec, spec.id);
     this.armTtl(slot);
@@ -133,7 +194,14 @@ class LocalBackend implements Backend {
     if (slot.state === "ready" && sb().ready) return sb();
     if (slot.state === "dead") throw this.failed(slot);
     try {
-      await within(slot.ready, opts, () => new TimeoutError(`sandbox ${id} was not ready within ${opts.timeoutMs} ms; raise the wait timeout or check its logs (sbx logs ${id})`));
+      await within(
+        slot.ready,
+        opts,
+        () =>
+          new TimeoutError(
+            `sandbox ${id} was not ready within ${opts.timeoutMs} ms; raise the wait timeout or check its logs (sbx logs ${id})`,
+          ),
+      );
       // the ready handler in provision() runs first (registered earlier), so the record is current
       await Promise.resolve();
       return sb();
@@ -160,7 +228,8 @@ class LocalBackend implements Backend {
 
   async logs(id: string, opts: LogOptions): Promise<Readable> {
     const slot = this.get(id);
-    if (opts.follow) return followFile(slot.paths.log, opts.tailLines, () => slot.state === "dead" || !this.byId.has(id));
+    if (opts.follow)
+      return followFile(slot.paths.log, opts.tailLines, () => slot.state === "dead" || !this.byId.has(id));
     return Readable.from([await readTail(slot.paths.log, opts.tailLines)]);
   }
 
@@ -221,7 +290,13 @@ class LocalBackend implements Backend {
         const wasAlive = slot.state !== "dead";
         await slot.stop();
         if (wasAlive) {
-          slot.rec.sandbox = { ...slot.rec.sandbox, phase: "Failed", ready: false, reason: "Shutdown", message: "the local backend stopped; the workspace is kept until the sandbox is deleted" };
+          slot.rec.sandbox = {
+            ...slot.rec.sandbox,
+            phase: "Failed",
+            ready: false,
+            reason: "Shutdown",
+            message: "the local backend stopped; the workspace is kept until the sandbox is deleted",
+          };
           await writeRecordOrLog(slot.paths, slot.rec, this.deps.logger, "stopped at shutdown");
         }
       }),
@@ -253,19 +328,26 @@ class LocalBackend implements Backend {
     this.requireStarted();
     const slot = this.get(id);
     if (slot.state === "dead") throw this.failed(slot);
-    if (slot.state !== "ready" || !slot.rec.sandbox?.ready) throw new ConflictError(`sandbox ${id} is not ready yet; wait for it first (awaitReady / sbx wait)`, { id });
+    if (slot.state !== "ready" || !slot.rec.sandbox?.ready)
+      throw new ConflictError(`sandbox ${id} is not ready yet; wait for it first (awaitReady / sbx wait)`, { id });
     return slot;
   }
 
   private failed(slot: Slot): SandboxFailedError {
     const sb = slot.rec.sandbox;
-    return new SandboxFailedError(sb?.id ?? slot.rec.key, sb?.reason ?? slot.deathReason ?? "Error", sb?.message ?? slot.deathMessage);
+    return new SandboxFailedError(
+      sb?.id ?? slot.rec.key,
+      sb?.reason ?? slot.deathReason ?? "Error",
+      sb?.message ?? slot.deathMessage,
+    );
   }
 
   private allocateUid(): number {
     const used = new Set([...this.slots.values()].map((s) => s.rec.uid));
     for (let i = 0; i < 65_536; i++) if (!used.has(this.uidBase + i)) return this.uidBase + i;
-    throw new ConflictError("local backend: all 65536 sandbox uids of this state directory are in use; delete sandboxes first");
+    throw new ConflictError(
+      "local backend: all 65536 sandbox uids of this state directory are in use; delete sandboxes first",
+    );
   }
 
   private armTtl(slot: Slot): void {
@@ -297,7 +379,11 @@ class LocalBackend implements Backend {
     if (this.closed || !this.byId.has(sb.id) || (slot.stopping && !slot.deathReason)) return;
     const oom = this.env && oomKills(this.env.layout, childDirs(slot.dirs, "init")) > 0;
     const reason = slot.deathReason ?? (oom ? "OOMKilled" : "Error");
-    const message = slot.deathMessage ?? (oom ? "the sandbox's init was killed for exceeding its memory limit" : `the sandbox's init exited unexpectedly: ${slot.logTail(2)}`);
+    const message =
+      slot.deathMessage ??
+      (oom
+        ? "the sandbox's init was killed for exceeding its memory limit"
+        : `the sandbox's init exited unexpectedly: ${slot.logTail(2)}`);
     slot.rec.sandbox = { ...sb, phase: "Failed", ready: false, reason, message };
     this.deps.logger.warn({ sandbox: sb.id, owner: sb.owner, reason }, "sandbox stopped");
     if (!slot.stopping) void slot.stop();
@@ -315,9 +401,22 @@ class LocalBackend implements Backend {
     const env = this.requireStarted();
     const size = this.config.sizeClasses[sizeName];
     const image = this.catalog.imageOf(profile);
-    if (!size || !image) throw new ValidationError("config.warmPool", { profile, size: sizeName }, `profile must be in the catalog (config.catalog or catalogPath) and size in config.sizeClasses`);
+    if (!size || !image)
+      throw new ValidationError(
+        "config.warmPool",
+        { profile, size: sizeName },
+        `profile must be in the catalog (config.catalog or catalogPath) and size in config.sizeClasses`,
+      );
     const rootfs = await this.images.resolve(profile, image);
-    const rec: SandboxRecord = { version: 1, key: newSlotKey(), uid: this.allocateUid(), image: { profile, image }, rootfs, size, env: {} };
+    const rec: SandboxRecord = {
+      version: 1,
+      key: newSlotKey(),
+      uid: this.allocateUid(),
+      image: { profile, image },
+      rootfs,
+      size,
+      env: {},
+    };
     const slot = await this.launchSlot(env, rec);
     await slot.ready;
     return slot;
@@ -352,16 +451,26 @@ class LocalBackend implements Backend {
     const env = this.env!;
     for (const { key, record, error } of readRecords(this.stateDir, this.deps.logger)) {
       const slot = record && this.adoptSlot(env, key, record);
-      const alive = !!slot && shouldProbeSlot(record!) && (await slot.attach().then(() => true, () => false));
+      const alive =
+        !!slot &&
+        shouldProbeSlot(record!) &&
+        (await slot.attach().then(
+          () => true,
+          () => false,
+        ));
       const plan = planSlotRecovery(record, { alive }, this.deps.clock.now());
       if (plan.action === "remove" || !slot || !record) {
-        this.deps.logger.warn({ op: "recover", key, err: error }, "removing a sandbox directory without a readable record");
+        this.deps.logger.warn(
+          { op: "recover", key, err: error },
+          "removing a sandbox directory without a readable record",
+        );
         await this.cleanCgroups(layout, key);
         await this.workspaces.remove(path.join(this.stateDir, "sandboxes", key));
         continue;
       }
       if (plan.action === "offer-to-pool" || plan.action === "destroy") {
-        if (plan.action === "destroy" || !this.pool.adopt(record.image.profile, record.size.name, slot)) await slot.destroy();
+        if (plan.action === "destroy" || !this.pool.adopt(record.image.profile, record.size.name, slot))
+          await slot.destroy();
         continue;
       }
       this.byId.set(record.sandbox!.id, slot);

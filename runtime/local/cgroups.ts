@@ -40,7 +40,8 @@ export function detectCgroups(
     const [fstype, , superOpts = ""] = post.split(" ");
     if (fstype === "cgroup2" && (mountPoint === "/sys/fs/cgroup" || !unified)) unified = mountPoint;
     if (fstype === "cgroup") {
-      for (const opt of superOpts.split(",")) if ((V1_CONTROLLERS as readonly string[]).includes(opt)) v1[opt] = mountPoint;
+      for (const opt of superOpts.split(","))
+        if ((V1_CONTROLLERS as readonly string[]).includes(opt)) v1[opt] = mountPoint;
     }
   }
   if (V1_CONTROLLERS.every((c) => v1[c])) return { version: 1, mounts: v1, rootName };
@@ -53,7 +54,9 @@ export function detectCgroups(
         `mount cgroup2 with those controllers (boot with systemd.unified_cgroup_hierarchy=1) or mount the v1 memory, pids and cpu hierarchies`,
     );
   }
-  throw new Error("cgroups: neither cgroup v2 nor the v1 memory, pids and cpu hierarchies are mounted under /sys/fs/cgroup; mount them (the local backend needs them for limits)");
+  throw new Error(
+    "cgroups: neither cgroup v2 nor the v1 memory, pids and cpu hierarchies are mounted under /sys/fs/cgroup; mount them (the local backend needs them for limits)",
+  );
 }
 
 /** Directories of one sandbox (or one of its children), one per hierarchy. */
@@ -90,7 +93,8 @@ export function createSandboxCgroups(layout: CgroupLayout, key: string, size: Si
       if (ctrl === "memory") {
         write(dir, "memory.limit_in_bytes", String(size.memoryLimitBytes));
         // no swap: memory+swap gets the same limit (absent when swap accounting is off)
-        if (fs.existsSync(path.join(dir, "memory.memsw.limit_in_bytes"))) write(dir, "memory.memsw.limit_in_bytes", String(size.memoryLimitBytes));
+        if (fs.existsSync(path.join(dir, "memory.memsw.limit_in_bytes")))
+          write(dir, "memory.memsw.limit_in_bytes", String(size.memoryLimitBytes));
       } else if (ctrl === "pids") {
         write(dir, "pids.max", String(size.pids));
       } else if (ctrl === "cpu") {
@@ -241,7 +245,8 @@ export function shouldBlamePidsLimit(before: PidsState, after: PidsState): boole
 
 /** How many processes the kernel OOM-killed in this cgroup (and its descendants). */
 export function oomKills(layout: CgroupLayout, dirs: CgroupDirs): number {
-  const file = layout.version === 1 ? path.join(dirs.memory, "memory.oom_control") : path.join(dirs.unified, "memory.events");
+  const file =
+    layout.version === 1 ? path.join(dirs.memory, "memory.oom_control") : path.join(dirs.unified, "memory.events");
   const m = /(?:^|\n)oom_kill (\d+)/.exec(readOr(file, ""));
   return m ? Number(m[1]) : 0;
 }
@@ -250,7 +255,9 @@ function write(dir: string, file: string, value: string): void {
   try {
     fs.writeFileSync(path.join(dir, file), value);
   } catch (err) {
-    throw new Error(`cgroups: cannot write ${JSON.stringify(value)} to ${path.join(dir, file)}: ${(err as Error).message}; the local backend needs root and writable cgroups`);
+    throw new Error(
+      `cgroups: cannot write ${JSON.stringify(value)} to ${path.join(dir, file)}: ${(err as Error).message}; the local backend needs root and writable cgroups`,
+    );
   }
 }
 

@@ -5,7 +5,16 @@ import { performance } from "node:perf_hooks";
 import { PassThrough } from "node:stream";
 import { CapacityError, UpstreamError, ValidationError } from "../core/errors.ts";
 import type { ExecRequest, ExecResult, ExecSession } from "../core/types.ts";
-import { childDirs, killCgroup, oomKills, readPids, removeCgroup, shouldBlamePidsLimit, type CgroupDirs, type CgroupLayout } from "./cgroups.ts";
+import {
+  childDirs,
+  killCgroup,
+  oomKills,
+  readPids,
+  removeCgroup,
+  shouldBlamePidsLimit,
+  type CgroupDirs,
+  type CgroupLayout,
+} from "./cgroups.ts";
 import { IN_SANDBOX } from "./launch.ts";
 import { helperExec, type HelperExec } from "./protocol.ts";
 import type { Slot } from "./slot.ts";
@@ -21,15 +30,26 @@ const BASE_ENV: Record<string, string> = {
 
 export function validateExecRequest(req: ExecRequest): void {
   if (!Array.isArray(req.command) || req.command.length === 0 || req.command.some((a) => typeof a !== "string")) {
-    throw new ValidationError("command", req.command, "give the command as a non-empty array of strings, e.g. [\"sh\", \"-c\", \"echo hi\"]");
+    throw new ValidationError(
+      "command",
+      req.command,
+      'give the command as a non-empty array of strings, e.g. ["sh", "-c", "echo hi"]',
+    );
   }
-  if (req.cwd !== undefined && !req.cwd.startsWith("/")) throw new ValidationError("cwd", req.cwd, "use an absolute path inside the sandbox, e.g. /workspace");
+  if (req.cwd !== undefined && !req.cwd.startsWith("/"))
+    throw new ValidationError("cwd", req.cwd, "use an absolute path inside the sandbox, e.g. /workspace");
   if (req.timeoutMs !== undefined && !(Number.isFinite(req.timeoutMs) && req.timeoutMs > 0)) {
     throw new ValidationError("timeoutMs", req.timeoutMs, "use a positive number of milliseconds");
   }
 }
 
-export async function execInSlot(layout: CgroupLayout, slot: Slot, sandboxId: string, req: ExecRequest, onSandboxGone: () => Error): Promise<ExecSession> {
+export async function execInSlot(
+  layout: CgroupLayout,
+  slot: Slot,
+  sandboxId: string,
+  req: ExecRequest,
+  onSandboxGone: () => Error,
+): Promise<ExecSession> {
   validateExecRequest(req);
   const t0 = performance.now();
   const cgroup = `x${crypto.randomBytes(6).toString("hex")}`;
@@ -46,11 +66,20 @@ export async function execInSlot(layout: CgroupLayout, slot: Slot, sandboxId: st
     h.destroy();
     removeCgroup(dirs);
     if (start.stage === "exec") return finishedSession(req.command[0], start.errno, performance.now() - t0);
-    if (start.stage === "chdir") throw new ValidationError("cwd", cwd, `cannot change into it inside the sandbox (${start.message}); create it first or use ${IN_SANDBOX.workspace}`);
+    if (start.stage === "chdir")
+      throw new ValidationError(
+        "cwd",
+        cwd,
+        `cannot change into it inside the sandbox (${start.message}); create it first or use ${IN_SANDBOX.workspace}`,
+      );
     if (slot.state === "dead") throw onSandboxGone();
     const lostAtLimit = start.stage === "connect" && shouldBlamePidsLimit(pidsBefore, readPids(layout, slot.dirs));
-    if (start.stage === "fork" || start.errno === 11 || lostAtLimit) throw pidsLimitError(sandboxId, slot.rec.size.pids, start.message);
-    throw new UpstreamError(`sandbox ${sandboxId}: the helper could not start the command at ${start.stage}: ${start.message}`, { id: sandboxId });
+    if (start.stage === "fork" || start.errno === 11 || lostAtLimit)
+      throw pidsLimitError(sandboxId, slot.rec.size.pids, start.message);
+    throw new UpstreamError(
+      `sandbox ${sandboxId}: the helper could not start the command at ${start.stage}: ${start.message}`,
+      { id: sandboxId },
+    );
   }
   const result = h.exited.then(async (exit): Promise<ExecResult> => {
     clearTimeout(timer);
@@ -59,7 +88,9 @@ export async function execInSlot(layout: CgroupLayout, slot: Slot, sandboxId: st
     const oomKilled = oomKills(layout, dirs) > 0;
     if (exit.kind === "lost") {
       if (slot.state === "dead" || slot.stopping) throw onSandboxGone();
-      throw new UpstreamError(`sandbox ${sandboxId}: lost the connection to the helper while the command ran`, { id: sandboxId });
+      throw new UpstreamError(`sandbox ${sandboxId}: lost the connection to the helper while the command ran`, {
+        id: sandboxId,
+      });
     }
     // background processes the command left behind keep its cgroup busy; it goes with the sandbox
     removeCgroup(dirs);
@@ -120,5 +151,15 @@ function finishedSession(command: string, errno: number, ms: number): ExecSessio
   const notFound = errno === 2;
   stderr.end(`sbx: ${command}: ${notFound ? "command not found" : `cannot execute (errno ${errno})`}\n`);
   stdout.end();
-  return { stdout, stderr, result: Promise.resolve({ exitCode: notFound ? 127 : 126, timedOut: false, oomKilled: false, durationMs: Math.round(ms) }), kill: () => {} };
+  return {
+    stdout,
+    stderr,
+    result: Promise.resolve({
+      exitCode: notFound ? 127 : 126,
+      timedOut: false,
+      oomKilled: false,
+      durationMs: Math.round(ms),
+    }),
+    kill: () => {},
+  };
 }

@@ -31,7 +31,10 @@ export function helperSourceDigest(root: string = repoRoot): string {
 
 function isCurrent(): boolean {
   try {
-    return fs.statSync(HELPER_BINARY).isFile() && fs.readFileSync(`${HELPER_BINARY}.sha256`, "utf8").trim() === helperSourceDigest();
+    return (
+      fs.statSync(HELPER_BINARY).isFile() &&
+      fs.readFileSync(`${HELPER_BINARY}.sha256`, "utf8").trim() === helperSourceDigest()
+    );
   } catch {
     return false;
   }
@@ -49,6 +52,7 @@ export async function ensureHelperBinary(): Promise<string> {
         `install a C compiler and static libc (apt-get install -y gcc libc6-dev) or run scripts/ensure-tools.sh`,
     );
   }
-  if (!isCurrent()) throw new Error(`local backend: ${BUILD_SCRIPT} ran but ${HELPER_BINARY} is still missing or stale`);
+  if (!isCurrent())
+    throw new Error(`local backend: ${BUILD_SCRIPT} ran but ${HELPER_BINARY} is still missing or stale`);
   return HELPER_BINARY;
 }

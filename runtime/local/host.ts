@@ -18,7 +18,10 @@ export function claimStateDir(stateDir: string): void {
     // no owner yet
   }
   if (Number.isInteger(owner) && owner !== process.pid && fs.existsSync(`/proc/${owner}`)) {
-    throw new ConflictError(`local.stateDir ${stateDir} is in use by another sbx process (pid ${owner}); stop that process or give this one another local.stateDir`, { stateDir, pid: owner });
+    throw new ConflictError(
+      `local.stateDir ${stateDir} is in use by another sbx process (pid ${owner}); stop that process or give this one another local.stateDir`,
+      { stateDir, pid: owner },
+    );
   }
   fs.writeFileSync(file, String(process.pid));
 }
@@ -28,7 +31,9 @@ export function findBwrap(): string {
     const p = path.join(dir, "bwrap");
     if (fs.existsSync(p)) return p;
   }
-  throw new Error("local backend: bubblewrap (bwrap) is not installed; install it with apt-get install -y bubblewrap or run scripts/install-debian.sh as root");
+  throw new Error(
+    "local backend: bubblewrap (bwrap) is not installed; install it with apt-get install -y bubblewrap or run scripts/install-debian.sh as root",
+  );
 }
 
 export function hostTopLevel(): Record<string, string | null> {

@@ -20,14 +20,22 @@ export class ImageStore {
     if (image === "host") return "host";
     const m = /^oci:(.+):([^:/]+)$/.exec(image);
     if (!m) {
-      throw new ValidationError(`catalog.${profile}`, image, 'the local backend takes "host" or "oci:<OCI layout dir>:<tag>" (an image layout made with umoci or skopeo)');
+      throw new ValidationError(
+        `catalog.${profile}`,
+        image,
+        'the local backend takes "host" or "oci:<OCI layout dir>:<tag>" (an image layout made with umoci or skopeo)',
+      );
     }
     const [, layout, tag] = m;
     let index: string;
     try {
       index = fs.readFileSync(path.join(layout, "index.json"), "utf8");
     } catch (err) {
-      throw new ValidationError(`catalog.${profile}`, image, `cannot read ${path.join(layout, "index.json")} (${(err as Error).message}); create the layout with umoci init/new or skopeo copy`);
+      throw new ValidationError(
+        `catalog.${profile}`,
+        image,
+        `cannot read ${path.join(layout, "index.json")} (${(err as Error).message}); create the layout with umoci init/new or skopeo copy`,
+      );
     }
     const key = crypto.createHash("sha256").update(`${image}\n${index}`).digest("hex").slice(0, 24);
     const bundle = path.join(this.dir, key);
@@ -50,12 +58,18 @@ export class ImageStore {
     } catch (err) {
       fs.rmSync(tmp, { recursive: true, force: true });
       const e = err as { stderr?: string; message: string; code?: string };
-      const fix = e.code === "ENOENT" ? "install umoci (apt-get install -y umoci, or scripts/install-debian.sh)" : "check the layout and tag (umoci ls --layout <dir>)";
-      throw new Error(`local backend: umoci unpack of ${layout}:${tag} failed: ${(e.stderr || e.message).trim()}; ${fix}`);
+      const fix =
+        e.code === "ENOENT"
+          ? "install umoci (apt-get install -y umoci, or scripts/install-debian.sh)"
+          : "check the layout and tag (umoci ls --layout <dir>)";
+      throw new Error(
+        `local backend: umoci unpack of ${layout}:${tag} failed: ${(e.stderr || e.message).trim()}; ${fix}`,
+      );
     }
     const rootfs = path.join(tmp, "rootfs");
     // mount points the sandbox needs; the rootfs is bind-mounted read-only, so create them now
-    for (const d of ["proc", "dev", "tmp", IN_SANDBOX.workspace.slice(1), IN_SANDBOX.runDir.slice(1)]) fs.mkdirSync(path.join(rootfs, d), { recursive: true });
+    for (const d of ["proc", "dev", "tmp", IN_SANDBOX.workspace.slice(1), IN_SANDBOX.runDir.slice(1)])
+      fs.mkdirSync(path.join(rootfs, d), { recursive: true });
     fs.writeFileSync(path.join(rootfs, IN_SANDBOX.helper.slice(1)), "");
     fs.writeFileSync(path.join(tmp, ".complete"), "");
     fs.rmSync(bundle, { recursive: true, force: true });

@@ -39,7 +39,14 @@ const SHM_BYTES = 64 * 1024 * 1024;
 
 export function planBwrapArgs(p: LaunchPlan): string[] {
   const args = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--as-pid-1", "--new-session"];
-  args.push("--hostname", p.hostname, "--clearenv", "--setenv", "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  args.push(
+    "--hostname",
+    p.hostname,
+    "--clearenv",
+    "--setenv",
+    "PATH",
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  );
   if (p.rootfs === "host") {
     for (const name of HOST_SYSTEM_DIRS) {
       if (!(name in p.hostTopLevel)) continue;
@@ -58,7 +65,16 @@ export function planBwrapArgs(p: LaunchPlan): string[] {
   args.push("--bind", p.runDir, IN_SANDBOX.runDir);
   if (p.rootfs === "host") args.push("--remount-ro", "/");
   args.push("--chdir", "/", "--", IN_SANDBOX.helper);
-  args.push("--uid", String(p.uid), "--gid", String(p.uid), "--socket", IN_SANDBOX.socket, "--ready-fd", String(p.readyFd));
+  args.push(
+    "--uid",
+    String(p.uid),
+    "--gid",
+    String(p.uid),
+    "--socket",
+    IN_SANDBOX.socket,
+    "--ready-fd",
+    String(p.readyFd),
+  );
   for (const fd of p.cgroupFds) args.push("--cg-fd", String(fd));
   args.push("--workspace-fd", String(p.workspaceFd), "--workspace", IN_SANDBOX.workspace, "--dev-fd", String(p.devFd));
   return args;

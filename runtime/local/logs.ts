@@ -12,11 +12,19 @@ export async function readTail(file: string, tailLines?: number): Promise<string
   if (tailLines === undefined) return text;
   const lines = text.split("\n");
   if (lines.at(-1) === "") lines.pop();
-  return lines.slice(-tailLines).map((l) => `${l}\n`).join("");
+  return lines
+    .slice(-tailLines)
+    .map((l) => `${l}\n`)
+    .join("");
 }
 
 /** Streams the file from its tail, then what is appended, until `finished()` says the sandbox is gone. */
-export function followFile(file: string, tailLines: number | undefined, finished: () => boolean, pollMs = 200): Readable {
+export function followFile(
+  file: string,
+  tailLines: number | undefined,
+  finished: () => boolean,
+  pollMs = 200,
+): Readable {
   let offset = 0;
   let started = false;
   let stopped = false;

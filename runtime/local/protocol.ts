@@ -12,7 +12,9 @@ export interface HelperExecRequest {
   env: Record<string, string>;
 }
 
-export type HelperStart = { kind: "started"; pid: number } | { kind: "failed"; stage: string; errno: number; message: string };
+export type HelperStart =
+  | { kind: "started"; pid: number }
+  | { kind: "failed"; stage: string; errno: number; message: string };
 export type HelperExit = { kind: "exit"; code: number } | { kind: "signal"; signal: number } | { kind: "lost" };
 
 export interface HelperExec {
@@ -60,7 +62,8 @@ export function frame(type: string, payload: Buffer | string = Buffer.alloc(0)):
 export function encodeRequest(req: HelperExecRequest): Buffer {
   const env = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
   const fields = ["exec", req.cgroup, req.cwd, String(req.argv.length), ...req.argv, String(env.length), ...env];
-  for (const f of fields) if (f.includes("\0")) throw new Error(`exec: argument, env or cwd contains a NUL byte: ${JSON.stringify(f)}`);
+  for (const f of fields)
+    if (f.includes("\0")) throw new Error(`exec: argument, env or cwd contains a NUL byte: ${JSON.stringify(f)}`);
   return frame("R", fields.map((f) => `${f}\0`).join(""));
 }
 
@@ -157,11 +160,17 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
   const head = [encodeRequest(req)];
   if (stdin === undefined || stdin instanceof Uint8Array) {
     const bytes = stdin ? Buffer.from(stdin) : Buffer.alloc(0);
-    for (let off = 0; off < bytes.length; off += MAX_STDIN_FRAME) head.push(frame("I", bytes.subarray(off, off + MAX_STDIN_FRAME)));
+    for (let off = 0; off < bytes.length; off += MAX_STDIN_FRAME)
+      head.push(frame("I", bytes.subarray(off, off + MAX_STDIN_FRAME)));
     head.push(frame("E"));
   }
   const finish = (err?: Error) => {
-    resolveStart({ kind: "failed", stage: "connect", errno: 0, message: err?.message ?? "the sandbox's helper closed the connection" });
+    resolveStart({
+      kind: "failed",
+      stage: "connect",
+      errno: 0,
+      message: err?.message ?? "the sandbox's helper closed the connection",
+    });
     if (!done) resolveExit({ kind: "lost" });
     stdout.end();
     stderr.end();

@@ -99,7 +99,10 @@ export function writeRecordSync(p: SlotPaths, rec: SandboxRecord): void {
  * directory or a record (EACCES, EIO...) throws: read as "no sandboxes", recovery would forget
  * or remove live sandboxes. A record that is there but is not a record is reported per key.
  */
-export function readRecords(stateDir: string, logger?: Logger): { key: string; record?: SandboxRecord; error?: string }[] {
+export function readRecords(
+  stateDir: string,
+  logger?: Logger,
+): { key: string; record?: SandboxRecord; error?: string }[] {
   const root = path.join(stateDir, "sandboxes");
   const names = readOrAbsent(root, () => fs.readdirSync(root), logger);
   if (names === undefined) return [];
@@ -109,7 +112,8 @@ export function readRecords(stateDir: string, logger?: Logger): { key: string; r
     if (text === undefined) return { key, error: `no record in ${key}` };
     try {
       const record = JSON.parse(text) as SandboxRecord;
-      if (record.version !== 1 || record.key !== key) return { key, error: `unexpected record version or key in ${key}` };
+      if (record.version !== 1 || record.key !== key)
+        return { key, error: `unexpected record version or key in ${key}` };
       return { key, record };
     } catch (err) {
       return { key, error: (err as Error).message };
@@ -125,7 +129,10 @@ function readOrAbsent<T>(target: string, read: () => T, logger?: Logger): T | un
     return read();
   } catch (err) {
     if (ABSENT.has((err as NodeJS.ErrnoException).code ?? "")) return undefined;
-    logger?.error({ op: "recover", path: target, err }, "cannot read the local sandbox records; not starting rather than forgetting sandboxes");
+    logger?.error(
+      { op: "recover", path: target, err },
+      "cannot read the local sandbox records; not starting rather than forgetting sandboxes",
+    );
     throw new Error(
       `reading the local sandbox records failed at ${target}: ${(err as Error).message}; the runtime must be able to read its state dir (config.local.stateDir): fix the permissions, or move the unreadable entry away, and start again`,
       { cause: err },

@@ -22,7 +22,16 @@ function sandbox(phase: SandboxPhase, ready: boolean): Sandbox {
 }
 
 function record(sb?: Sandbox): SandboxRecord {
-  return { version: 1, key: "s0123456789ab", uid: 100_000_000, image: { profile: "base", image: "host" }, rootfs: "host", size: {} as never, env: {}, ...(sb ? { sandbox: sb } : {}) };
+  return {
+    version: 1,
+    key: "s0123456789ab",
+    uid: 100_000_000,
+    image: { profile: "base", image: "host" },
+    rootfs: "host",
+    size: {} as never,
+    env: {},
+    ...(sb ? { sandbox: sb } : {}),
+  };
 }
 
 const LOST = "the sandbox was not running when the local backend restarted; the workspace is kept until it is deleted";
@@ -33,10 +42,30 @@ const table: [string, SandboxRecord | undefined, boolean, SlotRecoveryPlan][] = 
   ["warm slot, helper alive", record(), true, { action: "offer-to-pool" }],
   ["warm slot, helper gone", record(), false, { action: "destroy" }],
   ["running and ready, helper alive", record(sandbox("Running", true)), true, { action: "adopt" }],
-  ["pending (crash before ready), helper alive", record(sandbox("Pending", false)), true, { action: "adopt", sandbox: { ...sandbox("Running", true), readyAt: NOW.toISOString() } }],
-  ["running, helper gone", record(sandbox("Running", true)), false, { action: "mark-lost", sandbox: { ...sandbox("Failed", false), reason: "Lost", message: LOST } }],
-  ["pending, helper gone", record(sandbox("Pending", false)), false, { action: "mark-lost", sandbox: { ...sandbox("Failed", false), reason: "Lost", message: LOST } }],
-  ["terminating, helper gone", record(sandbox("Terminating", false)), false, { action: "mark-lost", sandbox: { ...sandbox("Failed", false), reason: "Lost", message: LOST } }],
+  [
+    "pending (crash before ready), helper alive",
+    record(sandbox("Pending", false)),
+    true,
+    { action: "adopt", sandbox: { ...sandbox("Running", true), readyAt: NOW.toISOString() } },
+  ],
+  [
+    "running, helper gone",
+    record(sandbox("Running", true)),
+    false,
+    { action: "mark-lost", sandbox: { ...sandbox("Failed", false), reason: "Lost", message: LOST } },
+  ],
+  [
+    "pending, helper gone",
+    record(sandbox("Pending", false)),
+    false,
+    { action: "mark-lost", sandbox: { ...sandbox("Failed", false), reason: "Lost", message: LOST } },
+  ],
+  [
+    "terminating, helper gone",
+    record(sandbox("Terminating", false)),
+    false,
+    { action: "mark-lost", sandbox: { ...sandbox("Failed", false), reason: "Lost", message: LOST } },
+  ],
   ["failed", record(sandbox("Failed", false)), false, { action: "keep-ended" }],
   ["succeeded", record(sandbox("Succeeded", false)), false, { action: "keep-ended" }],
 ];

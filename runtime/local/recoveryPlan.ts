@@ -23,17 +23,30 @@ export function shouldProbeSlot(record: SandboxRecord): boolean {
   return !(record.sandbox && TERMINAL_PHASES.has(record.sandbox.phase));
 }
 
-export function planSlotRecovery(record: SandboxRecord | undefined, observed: { alive: boolean }, now: Date): SlotRecoveryPlan {
+export function planSlotRecovery(
+  record: SandboxRecord | undefined,
+  observed: { alive: boolean },
+  now: Date,
+): SlotRecoveryPlan {
   if (!record) return { action: "remove" };
   const sb = record.sandbox;
   if (!sb) return observed.alive ? { action: "offer-to-pool" } : { action: "destroy" };
   if (TERMINAL_PHASES.has(sb.phase)) return { action: "keep-ended" };
   if (observed.alive) {
     // the previous process crashed between start and ready; the helper made it since
-    return sb.ready ? { action: "adopt" } : { action: "adopt", sandbox: { ...sb, phase: "Running", ready: true, readyAt: now.toISOString() } };
+    return sb.ready
+      ? { action: "adopt" }
+      : { action: "adopt", sandbox: { ...sb, phase: "Running", ready: true, readyAt: now.toISOString() } };
   }
   return {
     action: "mark-lost",
-    sandbox: { ...sb, phase: "Failed", ready: false, reason: "Lost", message: "the sandbox was not running when the local backend restarted; the workspace is kept until it is deleted" },
+    sandbox: {
+      ...sb,
+      phase: "Failed",
+      ready: false,
+      reason: "Lost",
+      message:
+        "the sandbox was not running when the local backend restarted; the workspace is kept until it is deleted",
+    },
   };
 }

@@ -92,7 +92,9 @@ export async function startLocalRegistry(opts: LocalRegistryOptions = {}): Promi
   for (;;) {
     if (child.exitCode !== null) {
       await stop();
-      throw new Error(`${purpose}: ${binary} exited with code ${child.exitCode} before serving on ${host}: ${stderr.trim()}`);
+      throw new Error(
+        `${purpose}: ${binary} exited with code ${child.exitCode} before serving on ${host}: ${stderr.trim()}`,
+      );
     }
     try {
       const res = await fetch(`http://${host}/v2/`);
@@ -102,7 +104,9 @@ export async function startLocalRegistry(opts: LocalRegistryOptions = {}): Promi
     }
     if (Date.now() > deadline) {
       await stop();
-      throw new Error(`${purpose}: ${binary} did not answer on http://${host}/v2/ within ${opts.startTimeoutMs ?? 15_000} ms: ${stderr.trim()}`);
+      throw new Error(
+        `${purpose}: ${binary} did not answer on http://${host}/v2/ within ${opts.startTimeoutMs ?? 15_000} ms: ${stderr.trim()}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 50));
   }

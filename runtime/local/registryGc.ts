@@ -38,7 +38,10 @@ export async function diskUsage(dir: string): Promise<number> {
   return total;
 }
 
-export async function collectRegistryGarbage(reg: CollectableRegistry, opts: { timeoutMs?: number } = {}): Promise<CollectionReport> {
+export async function collectRegistryGarbage(
+  reg: CollectableRegistry,
+  opts: { timeoutMs?: number } = {},
+): Promise<CollectionReport> {
   const before = await diskUsage(reg.storageDir);
   const summary = await runGarbageCollect(reg, opts.timeoutMs ?? 10 * 60_000);
   const repos = join(reg.storageDir, "docker", "registry", "v2", "repositories");
@@ -47,13 +50,18 @@ export async function collectRegistryGarbage(reg: CollectableRegistry, opts: { t
   // the collector leaves the emptied two-hex-digit directories blobs are filed under
   swept += await removeChildren(blobs, (prefix) => readdirSync(join(blobs, prefix)).length === 0);
   const after = await diskUsage(reg.storageDir);
-  return { reclaimedBytes: before - after, detail: `${summary}, ${swept} stale links, uploads and directories removed` };
+  return {
+    reclaimedBytes: before - after,
+    detail: `${summary}, ${swept} stale links, uploads and directories removed`,
+  };
 }
 
 /** Runs the registry's own collector; resolves with its summary ("N blobs and M manifests eligible for deletion"). */
 function runGarbageCollect(reg: CollectableRegistry, timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
-    const p = spawn(reg.binary, ["garbage-collect", "--delete-untagged", reg.configPath], { stdio: ["ignore", "pipe", "pipe"] });
+    const p = spawn(reg.binary, ["garbage-collect", "--delete-untagged", reg.configPath], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let summary = "nothing eligible for deletion";
     let partial = "";
     let tail = "";
@@ -72,12 +80,20 @@ function runGarbageCollect(reg: CollectableRegistry, timeoutMs: number): Promise
     const timer = setTimeout(() => p.kill("SIGKILL"), timeoutMs);
     p.on("error", (err) => {
       clearTimeout(timer);
-      reject(new Error(`snapshot registry garbage collection: ${reg.binary} could not start: ${err.message}; install docker-registry`));
+      reject(
+        new Error(
+          `snapshot registry garbage collection: ${reg.binary} could not start: ${err.message}; install docker-registry`,
+        ),
+      );
     });
     p.on("close", (code, signal) => {
       clearTimeout(timer);
       if (code === 0) return resolve(summary);
-      reject(new Error(`snapshot registry garbage collection: ${reg.binary} garbage-collect exited ${code ?? signal}${signal ? ` (killed after ${timeoutMs} ms)` : ""}: ${tail.trim()}`));
+      reject(
+        new Error(
+          `snapshot registry garbage collection: ${reg.binary} garbage-collect exited ${code ?? signal}${signal ? ` (killed after ${timeoutMs} ms)` : ""}: ${tail.trim()}`,
+        ),
+      );
     });
   });
 }
@@ -88,10 +104,20 @@ async function sweepRepositories(dir: string, blobs: string): Promise<number> {
   for (const name of await readdir(dir)) {
     const path = join(dir, name);
     if (name === "_uploads") removed += await removeChildren(path, () => true);
-    else if (name === "_layers") removed += await removeChildren(join(path, "sha256"), (digest) => !existsSync(join(blobs, digest.slice(0, 2), digest)));
+    else if (name === "_layers")
+      removed += await removeChildren(
+        join(path, "sha256"),
+        (digest) => !existsSync(join(blobs, digest.slice(0, 2), digest)),
+      );
     else if (name === "_manifests") {
-      removed += await removeChildren(join(path, "revisions", "sha256"), (digest) => !existsSync(join(path, "revisions", "sha256", digest, "link")));
-      removed += await removeChildren(join(path, "tags"), (tag) => !existsSync(join(path, "tags", tag, "current", "link")));
+      removed += await removeChildren(
+        join(path, "revisions", "sha256"),
+        (digest) => !existsSync(join(path, "revisions", "sha256", digest, "link")),
+      );
+      removed += await removeChildren(
+        join(path, "tags"),
+        (tag) => !existsSync(join(path, "tags", tag, "current", "link")),
+      );
     } else if ((await lstat(path)).isDirectory()) removed += await sweepRepositories(path, blobs); // a nested repository name
   }
   return removed;

@@ -4,7 +4,15 @@ import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import type net from "node:net";
 import type { CgroupDirs, CgroupLayout } from "./cgroups.ts";
-import { cgroupPids, childDirs, createSandboxCgroups, killCgroup, openDirFds, removeCgroup, sandboxDirs } from "./cgroups.ts";
+import {
+  cgroupPids,
+  childDirs,
+  createSandboxCgroups,
+  killCgroup,
+  openDirFds,
+  removeCgroup,
+  sandboxDirs,
+} from "./cgroups.ts";
 import { planBwrapArgs } from "./launch.ts";
 import { helperWatch } from "./protocol.ts";
 import { slotPaths, type SandboxRecord, type SlotPaths } from "./records.ts";
@@ -86,7 +94,10 @@ export class Slot {
     });
     let child: ChildProcess;
     try {
-      child = spawn(this.env.bwrapPath, args, { stdio: ["ignore", logFd, logFd, "pipe", ...cgFds, wsFd, devFd], detached: true });
+      child = spawn(this.env.bwrapPath, args, {
+        stdio: ["ignore", logFd, logFd, "pipe", ...cgFds, wsFd, devFd],
+        detached: true,
+      });
     } finally {
       for (const fd of [logFd, wsFd, devFd, ...cgFds]) fs.closeSync(fd);
     }
@@ -99,9 +110,16 @@ export class Slot {
       readyPipe.destroy();
       void this.afterReady();
     });
-    child.on("error", (err) => this.failStart(`cannot run ${this.env.bwrapPath}: ${err.message}; install bubblewrap (apt-get install -y bubblewrap)`));
+    child.on("error", (err) =>
+      this.failStart(
+        `cannot run ${this.env.bwrapPath}: ${err.message}; install bubblewrap (apt-get install -y bubblewrap)`,
+      ),
+    );
     child.on("exit", (code, signal) => {
-      if (!gotReady) this.failStart(`bubblewrap exited (${signal ?? `code ${code}`}) before the sandbox was ready: ${this.logTail()}`);
+      if (!gotReady)
+        this.failStart(
+          `bubblewrap exited (${signal ?? `code ${code}`}) before the sandbox was ready: ${this.logTail()}`,
+        );
     });
   }
 
@@ -158,7 +176,8 @@ export class Slot {
       try {
         emptied = await killCgroup(this.env.layout, this.dirs);
         // a killed helper stays a zombie until bubblewrap reaps it; "stopped" means gone
-        for (let i = 0; i < 400 && this.rec.helperPid && fs.existsSync(`/proc/${this.rec.helperPid}`); i++) await new Promise((r) => setTimeout(r, 5));
+        for (let i = 0; i < 400 && this.rec.helperPid && fs.existsSync(`/proc/${this.rec.helperPid}`); i++)
+          await new Promise((r) => setTimeout(r, 5));
         this.watch?.destroy();
       } finally {
         // a kill that failed, or a cgroup that would not empty in time, is tried again by the next stop()

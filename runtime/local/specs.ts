@@ -27,7 +27,11 @@ export function sandboxFor(spec: SandboxSpec, warm: boolean): Sandbox {
 }
 
 /** The create-time spec back from a slot record, env included (a resume starts from it). */
-export function specFromRecord(id: string, rec: SandboxRecord, defaultIdleTimeoutSeconds: number): SandboxSpec | undefined {
+export function specFromRecord(
+  id: string,
+  rec: SandboxRecord,
+  defaultIdleTimeoutSeconds: number,
+): SandboxSpec | undefined {
   const sb = rec.sandbox;
   if (!sb) return undefined;
   const createdAt = new Date(sb.createdAt);

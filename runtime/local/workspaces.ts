@@ -39,7 +39,9 @@ export class WorkspaceStore {
 
   async start(): Promise<void> {
     if (!fs.existsSync("/dev/loop-control")) {
-      throw new Error("local backend: /dev/loop-control is missing; workspaces are size-limited ext4 images mounted through loop devices; load the loop module (modprobe loop)");
+      throw new Error(
+        "local backend: /dev/loop-control is missing; workspaces are size-limited ext4 images mounted through loop devices; load the loop module (modprobe loop)",
+      );
     }
     fs.rmSync(path.join(this.root, "spare"), { recursive: true, force: true });
     fs.rmSync(path.join(this.root, "trash"), { recursive: true, force: true });
@@ -75,7 +77,12 @@ export class WorkspaceStore {
     }
     const gone = fs.promises
       .rm(trash, { recursive: true, force: true })
-      .catch((e: Error) => this.logger.error({ op: "workspace-remove", path: trash, err: e.message }, "deleting a removed workspace failed; it is retried on the next start"))
+      .catch((e: Error) =>
+        this.logger.error(
+          { op: "workspace-remove", path: trash, err: e.message },
+          "deleting a removed workspace failed; it is retried on the next start",
+        ),
+      )
       .finally(() => this.removing.delete(gone));
     this.removing.add(gone);
   }
@@ -131,7 +138,9 @@ export class WorkspaceStore {
         } catch (err) {
           fs.rmSync(tmp, { force: true });
           const e = err as { stderr?: string; message: string };
-          throw new Error(`local backend: mkfs.ext4 for a ${bytes}-byte workspace failed: ${(e.stderr || e.message).trim()}; install e2fsprogs (apt-get install -y e2fsprogs)`);
+          throw new Error(
+            `local backend: mkfs.ext4 for a ${bytes}-byte workspace failed: ${(e.stderr || e.message).trim()}; install e2fsprogs (apt-get install -y e2fsprogs)`,
+          );
         }
         fs.renameSync(tmp, file);
         return file;

@@ -2,7 +2,13 @@
 // logger. No process wiring here (ports, signals, config files live in runtime/main.ts), so
 // tests boot it and inject requests without a socket.
 import type { Readable } from "node:stream";
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyRequest } from "fastify";
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyRequest,
+} from "fastify";
 import { Histogram, type Registry } from "prom-client";
 import { LATENCY_BUCKETS } from "../core/metrics.ts";
 import { CapacityError, describeValue, HTTP_STATUS, SbxError, UnauthenticatedError } from "../core/errors.ts";
@@ -49,17 +55,30 @@ function bearer(req: FastifyRequest): string | undefined {
 export function systemRoutes(opts: AppOptions, openapi: () => unknown): RouteDef[] {
   return [
     {
-      method: "GET", url: "/healthz", operationId: "health", auth: false, summary: "Liveness: the process serves HTTP.",
+      method: "GET",
+      url: "/healthz",
+      operationId: "health",
+      auth: false,
+      summary: "Liveness: the process serves HTTP.",
       responses: { "200": { description: "ok" } },
       handler: async () => ({ ok: true }),
     },
     {
-      method: "GET", url: "/readyz", operationId: "ready", auth: false, summary: "Readiness: started and not draining.",
+      method: "GET",
+      url: "/readyz",
+      operationId: "ready",
+      auth: false,
+      summary: "Readiness: started and not draining.",
       responses: { "200": { description: "ready" }, "503": { description: "starting or draining" } },
-      handler: async (_c, _r, reply) => ((opts.ready?.() ?? true) ? { ready: true } : reply.code(503).send({ ready: false })),
+      handler: async (_c, _r, reply) =>
+        (opts.ready?.() ?? true) ? { ready: true } : reply.code(503).send({ ready: false }),
     },
     {
-      method: "GET", url: "/metrics", operationId: "metrics", auth: false, summary: "Prometheus metrics.",
+      method: "GET",
+      url: "/metrics",
+      operationId: "metrics",
+      auth: false,
+      summary: "Prometheus metrics.",
       responses: { "200": { description: "Prometheus text format", contentType: "text/plain" } },
       handler: async (_c, _r, reply) => {
         if (!opts.metrics) return reply.type("text/plain").send("");
@@ -67,7 +86,11 @@ export function systemRoutes(opts: AppOptions, openapi: () => unknown): RouteDef
       },
     },
     {
-      method: "GET", url: "/openapi.json", operationId: "openapi", auth: false, summary: "This API's OpenAPI 3.1 description.",
+      method: "GET",
+      url: "/openapi.json",
+      operationId: "openapi",
+      auth: false,
+      summary: "This API's OpenAPI 3.1 description.",
       responses: { "200": { description: "OpenAPI document", schema: { type: "object" } } },
       handler: async () => openapi(),
     },
@@ -79,7 +102,13 @@ function requestHistogram(registry: Registry): Histogram<"route" | "method" | "s
   const name = "sbx_http_request_seconds";
   const existing = registry.getSingleMetric(name);
   if (existing) return existing as Histogram<"route" | "method" | "status">;
-  return new Histogram({ name, help: "HTTP requests by route (streams: until the response ends), seconds", labelNames: ["route", "method", "status"], buckets: LATENCY_BUCKETS, registers: [registry] });
+  return new Histogram({
+    name,
+    help: "HTTP requests by route (streams: until the response ends), seconds",
+    labelNames: ["route", "method", "status"],
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
 }
 
 export function buildApp(opts: AppOptions): FastifyInstance {
@@ -117,7 +146,13 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   for (const type of ["application/x-tar", "application/octet-stream"]) {
     app.addContentTypeParser(type, (req, payload, done) => {
       if (rawBodyRoutes.has(`${req.method} ${req.routeOptions.url}`)) return done(null, payload as Readable);
-      done(Object.assign(new Error(`content-type ${type} is only for tar uploads`), { code: "FST_ERR_CTP_INVALID_MEDIA_TYPE", statusCode: 415 }) as FastifyError, undefined);
+      done(
+        Object.assign(new Error(`content-type ${type} is only for tar uploads`), {
+          code: "FST_ERR_CTP_INVALID_MEDIA_TYPE",
+          statusCode: 415,
+        }) as FastifyError,
+        undefined,
+      );
     });
   }
   doc = buildOpenApi(routes, { title: "sbx", version: opts.version ?? "0.1.0" });
@@ -142,10 +177,28 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   app.addHook("onResponse", async (req, reply) => {
     const route = req.routeOptions.url ?? "unmatched";
     httpSeconds?.observe({ route, method: req.method, status: String(reply.statusCode) }, reply.elapsedTime / 1000);
-    opts.logger.debug({ op: "http", method: req.method, route, status: reply.statusCode, owner: req.owner || undefined, ms: reply.elapsedTime }, "request");
+    opts.logger.debug(
+      {
+        op: "http",
+        method: req.method,
+        route,
+        status: reply.statusCode,
+        owner: req.owner || undefined,
+        ms: reply.elapsedTime,
+      },
+      "request",
+    );
   });
 
-  app.setNotFoundHandler((req, reply) => sendError(reply, 404, "not_found", `no route ${req.method} ${describeValue(req.url.split("?")[0])}; see GET /openapi.json`, { method: req.method }));
+  app.setNotFoundHandler((req, reply) =>
+    sendError(
+      reply,
+      404,
+      "not_found",
+      `no route ${req.method} ${describeValue(req.url.split("?")[0])}; see GET /openapi.json`,
+      { method: req.method },
+    ),
+  );
 
   app.setErrorHandler(async (err: FastifyError | SbxError | Error, req, reply) => {
     // a client still sending the body must be able to read the refusal (see drainRequest)

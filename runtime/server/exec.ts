@@ -28,8 +28,16 @@ export function execRequestFrom(body: ExecBody, stdinLimitBytes: number): ExecRe
   if (body.stdin !== undefined) {
     // Buffer.from skips what is not base64 instead of failing: check the framing first
     const unpadded = body.stdin.replace(/={1,2}$/, "");
-    if (/[^A-Za-z0-9+/]/.test(unpadded) || unpadded.length % 4 === 1 || (unpadded.length !== body.stdin.length && body.stdin.length % 4 !== 0)) {
-      throw new ValidationError("stdin", body.stdin, "must be base64 of the bytes (A-Z, a-z, 0-9, '+', '/', padded with '=' to a multiple of 4 characters)");
+    if (
+      /[^A-Za-z0-9+/]/.test(unpadded) ||
+      unpadded.length % 4 === 1 ||
+      (unpadded.length !== body.stdin.length && body.stdin.length % 4 !== 0)
+    ) {
+      throw new ValidationError(
+        "stdin",
+        body.stdin,
+        "must be base64 of the bytes (A-Z, a-z, 0-9, '+', '/', padded with '=' to a multiple of 4 characters)",
+      );
     }
     const bytes = Buffer.from(body.stdin, "base64");
     if (bytes.length > stdinLimitBytes) throw new TooLargeError("stdin", stdinLimitBytes);

@@ -28,7 +28,11 @@ export class ByteLimit extends Transform {
 }
 
 /** Wrap an upload in the limit; `check()` turns any failure after a trip into the 413. */
-export function limitUpload(body: Readable, contentLength: string | undefined, limit: number): { stream: Readable; check: (err: unknown) => unknown } {
+export function limitUpload(
+  body: Readable,
+  contentLength: string | undefined,
+  limit: number,
+): { stream: Readable; check: (err: unknown) => unknown } {
   if (contentLength !== undefined && Number(contentLength) > limit) throw new TooLargeError("body", limit);
   const limiter = new ByteLimit(limit);
   body.on("error", (err) => limiter.destroy(err));

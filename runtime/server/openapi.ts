@@ -24,7 +24,9 @@ export function openApiPath(url: string): string {
 
 function response(doc: ResponseDoc): unknown {
   if (!doc.schema && !doc.contentType && !doc.alternatives) return { description: doc.description };
-  const content: Record<string, unknown> = { [doc.contentType ?? "application/json"]: doc.schema ? { schema: doc.schema } : {} };
+  const content: Record<string, unknown> = {
+    [doc.contentType ?? "application/json"]: doc.schema ? { schema: doc.schema } : {},
+  };
   for (const alt of doc.alternatives ?? []) content[alt.contentType] = alt.schema ? { schema: alt.schema } : {};
   return { description: doc.description, content };
 }
@@ -42,21 +44,35 @@ function parameters(r: RouteDef): unknown[] {
   return out;
 }
 
-export function buildOpenApi(routes: readonly RouteDef[], info: { title: string; version: string }): Record<string, unknown> {
+export function buildOpenApi(
+  routes: readonly RouteDef[],
+  info: { title: string; version: string },
+): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const r of routes) {
     const responses: Record<string, unknown> = {};
     for (const [code, doc] of Object.entries(r.responses)) responses[code] = response(doc);
     if (r.auth) {
       for (const [code, description] of Object.entries(ERROR_RESPONSES)) {
-        responses[code] ??= { description, content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } };
+        responses[code] ??= {
+          description,
+          content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+        };
       }
     }
     const op: Record<string, unknown> = { operationId: r.operationId, summary: r.summary, responses };
     const ps = parameters(r);
     if (ps.length) op.parameters = ps;
-    if (r.schema?.body) op.requestBody = { required: r.method !== "POST" || !r.url.endsWith("/wait"), content: { "application/json": { schema: r.schema.body } } };
-    if (r.requestContentType) op.requestBody = { required: true, content: { [r.requestContentType]: { schema: { type: "string", format: "binary" } } } };
+    if (r.schema?.body)
+      op.requestBody = {
+        required: r.method !== "POST" || !r.url.endsWith("/wait"),
+        content: { "application/json": { schema: r.schema.body } },
+      };
+    if (r.requestContentType)
+      op.requestBody = {
+        required: true,
+        content: { [r.requestContentType]: { schema: { type: "string", format: "binary" } } },
+      };
     op.security = r.auth ? [{ bearer: [] }] : [];
     const key = openApiPath(r.url);
     const item = paths[key] ?? {};
@@ -65,9 +81,14 @@ export function buildOpenApi(routes: readonly RouteDef[], info: { title: string;
   }
   return {
     openapi: "3.1.0",
-    info: { ...info, description: "sbx control plane: create sandboxes, run code in them, move files, throw them away." },
+    info: {
+      ...info,
+      description: "sbx control plane: create sandboxes, run code in them, move files, throw them away.",
+    },
     components: {
-      securitySchemes: { bearer: { type: "http", scheme: "bearer", description: "a token from the service's tokens file" } },
+      securitySchemes: {
+        bearer: { type: "http", scheme: "bearer", description: "a token from the service's tokens file" },
+      },
       schemas: { Error: errorSchema },
     },
     paths,

@@ -104,24 +104,34 @@ export async function respondWithProgress(
   reply.raw.on("close", () => {
     if (!reply.raw.writableFinished && !clientGone) {
       clientGone = true;
-      opts.log.info({ op: "progress" }, "client went away; the operation continues and its outcome shows in the sandbox's phase");
+      opts.log.info(
+        { op: "progress" },
+        "client went away; the operation continues and its outcome shows in the sandbox's phase",
+      );
     }
   });
-  void op.then(
-    (sandbox) => {
-      for (const f of throttle.flush()) write({ progress: f });
-      write({ sandbox });
-    },
-    (err: unknown) => {
-      for (const f of throttle.flush()) write({ progress: f });
-      write({ error: errorFrame(err, opts.log) });
-    },
-  ).finally(() => out!.end());
+  void op
+    .then(
+      (sandbox) => {
+        for (const f of throttle.flush()) write({ progress: f });
+        write({ sandbox });
+      },
+      (err: unknown) => {
+        for (const f of throttle.flush()) write({ progress: f });
+        write({ error: errorFrame(err, opts.log) });
+      },
+    )
+    .finally(() => out!.end());
   return reply.code(200).header("content-type", NDJSON).header("cache-control", "no-store").send(out);
 }
 
 function errorFrame(err: unknown, log: Logger): { code: string; message: string; details?: Record<string, unknown> } {
-  if (err instanceof SbxError) return { code: err.code, message: err.message, ...(Object.keys(err.details).length ? { details: err.details } : {}) };
+  if (err instanceof SbxError)
+    return {
+      code: err.code,
+      message: err.message,
+      ...(Object.keys(err.details).length ? { details: err.details } : {}),
+    };
   log.error({ err, op: "progress" }, "pause/resume failed mid-stream");
   return { code: "internal", message: "internal error; the service logged the details" };
 }

@@ -13,12 +13,25 @@ export interface ErrorBody {
   error: { code: ErrorCode | "internal"; message: string; details: Record<string, unknown> };
 }
 
-export function errorBody(code: ErrorBody["error"]["code"], message: string, details: Record<string, unknown> = {}): ErrorBody {
+export function errorBody(
+  code: ErrorBody["error"]["code"],
+  message: string,
+  details: Record<string, unknown> = {},
+): ErrorBody {
   return { error: { code, message, details } };
 }
 
-export function sendError(reply: FastifyReply, status: number, code: ErrorBody["error"]["code"], message: string, details: Record<string, unknown> = {}): FastifyReply {
-  return reply.code(status).type("application/json").send(errorBody(code, message, details));
+export function sendError(
+  reply: FastifyReply,
+  status: number,
+  code: ErrorBody["error"]["code"],
+  message: string,
+  details: Record<string, unknown> = {},
+): FastifyReply {
+  return reply
+    .code(status)
+    .type("application/json")
+    .send(errorBody(code, message, details));
 }
 
 interface AjvError {
@@ -67,7 +80,11 @@ export function validationFailure(err: FastifyError): { field: string; message: 
   const v = err.validation?.[0] as AjvError | undefined;
   const where = err.validationContext ?? "body";
   if (!v) return { field: where, message: `${where}: ${err.message}` };
-  const path = v.instancePath.replace(/^\//, "").split("/").filter(Boolean).map((s) => s.replaceAll("~1", "/").replaceAll("~0", "~"));
+  const path = v.instancePath
+    .replace(/^\//, "")
+    .split("/")
+    .filter(Boolean)
+    .map((s) => s.replaceAll("~1", "/").replaceAll("~0", "~"));
   const join = (...parts: unknown[]) => [where, ...path, ...parts].filter((x) => x !== undefined && x !== "").join(".");
   if (v.keyword === "required") {
     const field = join(v.params.missingProperty);
@@ -80,31 +97,78 @@ export function validationFailure(err: FastifyError): { field: string; message: 
   if (v.propertyName !== undefined) {
     // a bad key of a map (env, metadata): the key itself is the bad value
     const field = join(v.propertyName);
-    return { field, value: detailValue(v.propertyName), message: `${field}: invalid name ${describeValue(v.propertyName)}: ${fixFor(v)}` };
+    return {
+      field,
+      value: detailValue(v.propertyName),
+      message: `${field}: invalid name ${describeValue(v.propertyName)}: ${fixFor(v)}`,
+    };
   }
   const field = join();
   if (!("data" in v)) return { field, message: `${field}: invalid value: ${fixFor(v)}` };
-  return { field, value: detailValue(v.data), message: `${field}: invalid value ${describeValue(v.data)}: ${fixFor(v)}` };
+  return {
+    field,
+    value: detailValue(v.data),
+    message: `${field}: invalid value ${describeValue(v.data)}: ${fixFor(v)}`,
+  };
 }
 
 /** fastify's own request errors (body parsing, media type, URL) -> status, code, message naming what to fix. */
-export function frameworkFailure(err: FastifyError, req: FastifyRequest): { status: number; code: ErrorCode; message: string; details: Record<string, unknown> } | undefined {
+export function frameworkFailure(
+  err: FastifyError,
+  req: FastifyRequest,
+): { status: number; code: ErrorCode; message: string; details: Record<string, unknown> } | undefined {
   const ctype = JSON.stringify(req.headers["content-type"] ?? "");
   switch (err.code) {
     case "FST_ERR_CTP_INVALID_JSON_BODY":
-      return { status: 400, code: "validation", message: "body: not valid JSON (or it has a __proto__/constructor key): send a JSON document, e.g. {}", details: { field: "body" } };
+      return {
+        status: 400,
+        code: "validation",
+        message: "body: not valid JSON (or it has a __proto__/constructor key): send a JSON document, e.g. {}",
+        details: { field: "body" },
+      };
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
-      return { status: 400, code: "validation", message: "body: empty although content-type is application/json: send a JSON document, e.g. {}, or drop the header", details: { field: "body" } };
+      return {
+        status: 400,
+        code: "validation",
+        message:
+          "body: empty although content-type is application/json: send a JSON document, e.g. {}, or drop the header",
+        details: { field: "body" },
+      };
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-      return { status: 415, code: "validation", message: `content-type: ${ctype} is not accepted here: send application/json (tar uploads: application/x-tar)`, details: { field: "content-type", value: req.headers["content-type"] } };
+      return {
+        status: 415,
+        code: "validation",
+        message: `content-type: ${ctype} is not accepted here: send application/json (tar uploads: application/x-tar)`,
+        details: { field: "content-type", value: req.headers["content-type"] },
+      };
     case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
-      return { status: 400, code: "validation", message: "content-length: does not match the body sent: send the body's exact length", details: { field: "content-length" } };
+      return {
+        status: 400,
+        code: "validation",
+        message: "content-length: does not match the body sent: send the body's exact length",
+        details: { field: "content-length" },
+      };
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return { status: 413, code: "too_large", message: `body: larger than the limit of ${req.routeOptions.bodyLimit} bytes: send less (stdin over a few MB belongs in a file upload)`, details: { field: "body", limitBytes: req.routeOptions.bodyLimit } };
+      return {
+        status: 413,
+        code: "too_large",
+        message: `body: larger than the limit of ${req.routeOptions.bodyLimit} bytes: send less (stdin over a few MB belongs in a file upload)`,
+        details: { field: "body", limitBytes: req.routeOptions.bodyLimit },
+      };
     case "FST_ERR_BAD_URL":
-      return { status: 400, code: "validation", message: `url: ${describeValue(req.url)} has bad percent-encoding: encode reserved bytes as %XX`, details: { field: "url" } };
+      return {
+        status: 400,
+        code: "validation",
+        message: `url: ${describeValue(req.url)} has bad percent-encoding: encode reserved bytes as %XX`,
+        details: { field: "url" },
+      };
     case "FST_ERR_MAX_PARAM_LENGTH":
-      return { status: 414, code: "validation", message: `url: a path parameter is too long (${req.url.length} characters in the URL); sandbox ids have at most 253 characters`, details: { field: "params" } };
+      return {
+        status: 414,
+        code: "validation",
+        message: `url: a path parameter is too long (${req.url.length} characters in the URL); sandbox ids have at most 253 characters`,
+        details: { field: "params" },
+      };
     default:
       return undefined;
   }
@@ -118,7 +182,8 @@ function clientErrorStatus(err: NodeJS.ErrnoException): number {
 }
 
 function clientErrorMessage(status: number): string {
-  if (status === 431) return "headers: larger than the server's limit (16 KiB including the URL): send fewer or smaller headers and a shorter URL";
+  if (status === 431)
+    return "headers: larger than the server's limit (16 KiB including the URL): send fewer or smaller headers and a shorter URL";
   if (status === 408) return "request: not received in time: send the whole request promptly";
   return "request: not valid HTTP/1.1 (request line, headers or chunked framing): send a well-formed request";
 }
@@ -130,9 +195,15 @@ function clientErrorMessage(status: number): string {
 export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === "ECONNRESET" || socket.destroyed) return;
   const status = clientErrorStatus(err);
-  const body = JSON.stringify(errorBody(status === 408 ? "timeout" : status === 431 ? "too_large" : "validation", clientErrorMessage(status), { parser: err.code ?? "unknown" }));
+  const body = JSON.stringify(
+    errorBody(status === 408 ? "timeout" : status === 431 ? "too_large" : "validation", clientErrorMessage(status), {
+      parser: err.code ?? "unknown",
+    }),
+  );
   if (socket.writable) {
-    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
   }
   socket.destroy();
 }

@@ -72,7 +72,13 @@ const transferOut = (what: string): ResponseDoc => ({
 });
 
 /** Plain JSON, or the progress stream when the request asks for it. */
-function transfer(ctx: RouteContext, req: FastifyRequest, reply: FastifyReply, op: "pause" | "resume", run: (opts: TransferOptions) => Promise<Sandbox>): Promise<unknown> {
+function transfer(
+  ctx: RouteContext,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  op: "pause" | "resume",
+  run: (opts: TransferOptions) => Promise<Sandbox>,
+): Promise<unknown> {
   if (!shouldStreamProgress(req.query as { progress?: string }, req.headers.accept)) return run({});
   const log = ctx.logger.child({ sandbox: params(req).id, owner: owner(req), op });
   return respondWithProgress(run, reply, { intervalMs: ctx.limits.progressIntervalMs, log });
@@ -89,8 +95,12 @@ function abortOnClose(reply: FastifyReply): AbortSignal {
 
 export const sandboxRoutes: RouteDef[] = [
   {
-    method: "POST", url: "/v1/sandboxes", operationId: "createSandbox", auth: true,
-    summary: "Create a sandbox. Returns at once (phase Pending) after admission; 429 with Retry-After when over budget.",
+    method: "POST",
+    url: "/v1/sandboxes",
+    operationId: "createSandbox",
+    auth: true,
+    summary:
+      "Create a sandbox. Returns at once (phase Pending) after admission; 429 with Retry-After when over budget.",
     schema: { body: S.createBody },
     responses: { "201": { description: "accepted", schema: S.sandboxSchema } },
     handler: async ({ manager }, req, reply) => {
@@ -100,20 +110,34 @@ export const sandboxRoutes: RouteDef[] = [
     },
   },
   {
-    method: "GET", url: "/v1/sandboxes", operationId: "listSandboxes", auth: true,
+    method: "GET",
+    url: "/v1/sandboxes",
+    operationId: "listSandboxes",
+    auth: true,
     summary: "List the caller's sandboxes.",
-    responses: { "200": { description: "the caller's sandboxes", schema: { type: "object", properties: { sandboxes: { type: "array", items: S.sandboxSchema } } } } },
+    responses: {
+      "200": {
+        description: "the caller's sandboxes",
+        schema: { type: "object", properties: { sandboxes: { type: "array", items: S.sandboxSchema } } },
+      },
+    },
     handler: async ({ manager }, req) => ({ sandboxes: await manager.list({ owner: owner(req) }) }),
   },
   {
-    method: "GET", url: "/v1/sandboxes/:id", operationId: "getSandbox", auth: true,
+    method: "GET",
+    url: "/v1/sandboxes/:id",
+    operationId: "getSandbox",
+    auth: true,
     summary: "Describe one sandbox (live state from the substrate).",
     schema: { params: S.idParams },
     responses: { "200": sandboxOut },
     handler: async ({ manager }, req) => manager.get(owner(req), params(req).id),
   },
   {
-    method: "DELETE", url: "/v1/sandboxes/:id", operationId: "killSandbox", auth: true,
+    method: "DELETE",
+    url: "/v1/sandboxes/:id",
+    operationId: "killSandbox",
+    auth: true,
     summary: "Kill a sandbox and everything in it; its capacity returns to admission.",
     schema: { params: S.idParams },
     responses: { "204": { description: "killed" } },
@@ -123,32 +147,59 @@ export const sandboxRoutes: RouteDef[] = [
     },
   },
   {
-    method: "POST", url: "/v1/sandboxes/:id/wait", operationId: "waitSandbox", auth: true,
+    method: "POST",
+    url: "/v1/sandboxes/:id/wait",
+    operationId: "waitSandbox",
+    auth: true,
     summary: "Block until the sandbox accepts exec; 409 failed when it became terminal, 504 on timeout.",
     schema: { params: S.idParams, body: S.waitBody },
     responses: { "200": sandboxOut },
     handler: async ({ manager, limits }, req, reply) => {
       const t = (req.body as { timeoutSeconds?: number } | null)?.timeoutSeconds ?? 60;
-      return manager.wait(owner(req), params(req).id, { timeoutMs: Math.min(t, limits.maxWaitSeconds) * 1000, signal: abortOnClose(reply) });
+      return manager.wait(owner(req), params(req).id, {
+        timeoutMs: Math.min(t, limits.maxWaitSeconds) * 1000,
+        signal: abortOnClose(reply),
+      });
     },
   },
   {
-    method: "POST", url: "/v1/sandboxes/:id/exec", operationId: "execSandbox", auth: true,
+    method: "POST",
+    url: "/v1/sandboxes/:id/exec",
+    operationId: "execSandbox",
+    auth: true,
     summary: "Run a command; output streams back as NDJSON frames while it runs, then the exit frame.",
     schema: { params: S.idParams, body: S.execBody },
-    responses: { "200": { description: "NDJSON frames", contentType: "application/x-ndjson", schema: S.execFrameSchema } },
+    responses: {
+      "200": { description: "NDJSON frames", contentType: "application/x-ndjson", schema: S.execFrameSchema },
+    },
     handler: async ({ manager, logger, limits }, req, reply) =>
-      streamExec(manager, owner(req), params(req).id, execRequestFrom(req.body as ExecBody, limits.stdinBytes), req, reply, logger),
+      streamExec(
+        manager,
+        owner(req),
+        params(req).id,
+        execRequestFrom(req.body as ExecBody, limits.stdinBytes),
+        req,
+        reply,
+        logger,
+      ),
   },
   {
-    method: "PUT", url: "/v1/sandboxes/:id/files", operationId: "putFiles", auth: true,
+    method: "PUT",
+    url: "/v1/sandboxes/:id/files",
+    operationId: "putFiles",
+    auth: true,
     summary: "Unpack a tar archive (the request body, streamed) into the directory `path` in the sandbox.",
     schema: { params: S.idParams, querystring: S.filesQuery },
     requestContentType: "application/x-tar",
     responses: { "204": { description: "unpacked" } },
     handler: async ({ manager, limits }, req, reply) => {
       // a JSON or text body was parsed instead of streamed: not an archive
-      if (!(req.body instanceof Readable)) throw new ValidationError("content-type", req.headers["content-type"] ?? "", "send the archive as the body with content-type application/x-tar");
+      if (!(req.body instanceof Readable))
+        throw new ValidationError(
+          "content-type",
+          req.headers["content-type"] ?? "",
+          "send the archive as the body with content-type application/x-tar",
+        );
       const { stream, check } = limitUpload(req.body, req.headers["content-length"], limits.uploadBytes);
       try {
         await manager.putArchive(owner(req), params(req).id, (req.query as { path: string }).path, stream);
@@ -159,24 +210,39 @@ export const sandboxRoutes: RouteDef[] = [
     },
   },
   {
-    method: "GET", url: "/v1/sandboxes/:id/files", operationId: "getFiles", auth: true,
+    method: "GET",
+    url: "/v1/sandboxes/:id/files",
+    operationId: "getFiles",
+    auth: true,
     summary: "Stream the file or directory `path` out of the sandbox as a tar archive.",
     schema: { params: S.idParams, querystring: S.filesQuery },
-    responses: { "200": { description: "tar archive; ends with the trailer `sbx-archive: complete`; a failure after the first byte cuts the response short", contentType: "application/x-tar" } },
+    responses: {
+      "200": {
+        description:
+          "tar archive; ends with the trailer `sbx-archive: complete`; a failure after the first byte cuts the response short",
+        contentType: "application/x-tar",
+      },
+    },
     handler: async ({ manager }, req, reply) => {
       const tar = await manager.getArchive(owner(req), params(req).id, (req.query as { path: string }).path);
       return sendArchive(reply, tar);
     },
   },
   {
-    method: "GET", url: "/v1/sandboxes/:id/logs", operationId: "sandboxLogs", auth: true,
+    method: "GET",
+    url: "/v1/sandboxes/:id/logs",
+    operationId: "sandboxLogs",
+    auth: true,
     summary: "The sandbox's own output (its main process), optionally followed.",
     schema: { params: S.idParams, querystring: S.logsQuery },
     responses: { "200": { description: "log text", contentType: "text/plain" } },
     handler: async ({ manager }, req, reply) => {
       const q = req.query as { follow?: string; tailLines?: string };
       const follow = q.follow === "true" || q.follow === "1";
-      const logs = await manager.logs(owner(req), params(req).id, { follow, tailLines: q.tailLines === undefined ? undefined : Number(q.tailLines) });
+      const logs = await manager.logs(owner(req), params(req).id, {
+        follow,
+        tailLines: q.tailLines === undefined ? undefined : Number(q.tailLines),
+      });
       if (!follow) return reply.type("text/plain; charset=utf-8").send(logs);
       // Following: send the headers now (Node would hold them until the first log line) and
       // stop reading the log when the client goes away.
@@ -190,8 +256,12 @@ export const sandboxRoutes: RouteDef[] = [
     },
   },
   {
-    method: "POST", url: "/v1/sandboxes/:id/pause", operationId: "pauseSandbox", auth: true,
-    summary: "Snapshot the sandbox and release its compute (409 when the backend cannot pause). Progress streams as NDJSON on request.",
+    method: "POST",
+    url: "/v1/sandboxes/:id/pause",
+    operationId: "pauseSandbox",
+    auth: true,
+    summary:
+      "Snapshot the sandbox and release its compute (409 when the backend cannot pause). Progress streams as NDJSON on request.",
     schema: { params: S.idParams, querystring: S.transferQuery },
     responses: { "200": transferOut("pause") },
     handler: async (ctx, req, reply) => {
@@ -201,8 +271,12 @@ export const sandboxRoutes: RouteDef[] = [
     },
   },
   {
-    method: "POST", url: "/v1/sandboxes/:id/resume", operationId: "resumeSandbox", auth: true,
-    summary: "Restore a paused sandbox (admission applies again: 429 when over budget). Progress streams as NDJSON on request.",
+    method: "POST",
+    url: "/v1/sandboxes/:id/resume",
+    operationId: "resumeSandbox",
+    auth: true,
+    summary:
+      "Restore a paused sandbox (admission applies again: 429 when over budget). Progress streams as NDJSON on request.",
     schema: { params: S.idParams, querystring: S.transferQuery },
     responses: { "200": transferOut("resume") },
     handler: async (ctx, req, reply) => {
@@ -212,7 +286,10 @@ export const sandboxRoutes: RouteDef[] = [
     },
   },
   {
-    method: "GET", url: "/v1/pool", operationId: "poolStatus", auth: true,
+    method: "GET",
+    url: "/v1/pool",
+    operationId: "poolStatus",
+    auth: true,
     summary: "Warm pool state per (profile, size); 409 when the backend has no pool.",
     responses: { "200": { description: "pools", schema: S.poolSchema } },
     handler: async ({ manager }) => {

@@ -18,13 +18,15 @@ export const PATTERNS = {
 export const PATTERN_FIXES: Record<string, string> = {
   [PATTERNS.noNul]: "must not contain NUL bytes (\\u0000); remove them",
   [PATTERNS.absolutePath]: "use an absolute path (starting with /) without NUL bytes, e.g. /workspace",
-  [PATTERNS.envName]: "environment variable names are letters, digits and '_', not starting with a digit (no '=', not empty)",
+  [PATTERNS.envName]:
+    "environment variable names are letters, digits and '_', not starting with a digit (no '=', not empty)",
   [PATTERNS.metadataKey]: "metadata keys are 1-63 letters, digits, '.', '_' or '-', starting and ending alphanumeric",
   [PATTERNS.base64]: "must be base64 (A-Z, a-z, 0-9, '+', '/', '=' padding)",
   [PATTERNS.lines]: "use a whole number of lines from 0 to 999999",
 };
 
-const text = (maxLength: number, extra: Record<string, unknown> = {}) => ({ type: "string", maxLength, pattern: PATTERNS.noNul, ...extra }) as const;
+const text = (maxLength: number, extra: Record<string, unknown> = {}) =>
+  ({ type: "string", maxLength, pattern: PATTERNS.noNul, ...extra }) as const;
 
 const stringMap = { type: "object", additionalProperties: { type: "string" } } as const;
 
@@ -40,7 +42,9 @@ const envMap = (valueChars: number, description: string) =>
 export const idParams = {
   type: "object",
   required: ["id"],
-  properties: { id: { type: "string", minLength: 1, maxLength: 253, pattern: PATTERNS.noNul, description: "sandbox id" } },
+  properties: {
+    id: { type: "string", minLength: 1, maxLength: 253, pattern: PATTERNS.noNul, description: "sandbox id" },
+  },
 } as const;
 
 export const createBody = {
@@ -49,10 +53,20 @@ export const createBody = {
   properties: {
     profile: text(63, { minLength: 1, description: "image profile from the catalog; default from config" }),
     size: text(63, { minLength: 1, description: "size class (nano, small, ...); default from config" }),
-    env: envMap(LIMITS.envBytes, `environment for every command: at most ${LIMITS.envEntries} entries and ${LIMITS.envBytes} bytes in all, no NUL bytes`),
+    env: envMap(
+      LIMITS.envBytes,
+      `environment for every command: at most ${LIMITS.envEntries} entries and ${LIMITS.envBytes} bytes in all, no NUL bytes`,
+    ),
     ttlSeconds: { type: "integer", minimum: 1, description: "hard time to live" },
-    idleTimeoutSeconds: { type: "integer", minimum: 0, description: "reaped after this long without API calls; 0 = never" },
-    clientKey: text(128, { minLength: 1, description: "idempotency key: a retry with the same key returns the same sandbox" }),
+    idleTimeoutSeconds: {
+      type: "integer",
+      minimum: 0,
+      description: "reaped after this long without API calls; 0 = never",
+    },
+    clientKey: text(128, {
+      minLength: 1,
+      description: "idempotency key: a retry with the same key returns the same sandbox",
+    }),
     metadata: {
       type: "object",
       maxProperties: LIMITS.metadataEntries,
@@ -60,7 +74,11 @@ export const createBody = {
       additionalProperties: text(LIMITS.metadataValueChars),
       description: `free-form labels: at most ${LIMITS.metadataEntries}, values of at most ${LIMITS.metadataValueChars} characters, no NUL bytes`,
     },
-    autoPause: { type: "object", description: "automatic pause/wake policy: probes, pause, resume, timeout (docs/pause-resume.md); needs snapshots configured" },
+    autoPause: {
+      type: "object",
+      description:
+        "automatic pause/wake policy: probes, pause, resume, timeout (docs/pause-resume.md); needs snapshots configured",
+    },
   },
 } as const;
 
@@ -82,10 +100,29 @@ export const execBody = {
       items: text(EXEC_LIMITS.argStringBytes),
       description: `argv; no shell unless you run one. No NUL bytes; each string at most ${EXEC_LIMITS.argStringBytes} bytes (the kernel's MAX_ARG_STRLEN), argv plus env at most ${EXEC_LIMITS.totalBytes} bytes`,
     },
-    env: envMap(EXEC_LIMITS.argStringBytes, "environment for this command, over the sandbox's; counts toward the argv + env bound"),
-    cwd: { type: "string", minLength: 1, maxLength: EXEC_LIMITS.cwdChars, pattern: PATTERNS.absolutePath, description: "absolute directory in the sandbox; default /workspace" },
-    stdin: { type: "string", contentEncoding: "base64", pattern: PATTERNS.base64, description: "base64 bytes written to stdin, then closed" },
-    timeoutMs: { type: "integer", minimum: 1, maximum: 86_400_000, description: "kill the command after this long: exit 124, timedOut" },
+    env: envMap(
+      EXEC_LIMITS.argStringBytes,
+      "environment for this command, over the sandbox's; counts toward the argv + env bound",
+    ),
+    cwd: {
+      type: "string",
+      minLength: 1,
+      maxLength: EXEC_LIMITS.cwdChars,
+      pattern: PATTERNS.absolutePath,
+      description: "absolute directory in the sandbox; default /workspace",
+    },
+    stdin: {
+      type: "string",
+      contentEncoding: "base64",
+      pattern: PATTERNS.base64,
+      description: "base64 bytes written to stdin, then closed",
+    },
+    timeoutMs: {
+      type: "integer",
+      minimum: 1,
+      maximum: 86_400_000,
+      description: "kill the command after this long: exit 124, timedOut",
+    },
   },
 } as const;
 
@@ -93,7 +130,15 @@ export const filesQuery = {
   type: "object",
   additionalProperties: false,
   required: ["path"],
-  properties: { path: { type: "string", minLength: 1, maxLength: 4096, pattern: PATTERNS.absolutePath, description: "absolute path in the sandbox" } },
+  properties: {
+    path: {
+      type: "string",
+      minLength: 1,
+      maxLength: 4096,
+      pattern: PATTERNS.absolutePath,
+      description: "absolute path in the sandbox",
+    },
+  },
 } as const;
 
 export const logsQuery = {
@@ -113,7 +158,8 @@ export const transferQuery = {
     progress: {
       type: "string",
       enum: ["true", "false", "1", "0"],
-      description: "true: answer with NDJSON progress frames (like Accept: application/x-ndjson); false: plain JSON whatever Accept says",
+      description:
+        "true: answer with NDJSON progress frames (like Accept: application/x-ndjson); false: plain JSON whatever Accept says",
     },
   },
 } as const;
@@ -126,7 +172,10 @@ export const sandboxSchema = {
     owner: { type: "string" },
     profile: { type: "string" },
     size: { type: "string" },
-    phase: { type: "string", enum: ["Pending", "Running", "Pausing", "Paused", "Resuming", "Failed", "Succeeded", "Terminating"] },
+    phase: {
+      type: "string",
+      enum: ["Pending", "Running", "Pausing", "Paused", "Resuming", "Failed", "Succeeded", "Terminating"],
+    },
     ready: { type: "boolean" },
     reason: { type: "string", description: "e.g. OOMKilled, Error, DeadlineExceeded" },
     message: { type: "string" },
@@ -152,9 +201,26 @@ export const errorSchema = {
       type: "object",
       required: ["code", "message"],
       properties: {
-        code: { type: "string", enum: ["validation", "unauthenticated", "not_found", "conflict", "capacity", "timeout", "upstream", "failed", "too_large", "internal"] },
+        code: {
+          type: "string",
+          enum: [
+            "validation",
+            "unauthenticated",
+            "not_found",
+            "conflict",
+            "capacity",
+            "timeout",
+            "upstream",
+            "failed",
+            "too_large",
+            "internal",
+          ],
+        },
         message: { type: "string" },
-        details: { type: "object", description: "facts about the error, e.g. field and value (truncated) for validation" },
+        details: {
+          type: "object",
+          description: "facts about the error, e.g. field and value (truncated) for validation",
+        },
       },
     },
   },
@@ -163,15 +229,29 @@ export const errorSchema = {
 export const execFrameSchema = {
   description: "one JSON object per line, written as produced",
   oneOf: [
-    { type: "object", required: ["started"], properties: { started: { const: true } }, description: "first frame, sent as soon as the command runs" },
-    { type: "object", required: ["stream", "data"], properties: { stream: { enum: ["stdout", "stderr"] }, data: { type: "string", contentEncoding: "base64" } } },
+    {
+      type: "object",
+      required: ["started"],
+      properties: { started: { const: true } },
+      description: "first frame, sent as soon as the command runs",
+    },
+    {
+      type: "object",
+      required: ["stream", "data"],
+      properties: { stream: { enum: ["stdout", "stderr"] }, data: { type: "string", contentEncoding: "base64" } },
+    },
     {
       type: "object",
       required: ["exit"],
       properties: {
         exit: {
           type: "object",
-          properties: { exitCode: { type: "integer" }, timedOut: { type: "boolean" }, oomKilled: { type: "boolean" }, durationMs: { type: "number" } },
+          properties: {
+            exitCode: { type: "integer" },
+            timedOut: { type: "boolean" },
+            oomKilled: { type: "boolean" },
+            durationMs: { type: "number" },
+          },
         },
       },
     },
@@ -186,14 +266,21 @@ export const poolSchema = {
       type: "array",
       items: {
         type: "object",
-        properties: { profile: { type: "string" }, size: { type: "string" }, target: { type: "integer" }, ready: { type: "integer" }, starting: { type: "integer" } },
+        properties: {
+          profile: { type: "string" },
+          size: { type: "string" },
+          target: { type: "integer" },
+          ready: { type: "integer" },
+          starting: { type: "integer" },
+        },
       },
     },
   },
 } as const;
 
 export const transferFrameSchema = {
-  description: "one JSON object per line: progress frames (at most a few per second per path), then exactly one sandbox or error frame",
+  description:
+    "one JSON object per line: progress frames (at most a few per second per path), then exactly one sandbox or error frame",
   oneOf: [
     {
       type: "object",
@@ -211,7 +298,12 @@ export const transferFrameSchema = {
         },
       },
     },
-    { type: "object", required: ["sandbox"], properties: { sandbox: sandboxSchema }, description: "last frame: the operation succeeded" },
+    {
+      type: "object",
+      required: ["sandbox"],
+      properties: { sandbox: sandboxSchema },
+      description: "last frame: the operation succeeded",
+    },
     { ...errorSchema, description: "last frame: the operation failed after bytes had moved" },
   ],
 } as const;

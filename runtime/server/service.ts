@@ -36,9 +36,23 @@ export interface Service {
 }
 
 export async function startService(opts: ServiceOptions): Promise<Service> {
-  const { manager } = await buildManager(opts.config, { logger: opts.logger, clock: opts.clock, backend: opts.backend, processMetrics: true, reaperIntervalMs: opts.reaperIntervalMs, snapshotGc: opts.snapshotGc });
+  const { manager } = await buildManager(opts.config, {
+    logger: opts.logger,
+    clock: opts.clock,
+    backend: opts.backend,
+    processMetrics: true,
+    reaperIntervalMs: opts.reaperIntervalMs,
+    snapshotGc: opts.snapshotGc,
+  });
   let ready = false;
-  const app = buildApp({ manager, tokens: opts.tokens, logger: opts.logger, metrics: manager.metrics.registry, ready: () => ready, limits: opts.limits });
+  const app = buildApp({
+    manager,
+    tokens: opts.tokens,
+    logger: opts.logger,
+    metrics: manager.metrics.registry,
+    ready: () => ready,
+    limits: opts.limits,
+  });
   await manager.start();
   try {
     await app.listen({ host: opts.host ?? opts.config.listen.host, port: opts.port ?? opts.config.listen.port });
@@ -46,7 +60,10 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     await manager.close();
     const e = err as NodeJS.ErrnoException;
     if (e.code === "EADDRINUSE") {
-      throw new Error(`port ${opts.port ?? opts.config.listen.port} is in use: stop what listens there, or set SBX_PORT (or listen.port in SBX_CONFIG)`, { cause: err });
+      throw new Error(
+        `port ${opts.port ?? opts.config.listen.port} is in use: stop what listens there, or set SBX_PORT (or listen.port in SBX_CONFIG)`,
+        { cause: err },
+      );
     }
     throw err;
   }

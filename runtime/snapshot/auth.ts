@@ -59,27 +59,39 @@ export const anonymousAuth: RegistryAuth = {
 
 async function fetchToken(ch: AuthChallenge, basic: string | undefined): Promise<string> {
   const realm = ch.params.realm;
-  if (!realm) throw new UpstreamError(`registry bearer challenge has no realm (${JSON.stringify(ch.params)}): configure the registry's token service`);
+  if (!realm)
+    throw new UpstreamError(
+      `registry bearer challenge has no realm (${JSON.stringify(ch.params)}): configure the registry's token service`,
+    );
   const url = new URL(realm);
   if (ch.params.service) url.searchParams.set("service", ch.params.service);
   if (ch.params.scope) url.searchParams.set("scope", ch.params.scope);
   const body = await new Promise<string>((resolve, reject) => {
-    const req = (url.protocol === "https:" ? httpsRequest : httpRequest)(url, { headers: basic ? { authorization: basic } : {} }, (res) => {
-      let s = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => (s += d));
-      res.on("end", () =>
-        res.statusCode === 200
-          ? resolve(s)
-          : reject(new UpstreamError(`registry token service ${url.origin}${url.pathname} answered ${res.statusCode}: check the registry credentials`)),
-      );
-      res.on("error", reject);
-    });
+    const req = (url.protocol === "https:" ? httpsRequest : httpRequest)(
+      url,
+      { headers: basic ? { authorization: basic } : {} },
+      (res) => {
+        let s = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => (s += d));
+        res.on("end", () =>
+          res.statusCode === 200
+            ? resolve(s)
+            : reject(
+                new UpstreamError(
+                  `registry token service ${url.origin}${url.pathname} answered ${res.statusCode}: check the registry credentials`,
+                ),
+              ),
+        );
+        res.on("error", reject);
+      },
+    );
     req.on("error", reject);
     req.end();
   });
   const parsed = JSON.parse(body) as { token?: string; access_token?: string };
   const token = parsed.token ?? parsed.access_token;
-  if (!token) throw new UpstreamError(`registry token service ${url.origin} returned no token: check the registry credentials`);
+  if (!token)
+    throw new UpstreamError(`registry token service ${url.origin} returned no token: check the registry credentials`);
   return token;
 }

@@ -109,7 +109,9 @@ describe("SnapshotGc", () => {
 
   it("a failed push schedules a collection (its committed blobs have no manifest)", async () => {
     const { clock, runs, gc } = setup(10);
-    await expect(gc.whilePushing(async () => Promise.reject(new Error("layer push failed")))).rejects.toThrow("layer push failed");
+    await expect(gc.whilePushing(async () => Promise.reject(new Error("layer push failed")))).rejects.toThrow(
+      "layer push failed",
+    );
     await clock.advance(10);
     await settle();
     expect(runs).toHaveLength(1);

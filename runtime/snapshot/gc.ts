@@ -150,10 +150,16 @@ export class SnapshotGc {
     const t0 = this.o.clock.now().getTime();
     try {
       const report = await this.gate.exclusive(() => this.o.collect());
-      this.o.logger.info({ op: "snapshot-gc", ...report, durationMs: this.o.clock.now().getTime() - t0 }, "snapshot registry garbage collected");
+      this.o.logger.info(
+        { op: "snapshot-gc", ...report, durationMs: this.o.clock.now().getTime() - t0 },
+        "snapshot registry garbage collected",
+      );
       return report;
     } catch (err) {
-      this.o.logger.error({ op: "snapshot-gc", err }, "snapshot registry garbage collection failed; the next delete retries it");
+      this.o.logger.error(
+        { op: "snapshot-gc", err },
+        "snapshot registry garbage collection failed; the next delete retries it",
+      );
       throw err;
     }
   }

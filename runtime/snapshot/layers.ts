@@ -18,7 +18,13 @@ export interface LayerIo {
 }
 
 /** Streams `path` of sandbox `id` into a blob. Resolves with the layer once the registry has it. */
-export async function pushLayer(io: LayerIo, id: string, path: string, signal: AbortSignal, onProgress?: (bytes: number) => void): Promise<SnapshotLayer> {
+export async function pushLayer(
+  io: LayerIo,
+  id: string,
+  path: string,
+  signal: AbortSignal,
+  onProgress?: (bytes: number) => void,
+): Promise<SnapshotLayer> {
   signal.throwIfAborted();
   const raw = await io.backend.getArchive(id, path);
   const filter = new DropRootEntry(basename(path));
@@ -36,7 +42,14 @@ export async function pushLayer(io: LayerIo, id: string, path: string, signal: A
 }
 
 /** Streams the layer's blob back into sandbox `id`; rejects on any failure, digest mismatch included. */
-export async function restoreLayer(io: LayerIo, id: string, snap: SnapshotInfo, layer: SnapshotLayer, signal: AbortSignal, onProgress?: (bytes: number) => void): Promise<void> {
+export async function restoreLayer(
+  io: LayerIo,
+  id: string,
+  snap: SnapshotInfo,
+  layer: SnapshotLayer,
+  signal: AbortSignal,
+  onProgress?: (bytes: number) => void,
+): Promise<void> {
   signal.throwIfAborted();
   const stream = await io.oci.pullBlob(snap.repository, layer.digest, { size: layer.size, onProgress });
   const stop = () => stream.destroy(signal.reason as Error);
@@ -68,7 +81,10 @@ async function unpack(io: LayerIo, id: string, layer: SnapshotLayer, stream: Rea
   // tar stops reading at the end-of-archive marker and may exit leaving the record padding
   // unread; read the rest so the digest check (at the stream's end) covers every byte
   if (!stream.readableEnded && !streamError) {
-    if (stream.destroyed) throw new UpstreamError(`resume ${id}: the restore of ${layer.path} closed the snapshot stream before its end; retry the resume`);
+    if (stream.destroyed)
+      throw new UpstreamError(
+        `resume ${id}: the restore of ${layer.path} closed the snapshot stream before its end; retry the resume`,
+      );
     await new Promise<void>((resolve) => {
       stream.once("end", resolve);
       stream.once("error", () => resolve());

@@ -27,20 +27,30 @@ export function snapshotTag(id: string, generation: number): string {
   return `${id}-g${generation}`.slice(0, 128);
 }
 
-export function buildSnapshotManifest(config: Descriptor, layers: SnapshotLayer[], meta: { sandbox: string; createdAt: string }): OciManifest {
+export function buildSnapshotManifest(
+  config: Descriptor,
+  layers: SnapshotLayer[],
+  meta: { sandbox: string; createdAt: string },
+): OciManifest {
   return {
     schemaVersion: 2,
     mediaType: OCI_MANIFEST,
     artifactType: SNAPSHOT_ARTIFACT_TYPE,
     config: { mediaType: SNAPSHOT_CONFIG_TYPE, digest: config.digest, size: config.size },
-    layers: layers.map((l) => ({ mediaType: SNAPSHOT_LAYER_TYPE, digest: l.digest, size: l.size, annotations: { [PATH_ANNOTATION]: l.path } })),
+    layers: layers.map((l) => ({
+      mediaType: SNAPSHOT_LAYER_TYPE,
+      digest: l.digest,
+      size: l.size,
+      annotations: { [PATH_ANNOTATION]: l.path },
+    })),
     annotations: { [SANDBOX_ANNOTATION]: meta.sandbox, "org.opencontainers.image.created": meta.createdAt },
   };
 }
 
 /** The layers a manifest promises, or a reason it is not one of our snapshots. */
 export function readSnapshotLayers(m: OciManifest): SnapshotLayer[] | string {
-  if (m.artifactType !== SNAPSHOT_ARTIFACT_TYPE) return `artifactType is ${JSON.stringify(m.artifactType)}, not ${SNAPSHOT_ARTIFACT_TYPE}`;
+  if (m.artifactType !== SNAPSHOT_ARTIFACT_TYPE)
+    return `artifactType is ${JSON.stringify(m.artifactType)}, not ${SNAPSHOT_ARTIFACT_TYPE}`;
   const out: SnapshotLayer[] = [];
   for (const l of m.layers) {
     const path = l.annotations?.[PATH_ANNOTATION];

@@ -61,7 +61,8 @@ export class OciClient {
     this.auth = opts.auth;
     this.chunkBytes = opts.chunkBytes ?? 16 * 1024 * 1024;
     this.chunkRetries = opts.chunkRetries ?? 2;
-    this.agent = this.base.protocol === "https:" ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+    this.agent =
+      this.base.protocol === "https:" ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
   }
 
   close(): void {
@@ -120,11 +121,22 @@ export class OciClient {
       const done = await this.call("PUT", url.pathname + url.search, { "content-length": "0" }, undefined, [201]);
       done.res.resume();
       const got = done.headers["docker-content-digest"];
-      if (got && got !== digest) throw new DigestMismatchError(`blob upload to ${repo}`, { digest, size: offset }, { digest: String(got), size: offset });
+      if (got && got !== digest)
+        throw new DigestMismatchError(
+          `blob upload to ${repo}`,
+          { digest, size: offset },
+          { digest: String(got), size: offset },
+        );
       return { digest, size: offset };
     } catch (err) {
       await inflight?.catch(() => undefined);
-      await this.call("DELETE", new URL(location, this.base).pathname + new URL(location, this.base).search, {}, undefined, [204, 404]).then(
+      await this.call(
+        "DELETE",
+        new URL(location, this.base).pathname + new URL(location, this.base).search,
+        {},
+        undefined,
+        [204, 404],
+      ).then(
         (r) => r.res.resume(),
         () => undefined, // best effort: the registry purges abandoned uploads itself
       );
@@ -146,14 +158,20 @@ export class OciClient {
         const r = await this.call(
           "PATCH",
           url.pathname + url.search,
-          { "content-type": "application/octet-stream", "content-range": `${offset}-${offset + data.length - 1}`, "content-length": String(data.length) },
+          {
+            "content-type": "application/octet-stream",
+            "content-range": `${offset}-${offset + data.length - 1}`,
+            "content-length": String(data.length),
+          },
           data,
           [202],
         );
         r.res.resume();
         const range = String(r.headers.range ?? "");
         if (range && range !== `0-${offset + data.length - 1}`) {
-          throw new UpstreamError(`blob upload to ${repo}: registry reports range ${range} after sending bytes 0-${offset + data.length - 1}; retry the pause`);
+          throw new UpstreamError(
+            `blob upload to ${repo}: registry reports range ${range} after sending bytes 0-${offset + data.length - 1}; retry the pause`,
+          );
         }
         return this.location(r, `upload chunk to ${repo}`);
       } catch (err) {
@@ -181,15 +199,24 @@ export class OciClient {
   }
 
   /** A stream of the blob's bytes that errors at the end if they don't match `digest`/`size`. */
-  async pullBlob(repo: string, digest: string, opts: { size?: number; onProgress?: (bytes: number) => void } = {}): Promise<Readable> {
-    const r = await this.call("GET", `/v2/${repo}/blobs/${digest}`, {}, undefined, [200], { followRedirects: true, notFound: ["blob", `${repo}@${digest}`] });
+  async pullBlob(
+    repo: string,
+    digest: string,
+    opts: { size?: number; onProgress?: (bytes: number) => void } = {},
+  ): Promise<Readable> {
+    const r = await this.call("GET", `/v2/${repo}/blobs/${digest}`, {}, undefined, [200], {
+      followRedirects: true,
+      notFound: ["blob", `${repo}@${digest}`],
+    });
     const verify = new VerifyingStream(`blob ${repo}@${digest}`, { digest, size: opts.size }, opts.onProgress);
     r.res.on("error", (e) => verify.destroy(e));
     return r.res.pipe(verify);
   }
 
   async blobExists(repo: string, digest: string): Promise<boolean> {
-    const r = await this.call("HEAD", `/v2/${repo}/blobs/${digest}`, {}, undefined, [200, 404], { followRedirects: true });
+    const r = await this.call("HEAD", `/v2/${repo}/blobs/${digest}`, {}, undefined, [200, 404], {
+      followRedirects: true,
+    });
     r.res.resume();
     return r.status === 200;
   }
@@ -202,7 +229,13 @@ export class OciClient {
       start.res.resume();
       const url = new URL(this.location(start, `start upload to ${repo}`), this.base);
       url.searchParams.set("digest", digest);
-      const r = await this.call("PUT", url.pathname + url.search, { "content-type": "application/octet-stream", "content-length": String(data.length) }, data, [201]);
+      const r = await this.call(
+        "PUT",
+        url.pathname + url.search,
+        { "content-type": "application/octet-stream", "content-length": String(data.length) },
+        data,
+        [201],
+      );
       r.res.resume();
     }
     return { mediaType: "", digest, size: data.length };
@@ -214,7 +247,8 @@ export class OciClient {
     let n = 0;
     for await (const p of stream as AsyncIterable<Buffer>) {
       n += p.length;
-      if (n > maxBytes) throw new UpstreamError(`blob ${repo}@${digest} is larger than ${maxBytes} bytes: it is not a snapshot config`);
+      if (n > maxBytes)
+        throw new UpstreamError(`blob ${repo}@${digest} is larger than ${maxBytes} bytes: it is not a snapshot config`);
       parts.push(p);
     }
     return Buffer.concat(parts);
@@ -224,22 +258,36 @@ export class OciClient {
   async putManifest(repo: string, tag: string, manifest: OciManifest): Promise<{ digest: string; size: number }> {
     const body = Buffer.from(JSON.stringify(manifest));
     const digest = sha256Digest(body);
-    const r = await this.call("PUT", `/v2/${repo}/manifests/${tag}`, { "content-type": OCI_MANIFEST, "content-length": String(body.length) }, body, [201]);
+    const r = await this.call(
+      "PUT",
+      `/v2/${repo}/manifests/${tag}`,
+      { "content-type": OCI_MANIFEST, "content-length": String(body.length) },
+      body,
+      [201],
+    );
     r.res.resume();
     const got = r.headers["docker-content-digest"];
-    if (got && got !== digest) throw new DigestMismatchError(`manifest ${repo}:${tag}`, { digest, size: body.length }, { digest: String(got), size: body.length });
+    if (got && got !== digest)
+      throw new DigestMismatchError(
+        `manifest ${repo}:${tag}`,
+        { digest, size: body.length },
+        { digest: String(got), size: body.length },
+      );
     return { digest, size: body.length };
   }
 
   /** The manifest at `ref` (tag or digest), verified against its digest. */
   async getManifest(repo: string, ref: string): Promise<{ manifest: OciManifest; digest: string; size: number }> {
-    const r = await this.call("GET", `/v2/${repo}/manifests/${ref}`, { accept: OCI_MANIFEST }, undefined, [200], { notFound: ["manifest", `${repo}:${ref}`] });
+    const r = await this.call("GET", `/v2/${repo}/manifests/${ref}`, { accept: OCI_MANIFEST }, undefined, [200], {
+      notFound: ["manifest", `${repo}:${ref}`],
+    });
     const parts: Buffer[] = [];
     for await (const p of r.res as AsyncIterable<Buffer>) parts.push(p);
     const body = Buffer.concat(parts);
     const digest = sha256Digest(body);
     const claimed = ref.startsWith("sha256:") ? ref : String(r.headers["docker-content-digest"] ?? digest);
-    if (claimed !== digest) throw new DigestMismatchError(`manifest ${repo}:${ref}`, { digest: claimed }, { digest, size: body.length });
+    if (claimed !== digest)
+      throw new DigestMismatchError(`manifest ${repo}:${ref}`, { digest: claimed }, { digest, size: body.length });
     return { manifest: JSON.parse(body.toString("utf8")) as OciManifest, digest, size: body.length };
   }
 
@@ -259,7 +307,10 @@ export class OciClient {
 
   private location(r: Response, what: string): string {
     const loc = r.headers.location;
-    if (!loc) throw new UpstreamError(`registry ${this.base.host}: ${what}: response ${r.status} has no Location header; is this an OCI distribution registry?`);
+    if (!loc)
+      throw new UpstreamError(
+        `registry ${this.base.host}: ${what}: response ${r.status} has no Location header; is this an OCI distribution registry?`,
+      );
     return String(loc);
   }
 
@@ -300,11 +351,16 @@ export class OciClient {
         r.status === 401 || r.status === 403
           ? "check the snapshot registry credentials and that they may push and pull this repository"
           : "check the registry's health and logs";
-      throw new UpstreamError(`registry ${this.base.host}: ${method} ${url.pathname} answered ${r.status} (expected ${expect.join("/")}): ${text.trim()}: ${hint}`, {
-        status: r.status,
-      });
+      throw new UpstreamError(
+        `registry ${this.base.host}: ${method} ${url.pathname} answered ${r.status} (expected ${expect.join("/")}): ${text.trim()}: ${hint}`,
+        {
+          status: r.status,
+        },
+      );
     }
-    throw new UpstreamError(`registry ${this.base.host}: ${method} ${path}: too many redirects; check the registry's storage redirect settings`);
+    throw new UpstreamError(
+      `registry ${this.base.host}: ${method} ${path}: too many redirects; check the registry's storage redirect settings`,
+    );
   }
 }
 
@@ -343,11 +399,25 @@ export function eachChunk(source: Readable, onChunk: (chunk: Buffer) => Promise<
   });
 }
 
-function send(method: string, url: URL, headers: Record<string, string>, body: Buffer | undefined, agent: HttpAgent | undefined): Promise<Response> {
+function send(
+  method: string,
+  url: URL,
+  headers: Record<string, string>,
+  body: Buffer | undefined,
+  agent: HttpAgent | undefined,
+): Promise<Response> {
   return new Promise((resolve, reject) => {
     const fn = url.protocol === "https:" ? httpsRequest : httpRequest;
-    const req = fn(url, { method, headers, agent }, (res) => resolve({ status: res.statusCode ?? 0, headers: res.headers, res }));
-    req.on("error", (e) => reject(new UpstreamError(`registry ${url.host}: ${method} ${url.pathname}: ${e.message}: check that the registry is reachable`)));
+    const req = fn(url, { method, headers, agent }, (res) =>
+      resolve({ status: res.statusCode ?? 0, headers: res.headers, res }),
+    );
+    req.on("error", (e) =>
+      reject(
+        new UpstreamError(
+          `registry ${url.host}: ${method} ${url.pathname}: ${e.message}: check that the registry is reachable`,
+        ),
+      ),
+    );
     req.end(body);
   });
 }

@@ -80,7 +80,8 @@ export class FileRecordStore implements SnapshotRecordStore {
   constructor(private readonly dir: string) {}
 
   private file(id: string): string {
-    if (!ID_RE.test(id)) throw new ValidationError("sandbox id", id, "use letters, digits, '.', '_' or '-' (at most 128)");
+    if (!ID_RE.test(id))
+      throw new ValidationError("sandbox id", id, "use letters, digits, '.', '_' or '-' (at most 128)");
     return join(this.dir, `${id}.json`);
   }
 

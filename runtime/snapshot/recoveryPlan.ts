@@ -44,7 +44,12 @@ export function computeAlive(phase: SandboxPhase | undefined): boolean {
   return phase !== undefined && !TERMINAL.has(phase) && phase !== "Paused";
 }
 
-export function planRecovery(rec: SnapshotRecord, observed: RecoveryObserved, now: Date, policy: RecoveryPolicy = {}): RecoveryPlan {
+export function planRecovery(
+  rec: SnapshotRecord,
+  observed: RecoveryObserved,
+  now: Date,
+  policy: RecoveryPolicy = {},
+): RecoveryPlan {
   const inFlight = rec.state === "pausing" || rec.state === "resuming";
   const grace = policy.inFlightGraceMs;
   if (inFlight && grace && rec.holder && rec.holder !== policy.holder) {
@@ -53,7 +58,11 @@ export function planRecovery(rec: SnapshotRecord, observed: RecoveryObserved, no
   }
   switch (rec.state) {
     case "pausing":
-      if (computeAlive(observed.livePhase)) return { action: "back-to-running", ...(observed.pendingManifest ? { deleteManifest: observed.pendingManifest.digest } : {}) };
+      if (computeAlive(observed.livePhase))
+        return {
+          action: "back-to-running",
+          ...(observed.pendingManifest ? { deleteManifest: observed.pendingManifest.digest } : {}),
+        };
       if (observed.pendingSnapshot) return { action: "promote", snapshot: observed.pendingSnapshot };
       if (rec.snapshot) return { action: "keep-previous" };
       return { action: "drop" };

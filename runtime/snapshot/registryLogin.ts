@@ -13,17 +13,27 @@ const ECR_HOST = /^(\d{12})\.dkr\.ecr(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(?:
 
 /** The AWS region of an ECR registry host, or undefined for any other registry. */
 export function ecrRegionOf(registry: string): string | undefined {
-  const host = registry.replace(/^https?:\/\//, "").replace(/\/.*$/, "").replace(/:\d+$/, "");
+  const host = registry
+    .replace(/^https?:\/\//, "")
+    .replace(/\/.*$/, "")
+    .replace(/:\d+$/, "");
   return ECR_HOST.exec(host)?.[2];
 }
 
 /** The part of the ECR client the login needs (tests pass a fake: AWS is not reachable from CI). */
 export interface EcrTokenSource {
-  send(command: GetAuthorizationTokenCommand): Promise<{ authorizationData?: { authorizationToken?: string; expiresAt?: Date }[] }>;
+  send(
+    command: GetAuthorizationTokenCommand,
+  ): Promise<{ authorizationData?: { authorizationToken?: string; expiresAt?: Date }[] }>;
 }
 
 /** ECR login: a 12-hour token from GetAuthorizationToken, fetched again 15 minutes before it expires. */
-export function ecrAuth(o: { region: string; clock: Clock; client?: EcrTokenSource; refreshMarginMs?: number }): RegistryAuth {
+export function ecrAuth(o: {
+  region: string;
+  clock: Clock;
+  client?: EcrTokenSource;
+  refreshMarginMs?: number;
+}): RegistryAuth {
   const client = o.client ?? new ECRClient({ region: o.region });
   const margin = o.refreshMarginMs ?? 15 * 60_000;
   let cached: { username: string; password: string; expiresAt: number } | undefined;
@@ -33,7 +43,9 @@ export function ecrAuth(o: { region: string; clock: Clock; client?: EcrTokenSour
     try {
       out = await client.send(new GetAuthorizationTokenCommand({}));
     } catch (err) {
-      throw new UpstreamError(`ECR login in ${o.region} failed: ${(err as Error).message}; the runtime's role needs ecr:GetAuthorizationToken (the Pulumi Identity component grants it when snapshots are enabled)`);
+      throw new UpstreamError(
+        `ECR login in ${o.region} failed: ${(err as Error).message}; the runtime's role needs ecr:GetAuthorizationToken (the Pulumi Identity component grants it when snapshots are enabled)`,
+      );
     }
     const data = out.authorizationData?.[0];
     const decoded = data?.authorizationToken ? Buffer.from(data.authorizationToken, "base64").toString("utf8") : "";
@@ -52,13 +64,20 @@ export function ecrAuth(o: { region: string; clock: Clock; client?: EcrTokenSour
 }
 
 /** The login for config.snapshots: explicit htpasswd credentials, else ECR by host, else anonymous. */
-export function registryLoginFor(snapshots: NonNullable<RuntimeConfig["snapshots"]>, deps: { clock: Clock; ecrClient?: EcrTokenSource }): RegistryAuth | undefined {
+export function registryLoginFor(
+  snapshots: NonNullable<RuntimeConfig["snapshots"]>,
+  deps: { clock: Clock; ecrClient?: EcrTokenSource },
+): RegistryAuth | undefined {
   if (snapshots.auth) {
     let password: string;
     try {
       password = readFileSync(snapshots.auth.passwordFile, "utf8").replace(/\r?\n$/, "");
     } catch (err) {
-      throw new ValidationError("config.snapshots.auth.passwordFile", snapshots.auth.passwordFile, `cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); mount the registry password there or remove snapshots.auth`);
+      throw new ValidationError(
+        "config.snapshots.auth.passwordFile",
+        snapshots.auth.passwordFile,
+        `cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); mount the registry password there or remove snapshots.auth`,
+      );
     }
     return basicAuth(snapshots.auth.username, password);
   }

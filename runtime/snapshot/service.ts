@@ -15,18 +15,36 @@ import { ConflictError } from "../core/errors.ts";
 import { KeyedQueue } from "../core/keyed-queue.ts";
 import type { Logger } from "../core/log.ts";
 import { ProgressFanout } from "../core/progress-fanout.ts";
-import type { Backend, PauseResumeService, Sandbox, SandboxEvent, SandboxPhase, SandboxView, TransitionOptions } from "../core/types.ts";
+import type {
+  Backend,
+  PauseResumeService,
+  Sandbox,
+  SandboxEvent,
+  SandboxPhase,
+  SandboxView,
+  TransitionOptions,
+} from "../core/types.ts";
 import { decideAutoResume } from "./autoResume.ts";
 import type { SnapshotRecord, SnapshotState } from "./record.ts";
 import type { Snapshotter } from "./snapshotter.ts";
 
-const PHASE: Record<Exclude<SnapshotState, "running">, SandboxPhase> = { pausing: "Pausing", paused: "Paused", resuming: "Resuming" };
+const PHASE: Record<Exclude<SnapshotState, "running">, SandboxPhase> = {
+  pausing: "Pausing",
+  paused: "Paused",
+  resuming: "Resuming",
+};
 
 /** The sandbox as callers should see it given its record; undefined = ask the backend. */
 export function overlay(rec: SnapshotRecord | undefined): Sandbox | undefined {
   if (!rec || rec.state === "running") return undefined;
   const released = rec.computeReleased === true;
-  return { ...rec.sandbox, phase: PHASE[rec.state], ready: false, cpuRequestMillis: released ? 0 : rec.sandbox.cpuRequestMillis, memoryRequestBytes: released ? 0 : rec.sandbox.memoryRequestBytes };
+  return {
+    ...rec.sandbox,
+    phase: PHASE[rec.state],
+    ready: false,
+    cpuRequestMillis: released ? 0 : rec.sandbox.cpuRequestMillis,
+    memoryRequestBytes: released ? 0 : rec.sandbox.memoryRequestBytes,
+  };
 }
 
 export interface PauseResumeOptions {
@@ -64,7 +82,9 @@ export class PauseResume implements PauseResumeService, SandboxView {
 
   /** Resuming a running sandbox is a no-op; a call queued behind a resume finds it running. */
   resume(id: string, opts: TransitionOptions = {}): Promise<Sandbox> {
-    return this.transition(id, "resume", opts, (signal) => this.o.snapshotter.resume(id, this.progress.sink(id), signal));
+    return this.transition(id, "resume", opts, (signal) =>
+      this.o.snapshotter.resume(id, this.progress.sink(id), signal),
+    );
   }
 
   /**
@@ -86,7 +106,9 @@ export class PauseResume implements PauseResumeService, SandboxView {
    * keeps the sandbox running, a resume leaves it paused), then runs in the sandbox's queue.
    */
   async removeWith(id: string, deleteSandbox: () => Promise<void>): Promise<void> {
-    this.aborts.get(id)?.abort(new ConflictError(`sandbox ${id} is being deleted; its pause or resume was stopped`, { id }));
+    this.aborts
+      .get(id)
+      ?.abort(new ConflictError(`sandbox ${id} is being deleted; its pause or resume was stopped`, { id }));
     await this.queue.run(id, () => this.o.snapshotter.remove(id, deleteSandbox));
   }
 
@@ -94,7 +116,10 @@ export class PauseResume implements PauseResumeService, SandboxView {
   async expire(): Promise<string[]> {
     const gone: string[] = [];
     for (const rec of await this.o.snapshotter.expired()) {
-      this.o.logger.info({ sandbox: rec.id, owner: rec.owner, op: "expire", snapshot: rec.snapshot?.ref }, "paused sandbox's snapshot passed the retention; deleting");
+      this.o.logger.info(
+        { sandbox: rec.id, owner: rec.owner, op: "expire", snapshot: rec.snapshot?.ref },
+        "paused sandbox's snapshot passed the retention; deleting",
+      );
       await this.delete(rec.id);
       gone.push(rec.id);
     }
@@ -104,9 +129,14 @@ export class PauseResume implements PauseResumeService, SandboxView {
   /** After a crash: bring every record to running or paused-with-released-compute. */
   async recover(): Promise<void> {
     for (const rec of await this.o.snapshotter.records()) {
-      await this.queue.run(rec.id, () => this.o.snapshotter.settle(rec.id)).catch((err: unknown) =>
-        this.o.logger.error({ sandbox: rec.id, owner: rec.owner, op: "recover", err }, "recovering pause/resume state failed; it is retried on the next start"),
-      );
+      await this.queue
+        .run(rec.id, () => this.o.snapshotter.settle(rec.id))
+        .catch((err: unknown) =>
+          this.o.logger.error(
+            { sandbox: rec.id, owner: rec.owner, op: "recover", err },
+            "recovering pause/resume state failed; it is retried on the next start",
+          ),
+        );
     }
   }
 
@@ -149,7 +179,12 @@ export class PauseResume implements PauseResumeService, SandboxView {
 
   // ---- internals ---------------------------------------------------------------------------
 
-  private async transition<T>(id: string, op: "pause" | "resume", opts: TransitionOptions, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  private async transition<T>(
+    id: string,
+    op: "pause" | "resume",
+    opts: TransitionOptions,
+    run: (signal: AbortSignal) => Promise<T>,
+  ): Promise<T> {
     // listening from the call on, not from its turn: a call queued behind another sees its bytes
     const unlisten = this.progress.add(id, op, opts.onProgress);
     try {

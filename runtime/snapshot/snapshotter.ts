@@ -12,13 +12,27 @@
 import type { Clock } from "../core/clock.ts";
 import { ConflictError, NotFoundError, SbxError, UpstreamError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import { TERMINAL_PHASES, type Backend, type ComputeRelease, type Sandbox, type SandboxSpec, type TransferProgress } from "../core/types.ts";
+import {
+  TERMINAL_PHASES,
+  type Backend,
+  type ComputeRelease,
+  type Sandbox,
+  type SandboxSpec,
+  type TransferProgress,
+} from "../core/types.ts";
 import { allowsAutoResume } from "./autoResume.ts";
 import { computeAlive, planRecovery, type RecoveryObserved, type RecoveryPlan } from "./recoveryPlan.ts";
 import { pushLayer, restoreLayer, verifySnapshot, type LayerIo } from "./layers.ts";
 import { buildSnapshotManifest, readSnapshotLayers, snapshotTag, type SnapshotConfig } from "./manifest.ts";
 import type { OciClient } from "./oci.ts";
-import { fromStoredSpec, toStoredSpec, type SnapshotInfo, type SnapshotLayer, type SnapshotRecord, type SnapshotRecordStore } from "./record.ts";
+import {
+  fromStoredSpec,
+  toStoredSpec,
+  type SnapshotInfo,
+  type SnapshotLayer,
+  type SnapshotRecord,
+  type SnapshotRecordStore,
+} from "./record.ts";
 import { runHook } from "./hooks.ts";
 
 export const DEFAULT_WRITABLE_PATHS = ["/workspace", "/tmp"];
@@ -29,8 +43,19 @@ export const META = {
   postResume: "sbx.post-resume", // shell command run after the data is back
 } as const;
 
-export type PauseStep = "pausing-recorded" | "pre-pause-hook" | "layer-pushed" | "manifest-put" | "paused-recorded" | "compute-released";
-export type ResumeStep = "resuming-recorded" | "slot-acquired" | "layer-restored" | "post-resume-hook" | "running-recorded";
+export type PauseStep =
+  | "pausing-recorded"
+  | "pre-pause-hook"
+  | "layer-pushed"
+  | "manifest-put"
+  | "paused-recorded"
+  | "compute-released";
+export type ResumeStep =
+  | "resuming-recorded"
+  | "slot-acquired"
+  | "layer-restored"
+  | "post-resume-hook"
+  | "running-recorded";
 
 export interface SnapshotterOptions {
   backend: Backend;
@@ -101,13 +126,18 @@ export class Snapshotter {
   /** Paused sandboxes whose snapshot is older than the retention (the service deletes them). */
   async expired(): Promise<SnapshotRecord[]> {
     const cutoff = this.o.clock.now().getTime() - this.o.retentionDays * 86_400_000;
-    return (await this.o.store.list()).filter((rec) => rec.state === "paused" && rec.snapshot && Date.parse(rec.snapshot.createdAt) <= cutoff);
+    return (await this.o.store.list()).filter(
+      (rec) => rec.state === "paused" && rec.snapshot && Date.parse(rec.snapshot.createdAt) <= cutoff,
+    );
   }
 
   /** The backend's compute capability; a backend without it cannot pause. */
   private compute(what: string): ComputeRelease {
     const c = this.o.backend.compute;
-    if (!c) throw new ConflictError(`${what}: the ${this.o.backend.name} backend cannot release compute; kill the sandbox instead`);
+    if (!c)
+      throw new ConflictError(
+        `${what}: the ${this.o.backend.name} backend cannot release compute; kill the sandbox instead`,
+      );
     return c;
   }
 
@@ -117,7 +147,10 @@ export class Snapshotter {
     if (rec?.state === "paused") return rec;
     const sandbox = await this.o.backend.describe(id);
     if (!sandbox) throw new NotFoundError("sandbox", id);
-    if (TERMINAL_PHASES.has(sandbox.phase)) throw new ConflictError(`pause: sandbox ${id} is ${sandbox.phase} (${sandbox.reason ?? "finished"}); only a running sandbox can be paused`);
+    if (TERMINAL_PHASES.has(sandbox.phase))
+      throw new ConflictError(
+        `pause: sandbox ${id} is ${sandbox.phase} (${sandbox.reason ?? "finished"}); only a running sandbox can be paused`,
+      );
     this.compute("pause");
     const spec = await this.o.specFor(sandbox);
     const generation = (rec?.generation ?? 0) + 1;
@@ -147,7 +180,10 @@ export class Snapshotter {
     } catch (err) {
       await this.put({ ...rec, state: "running", pending: undefined });
       await this.deleteTag(tag).catch((e: unknown) =>
-        this.o.logger.warn({ sandbox: id, owner: rec!.owner, op: "pause", tag, err: e }, "deleting the manifest of a failed pause failed; it stays in the registry as an orphan until retention or a manual delete"),
+        this.o.logger.warn(
+          { sandbox: id, owner: rec!.owner, op: "pause", tag, err: e },
+          "deleting the manifest of a failed pause failed; it stays in the registry as an orphan until retention or a manual delete",
+        ),
       );
       throw err;
     }
@@ -160,18 +196,32 @@ export class Snapshotter {
     return rec;
   }
 
-  private async pushSnapshot(rec: SnapshotRecord, tag: string, onProgress: OnProgress | undefined, signal: AbortSignal): Promise<SnapshotInfo> {
+  private async pushSnapshot(
+    rec: SnapshotRecord,
+    tag: string,
+    onProgress: OnProgress | undefined,
+    signal: AbortSignal,
+  ): Promise<SnapshotInfo> {
     const { oci, repository } = this.o;
     // paths stream concurrently: each is its own archive exec and its own upload
     const layers: SnapshotLayer[] = await Promise.all(
       this.paths.map(async (path) => {
-        const layer = await pushLayer(this.io, rec.id, path, signal, (bytes) => onProgress?.({ op: "pause", path, bytes }));
+        const layer = await pushLayer(this.io, rec.id, path, signal, (bytes) =>
+          onProgress?.({ op: "pause", path, bytes }),
+        );
         await this.step(rec.id, "layer-pushed");
         return layer;
       }),
     );
     const createdAt = this.o.clock.now().toISOString();
-    const config: SnapshotConfig = { sandbox: rec.id, owner: rec.owner, generation: rec.generation, createdAt, paths: this.paths, spec: rec.spec };
+    const config: SnapshotConfig = {
+      sandbox: rec.id,
+      owner: rec.owner,
+      generation: rec.generation,
+      createdAt,
+      paths: this.paths,
+      spec: rec.spec,
+    };
     const cfg = await oci.pushSmallBlob(repository, Buffer.from(JSON.stringify(config)));
     const manifest = buildSnapshotManifest(cfg, layers, { sandbox: rec.id, createdAt });
     const put = await oci.putManifest(repository, tag, manifest);
@@ -186,7 +236,10 @@ export class Snapshotter {
       layers,
     };
     const problem = await verifySnapshot(oci, info);
-    if (problem) throw new UpstreamError(`pause ${rec.id}: snapshot ${info.ref} failed verification after push (${problem}); the sandbox keeps running, retry the pause`);
+    if (problem)
+      throw new UpstreamError(
+        `pause ${rec.id}: snapshot ${info.ref} failed verification after push (${problem}); the sandbox keeps running, retry the pause`,
+      );
     return info;
   }
 
@@ -203,7 +256,10 @@ export class Snapshotter {
               "the next pause call or a restart retries it",
           );
         }
-        this.o.logger.warn({ sandbox: rec.id, owner: rec.owner, op: "pause", attempt, err }, "releasing compute failed; retrying");
+        this.o.logger.warn(
+          { sandbox: rec.id, owner: rec.owner, op: "pause", attempt, err },
+          "releasing compute failed; retrying",
+        );
         await this.o.clock.sleep(200 * attempt);
       }
     }
@@ -230,7 +286,9 @@ export class Snapshotter {
       await Promise.all(
         rec.snapshot!.layers.map(async (layer) => {
           if (layer.entries !== 0) {
-            await restoreLayer(this.io, id, rec!.snapshot!, layer, signal, (bytes) => onProgress?.({ op: "resume", path: layer.path, bytes, totalBytes: layer.size }));
+            await restoreLayer(this.io, id, rec!.snapshot!, layer, signal, (bytes) =>
+              onProgress?.({ op: "resume", path: layer.path, bytes, totalBytes: layer.size }),
+            );
           }
           await this.step(id, "layer-restored");
         }),
@@ -240,9 +298,15 @@ export class Snapshotter {
       await this.step(id, "post-resume-hook");
     } catch (err) {
       // The snapshot is untouched; throw the half-restored slot away so a retry starts clean.
-      await this.o.backend.compute?.releaseCompute(id).catch((e: unknown) => this.o.logger.warn({ sandbox: id, op: "resume", err: e }, "releasing a failed resume's compute failed"));
+      await this.o.backend.compute
+        ?.releaseCompute(id)
+        .catch((e: unknown) =>
+          this.o.logger.warn({ sandbox: id, op: "resume", err: e }, "releasing a failed resume's compute failed"),
+        );
       await this.put({ ...rec, state: "paused", computeReleased: true });
-      throw err instanceof SbxError ? err : new UpstreamError(`resume ${id}: ${(err as Error).message}; the snapshot is intact, retry the resume`);
+      throw err instanceof SbxError
+        ? err
+        : new UpstreamError(`resume ${id}: ${(err as Error).message}; the snapshot is intact, retry the resume`);
     }
     const snapshot = rec.snapshot!;
     await this.put({ ...rec, state: "running", snapshot: undefined, computeReleased: false });
@@ -261,7 +325,10 @@ export class Snapshotter {
   async settle(id: string): Promise<SnapshotRecord | undefined> {
     const rec = await this.o.store.get(id);
     if (!rec) return undefined;
-    const plan = planRecovery(rec, await this.observe(rec), this.o.clock.now(), { holder: this.o.holder, inFlightGraceMs: this.o.inFlightGraceMs });
+    const plan = planRecovery(rec, await this.observe(rec), this.o.clock.now(), {
+      holder: this.o.holder,
+      inFlightGraceMs: this.o.inFlightGraceMs,
+    });
     return this.apply(rec, plan);
   }
 
@@ -332,9 +399,14 @@ export class Snapshotter {
   }
 
   private async dropSnapshot(s: SnapshotInfo): Promise<void> {
-    await this.o.oci.deleteManifest(s.repository, s.digest).catch((err: unknown) =>
-      this.o.logger.warn({ op: "snapshot-gc", snapshot: s.ref, err }, "deleting a superseded snapshot failed; retention removes it later"),
-    );
+    await this.o.oci
+      .deleteManifest(s.repository, s.digest)
+      .catch((err: unknown) =>
+        this.o.logger.warn(
+          { op: "snapshot-gc", snapshot: s.ref, err },
+          "deleting a superseded snapshot failed; retention removes it later",
+        ),
+      );
   }
 
   private async deleteTag(tag: string): Promise<void> {

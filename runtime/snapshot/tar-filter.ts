@@ -16,7 +16,10 @@ function octal(buf: Buffer, off: number, len: number): number {
     for (let i = off + 1; i < off + len; i++) v = v * 256 + buf[i];
     return v;
   }
-  const s = buf.toString("latin1", off, off + len).replace(/\0.*$/s, "").trim();
+  const s = buf
+    .toString("latin1", off, off + len)
+    .replace(/\0.*$/s, "")
+    .trim();
   return s ? parseInt(s, 8) : 0;
 }
 
@@ -79,7 +82,10 @@ export class DropRootEntry extends Transform {
 
   private hold(b: Buffer): void {
     this.pendingBytes += b.length;
-    if (this.pendingBytes > MAX_EXTENDED) throw new UpstreamError(`tar archive of ${this.root}: extended headers larger than ${MAX_EXTENDED} bytes; the archive is not a plain tar stream`);
+    if (this.pendingBytes > MAX_EXTENDED)
+      throw new UpstreamError(
+        `tar archive of ${this.root}: extended headers larger than ${MAX_EXTENDED} bytes; the archive is not a plain tar stream`,
+      );
     this.pending.push(Buffer.from(b));
   }
 

@@ -52,11 +52,18 @@ const SHARED_STORE_IN_FLIGHT_GRACE_MS = 10 * 60_000;
 /** The pause/resume service over `backend` (its ComputeRelease capability, records and specs). */
 export function createPauseResume(backend: Backend, w: SnapshotWiring): PauseResume {
   const snap = w.config.snapshots;
-  if (!snap) throw new ValidationError("config.snapshots", undefined, "set snapshots.registry (e.g. http://127.0.0.1:5000 or <account>.dkr.ecr.<region>.amazonaws.com) to enable pause and resume");
+  if (!snap)
+    throw new ValidationError(
+      "config.snapshots",
+      undefined,
+      "set snapshots.registry (e.g. http://127.0.0.1:5000 or <account>.dkr.ecr.<region>.amazonaws.com) to enable pause and resume",
+    );
   const aware = backend as SnapshotAwareBackend;
   const shared = !w.store && !!aware.snapshotRecords;
   // with a collector, every manifest delete schedules a garbage collection of the registry
-  const oci = w.gc ? new CollectingOciClient({ registry: snap.registry, auth: w.auth }, w.gc) : new OciClient({ registry: snap.registry, auth: w.auth });
+  const oci = w.gc
+    ? new CollectingOciClient({ registry: snap.registry, auth: w.auth }, w.gc)
+    : new OciClient({ registry: snap.registry, auth: w.auth });
   const holder = w.holder ?? aware.snapshotHolder;
   const snapshotter = new Snapshotter({
     backend,
@@ -83,9 +90,19 @@ export function createPauseResume(backend: Backend, w: SnapshotWiring): PauseRes
  */
 export function specFromSandbox(s: Sandbox, w: Pick<SnapshotWiring, "config" | "imageFor">): SandboxSpec {
   const size = w.config.sizeClasses[s.size];
-  if (!size) throw new ValidationError(`sandbox ${s.id} size`, s.size, `the size class is no longer configured; add it back to config.sizeClasses to pause this sandbox`);
+  if (!size)
+    throw new ValidationError(
+      `sandbox ${s.id} size`,
+      s.size,
+      `the size class is no longer configured; add it back to config.sizeClasses to pause this sandbox`,
+    );
   const image = w.imageFor?.(s.profile) ?? w.config.catalog[s.profile];
-  if (!image) throw new ValidationError(`sandbox ${s.id} profile`, s.profile, "the profile is no longer in the catalog; add it back to pause this sandbox");
+  if (!image)
+    throw new ValidationError(
+      `sandbox ${s.id} profile`,
+      s.profile,
+      "the profile is no longer in the catalog; add it back to pause this sandbox",
+    );
   const createdAt = new Date(s.createdAt);
   return {
     id: s.id,

@@ -4,7 +4,18 @@
 // What ran is read from a module-resolution hook (every URL Node resolved), never from timing.
 // The edit cases run on a copy of the repo's code, so the shared tree's sources are not touched.
 import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -27,30 +38,53 @@ beforeAll(() => {
       "  return r;\n" +
       "}\n",
   );
-  writeFileSync(hook, `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(join(work, "hooks.mjs")).href)});\n`);
+  writeFileSync(
+    hook,
+    `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(join(work, "hooks.mjs")).href)});\n`,
+  );
   // the code bin/sbx.mjs needs; the packages linked one by one, with a .bin of the copy's own
   copy = join(work, "repo");
-  for (const p of ["bin", "scripts/build-cli.mjs", "runtime", "package.json", "tsconfig.json"]) cpSync(join(repo, p), join(copy, p), { recursive: true });
+  for (const p of ["bin", "scripts/build-cli.mjs", "runtime", "package.json", "tsconfig.json"])
+    cpSync(join(repo, p), join(copy, p), { recursive: true });
   mkdirSync(join(copy, "node_modules", ".bin"), { recursive: true });
-  for (const pkg of readdirSync(join(repo, "node_modules"))) if (pkg !== ".bin") symlinkSync(join(repo, "node_modules", pkg), join(copy, "node_modules", pkg));
+  for (const pkg of readdirSync(join(repo, "node_modules")))
+    if (pkg !== ".bin") symlinkSync(join(repo, "node_modules", pkg), join(copy, "node_modules", pkg));
 });
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 let runs = 0;
 /** runs the CLI with the hook; returns its output and every module URL it resolved */
-function sbx(root: string, args: string[], command = process.execPath, argv0: string[] = [join(root, "bin/sbx.mjs")], env: Record<string, string> = {}) {
+function sbx(
+  root: string,
+  args: string[],
+  command = process.execPath,
+  argv0: string[] = [join(root, "bin/sbx.mjs")],
+  env: Record<string, string> = {},
+) {
   const log = join(work, `modules-${++runs}.log`);
   writeFileSync(log, "");
   const r = spawnSync(command, [...argv0, ...args], {
     cwd: root,
     encoding: "utf8",
     timeout: 60_000,
-    env: { ...process.env, NODE_OPTIONS: `--import ${pathToFileURL(hook).href}`, SBX_TEST_MODULE_LOG: log, PATH: `${join(root, "node_modules/.bin")}:${process.env.PATH}`, ...env },
+    env: {
+      ...process.env,
+      NODE_OPTIONS: `--import ${pathToFileURL(hook).href}`,
+      SBX_TEST_MODULE_LOG: log,
+      PATH: `${join(root, "node_modules/.bin")}:${process.env.PATH}`,
+      ...env,
+    },
   });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr, modules: readFileSync(log, "utf8").split("\n").filter(Boolean) };
+  return {
+    code: r.status,
+    stdout: r.stdout,
+    stderr: r.stderr,
+    modules: readFileSync(log, "utf8").split("\n").filter(Boolean),
+  };
 }
 
-const manifestOf = (root: string) => JSON.parse(readFileSync(join(root, "dist/cli/manifest.json"), "utf8")) as { entry: string; builtAt: string };
+const manifestOf = (root: string) =>
+  JSON.parse(readFileSync(join(root, "dist/cli/manifest.json"), "utf8")) as { entry: string; builtAt: string };
 const fromTypeScript = (modules: string[]) => modules.filter((u) => u.includes("/tsx/") || u.endsWith(".ts"));
 
 describe("the prebuilt sbx CLI", () => {
@@ -67,16 +101,25 @@ describe("the prebuilt sbx CLI", () => {
   it("the HTTP path loads none of the packages the in-process runtime needs (zod, pino, prom-client)", () => {
     sbx(repo, ["--help"]);
     // nothing listens on port 1: the call fails to connect, after everything it needs has loaded
-    const r = sbx(repo, ["ls"], process.execPath, [join(repo, "bin/sbx.mjs")], { SBX_SERVER: "http://127.0.0.1:1", SBX_TOKEN: "x" });
+    const r = sbx(repo, ["ls"], process.execPath, [join(repo, "bin/sbx.mjs")], {
+      SBX_SERVER: "http://127.0.0.1:1",
+      SBX_TOKEN: "x",
+    });
     expect(r.code, r.stderr).toBe(8); // upstream: the request was made, over the HTTP client
     expect(r.modules.filter((u) => /\/node_modules\/(zod|pino|prom-client|fastify|@kubernetes)\//.test(u))).toEqual([]);
     expect(fromTypeScript(r.modules)).toEqual([]);
   });
 
   it("the install-time build (npm's prepare) builds it and puts `sbx` in node_modules/.bin", () => {
-    const built = spawnSync(process.execPath, [join(copy, "scripts/build-cli.mjs")], { cwd: copy, encoding: "utf8", timeout: 120_000 });
+    const built = spawnSync(process.execPath, [join(copy, "scripts/build-cli.mjs")], {
+      cwd: copy,
+      encoding: "utf8",
+      timeout: 120_000,
+    });
     expect(built.status, built.stderr).toBe(0);
-    expect(built.stdout).toMatch(/^sbx CLI built: dist\/cli\/[0-9a-f]{16}\/sbx\.mjs in \d+ ms; linked node_modules\/\.bin\/sbx\n$/);
+    expect(built.stdout).toMatch(
+      /^sbx CLI built: dist\/cli\/[0-9a-f]{16}\/sbx\.mjs in \d+ ms; linked node_modules\/\.bin\/sbx\n$/,
+    );
     const r = sbx(copy, ["--help"], "sbx", []); // through the PATH, as a user types it
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain("self-hosted code sandboxes");
@@ -115,7 +158,11 @@ describe("the prebuilt sbx CLI", () => {
       "await buildCli(undefined, { now: () => during.getTime() });",
       "process.stdout.write(JSON.stringify({ fresh: freshCliEntry() ?? null }));",
     ].join("\n");
-    const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { cwd: copy, encoding: "utf8", timeout: 60_000 });
+    const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+      cwd: copy,
+      encoding: "utf8",
+      timeout: 60_000,
+    });
     expect(r.status, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ fresh: null });
     const manifest = JSON.parse(readFileSync(join(copy, "dist/cli/manifest.json"), "utf8"));

@@ -21,10 +21,24 @@ beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "sbx-cp-"));
   rt = await startLocalRuntime();
   url = await rt.app.listen({ host: "127.0.0.1", port: 0 });
-  const created = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: { size: "nano" } });
+  const created = await rt.app.inject({
+    method: "POST",
+    url: "/v1/sandboxes",
+    headers: auth("alice"),
+    payload: { size: "nano" },
+  });
   expect(created.statusCode, created.body).toBe(201);
   id = created.json().id;
-  expect((await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${id}/wait`, headers: auth("alice"), payload: { timeoutSeconds: 60 } })).statusCode).toBe(200);
+  expect(
+    (
+      await rt.app.inject({
+        method: "POST",
+        url: `/v1/sandboxes/${id}/wait`,
+        headers: auth("alice"),
+        payload: { timeoutSeconds: 60 },
+      })
+    ).statusCode,
+  ).toBe(200);
   // 4 GiB sparse: tar needs many seconds for it, the test stops it within the first megabytes
   await sh("truncate -s 4G /workspace/huge && head -c 3000000 /dev/urandom > /workspace/some");
 }, 120_000);
@@ -35,7 +49,12 @@ afterAll(async () => {
 });
 
 async function sh(script: string): Promise<string> {
-  const res = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${id}/exec`, headers: auth("alice"), payload: { command: ["sh", "-c", script], timeoutMs: 60_000 } });
+  const res = await rt.app.inject({
+    method: "POST",
+    url: `/v1/sandboxes/${id}/exec`,
+    headers: auth("alice"),
+    payload: { command: ["sh", "-c", script], timeoutMs: 60_000 },
+  });
   const f = parseExecFrames(res.body);
   if (f.error) throw new Error(`exec ${script}: ${f.error.message}`);
   return f.stdout;
@@ -78,7 +97,12 @@ async function tarWritten(): Promise<number | undefined> {
   return out.trim() ? Number(out.trim()) : undefined;
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, ok: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  ok: (v: T) => boolean,
+  timeoutMs = 30_000,
+): Promise<T> {
   const t0 = Date.now();
   for (;;) {
     const v = await probe();
@@ -101,14 +125,18 @@ describe("sbx cp fails loudly", () => {
   it.each([
     { path: "/etc/shadow", code: 2, says: ['path: invalid value "/etc/shadow"', "not readable by the sandbox's user"] },
     { path: "/workspace/missing", code: 4, says: ['path "/workspace/missing" not found'] },
-  ])("cp ID:$path exits $code, names the path, copies nothing", async ({ path, code, says }) => {
-    const out = join(work, `refused-${code}`);
-    const r = await sbx(["cp", `${id}:${path}`, out]).done;
-    expect(r.code, r.stderr).toBe(code);
-    for (const s of says) expect(r.stderr).toContain(s);
-    expect(r.stdout).toBe("");
-    expect(readdirSync(out)).toEqual([]);
-  }, 60_000);
+  ])(
+    "cp ID:$path exits $code, names the path, copies nothing",
+    async ({ path, code, says }) => {
+      const out = join(work, `refused-${code}`);
+      const r = await sbx(["cp", `${id}:${path}`, out]).done;
+      expect(r.code, r.stderr).toBe(code);
+      for (const s of says) expect(r.stderr).toContain(s);
+      expect(r.stdout).toBe("");
+      expect(readdirSync(out)).toEqual([]);
+    },
+    60_000,
+  );
 
   it("a download cut mid-stream exits 8 and says it broke off", async () => {
     const out = join(work, "cut");
@@ -123,7 +151,11 @@ describe("sbx cp fails loudly", () => {
     run.child.kill("SIGCONT");
     const r = await run.done;
     expect(r.code, r.stderr).toBe(8);
-    expect(r.stderr).toMatch(new RegExp(`^sbx: download of ${id}:/workspace/huge broke off after \\d+ bytes .*the archive is incomplete, retry the copy; ${out} may hold part of the files\\n$`));
+    expect(r.stderr).toMatch(
+      new RegExp(
+        `^sbx: download of ${id}:/workspace/huge broke off after \\d+ bytes .*the archive is incomplete, retry the copy; ${out} may hold part of the files\\n$`,
+      ),
+    );
     expect(r.stdout).toBe("");
   }, 90_000);
 
@@ -132,20 +164,26 @@ describe("sbx cp fails loudly", () => {
     mkdirSync(join(out, "some", "in-the-way"), { recursive: true }); // a non-empty directory where the file goes
     const r = await sbx(["cp", `${id}:/workspace/some`, out]).done;
     expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toContain(`sbx: copy of ${id}:/workspace/some to ${out} failed: local tar -C ${out} -xf - failed (exit 2)`);
+    expect(r.stderr).toContain(
+      `sbx: copy of ${id}:/workspace/some to ${out} failed: local tar -C ${out} -xf - failed (exit 2)`,
+    );
   }, 60_000);
 
   it("an upload whose local tar fails (a write-only file) exits 1 and the sandbox gets none of it", async () => {
     // GNU tar writes a well-formed archive of what it could read and exits 2: without the held
     // end the sandbox would unpack it as a complete copy. Sysfs refuses even root a read of
     // its write-only attributes, so this fails the same for every user.
-    expect(existsSync("/sys/bus/pci/rescan"), "this test needs /sys/bus/pci (a write-only sysfs attribute inside)").toBe(true);
+    expect(
+      existsSync("/sys/bus/pci/rescan"),
+      "this test needs /sys/bus/pci (a write-only sysfs attribute inside)",
+    ).toBe(true);
     const r = await sbx(["cp", "/sys/bus/pci", `${id}:/workspace/up`]).done;
     expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toContain(`sbx: copy of /sys/bus/pci to ${id}:/workspace/up failed: local tar -C /sys/bus -cf - pci failed (exit 2)`);
+    expect(r.stderr).toContain(
+      `sbx: copy of /sys/bus/pci to ${id}:/workspace/up failed: local tar -C /sys/bus -cf - pci failed (exit 2)`,
+    );
     expect(r.stderr).toContain("rescan: Cannot open: Permission denied");
     expect(r.stderr).toContain("the upload was aborted");
     expect(await sh("ls -A /workspace/up 2>/dev/null | wc -l")).toBe("0\n");
   }, 60_000);
 });
-

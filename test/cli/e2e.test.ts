@@ -72,7 +72,11 @@ function sbx(args: string[], env: Record<string, string> = {}, onStdout?: (soFar
     // a hung step names itself instead of eating the whole test's timeout
     const guard = setTimeout(() => {
       p.kill("SIGKILL");
-      reject(new Error(`sbx ${args.join(" ")} did not finish in 90 s; stdout ${JSON.stringify(r.stdout)} stderr ${JSON.stringify(r.stderr)}\nservice:\n${serviceOut.slice(-2000)}`));
+      reject(
+        new Error(
+          `sbx ${args.join(" ")} did not finish in 90 s; stdout ${JSON.stringify(r.stdout)} stderr ${JSON.stringify(r.stderr)}\nservice:\n${serviceOut.slice(-2000)}`,
+        ),
+      );
     }, 90_000);
     p.on("close", (code) => {
       clearTimeout(guard);
@@ -86,7 +90,10 @@ beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "sbx-e2e-"));
   stateDir = join(work, "state");
   // no snapshots.registry: the local platform runs its own on loopback, as a fresh `npm start` does
-  writeFileSync(join(work, "config.json"), JSON.stringify({ platform: "local", listen: { host: "127.0.0.1", port: 0 }, local: { stateDir } }));
+  writeFileSync(
+    join(work, "config.json"),
+    JSON.stringify({ platform: "local", listen: { host: "127.0.0.1", port: 0 }, local: { stateDir } }),
+  );
   service = spawn("npm", ["start", "--silent"], {
     cwd: repo,
     env: { ...process.env, SBX_CONFIG: join(work, "config.json"), SBX_LOG_LEVEL: "info" },
@@ -97,7 +104,8 @@ beforeAll(async () => {
   service.stderr!.on("data", (c) => (serviceOut += c));
   const t0 = Date.now();
   while (!/SBX_TOKEN=(sbx_\S+)/.test(serviceOut)) {
-    if (Date.now() - t0 > 60_000 || service.exitCode !== null) throw new Error(`npm start did not come up:\n${serviceOut}`);
+    if (Date.now() - t0 > 60_000 || service.exitCode !== null)
+      throw new Error(`npm start did not come up:\n${serviceOut}`);
     await new Promise((r) => setTimeout(r, 100));
   }
   url = /SBX_SERVER=(http:\/\/\S+)/.exec(serviceOut)![1];
@@ -149,9 +157,13 @@ describe("npm start + sbx CLI over a real socket", () => {
     // the test makes it only after the first line has reached the CLI's stdout. Output held back
     // until the exit leaves the first line missing when the safety bound opens the gate anyway.
     let firstLine = false;
-    const streaming = sbx(["run", id, "--", "sh", "-c", 'echo "one $WHO"; until [ -e /workspace/gate ]; do sleep 0.05; done; echo two'], {}, (soFar) => {
-      firstLine ||= soFar.startsWith("one e2e\n");
-    });
+    const streaming = sbx(
+      ["run", id, "--", "sh", "-c", 'echo "one $WHO"; until [ -e /workspace/gate ]; do sleep 0.05; done; echo two'],
+      {},
+      (soFar) => {
+        firstLine ||= soFar.startsWith("one e2e\n");
+      },
+    );
     await waitFor(() => firstLine, 60_000);
     const sawFirstLineBeforeGate = firstLine;
     const gate = await sbx(["run", id, "--", "touch", "/workspace/gate"]);
@@ -159,7 +171,9 @@ describe("npm start + sbx CLI over a real socket", () => {
     const streamed = await streaming;
     expect(streamed.code, streamed.stderr).toBe(0);
     expect(streamed.stdout).toBe("one e2e\ntwo\n");
-    expect(sawFirstLineBeforeGate, "the first line reached the CLI's stdout while the command was still running").toBe(true);
+    expect(sawFirstLineBeforeGate, "the first line reached the CLI's stdout while the command was still running").toBe(
+      true,
+    );
 
     const failed = await sbx(["run", id, "--", "sh", "-c", "echo oops >&2; exit 5"]);
     expect(failed.code).toBe(5);
@@ -203,7 +217,14 @@ describe("npm start + sbx CLI over a real socket", () => {
     const created = await sbx(["create", "--wait", "--json"]);
     expect(created.code, created.stderr).toBe(0);
     const id = JSON.parse(created.stdout).id as string;
-    const fill = await sbx(["run", id, "--", "sh", "-c", "head -c 20000000 /dev/urandom > /workspace/big && sha256sum /workspace/big"]);
+    const fill = await sbx([
+      "run",
+      id,
+      "--",
+      "sh",
+      "-c",
+      "head -c 20000000 /dev/urandom > /workspace/big && sha256sum /workspace/big",
+    ]);
     expect(fill.code, fill.stderr).toBe(0);
 
     const paused = await sbx(["pause", id, "--progress"]);
@@ -223,7 +244,9 @@ describe("npm start + sbx CLI over a real socket", () => {
     const resumed = await sbx(["resume", id, "--progress", "--json"]);
     expect(resumed.code, resumed.stderr).toBe(0);
     expect(JSON.parse(resumed.stdout)).toMatchObject({ id, phase: "Running" });
-    expect(resumed.stderr).toMatch(new RegExp(`^resuming ${id}: [0-9.]+ [kMG]?B of [0-9.]+ MB \\([0-9]+%\\), [0-9.]+ MB/s\n`));
+    expect(resumed.stderr).toMatch(
+      new RegExp(`^resuming ${id}: [0-9.]+ [kMG]?B of [0-9.]+ MB \\([0-9]+%\\), [0-9.]+ MB/s\n`),
+    );
     expect(resumed.stderr).toMatch(new RegExp(`\nresumed ${id}: 2[0-9]\\.[0-9] MB in `));
     const check = await sbx(["run", id, "--", "sha256sum", "/workspace/big"]);
     expect(check.stdout).toBe(fill.stdout);
@@ -243,7 +266,10 @@ describe("npm start + sbx CLI over a real socket", () => {
       let err = "";
       stdout.on("data", (c) => (out += c));
       stderr.on("data", (c) => (err += c));
-      const code = await runCli(args, { env: { SBX_SERVER: url, SBX_TOKEN: token }, io: { stdout, stderr, stdin: new PassThrough() } });
+      const code = await runCli(args, {
+        env: { SBX_SERVER: url, SBX_TOKEN: token },
+        io: { stdout, stderr, stdin: new PassThrough() },
+      });
       return { code, out, err };
     };
     const created = await cli(["create", "--wait", "--json"]);
@@ -265,7 +291,12 @@ describe("npm start + sbx CLI over a real socket", () => {
     { args: ["ls"], env: { SBX_TOKEN: "sbx_wrong" }, code: 3, err: "missing or invalid bearer token" },
     { args: ["get", "sbx-aaaaaaaaaaaaaaaa"], env: {}, code: 4, err: "not found" },
     { args: ["frobnicate"], env: {}, code: 2, err: "unknown command" },
-    { args: ["ls"], env: { SBX_SERVER: "" }, code: 2, err: "the local platform runs sandboxes inside the service; start it with `npm start`" },
+    {
+      args: ["ls"],
+      env: { SBX_SERVER: "" },
+      code: 2,
+      err: "the local platform runs sandboxes inside the service; start it with `npm start`",
+    },
   ])("exit code $code for sbx $args", async ({ args, env, code, err }) => {
     const r = await sbx(args, env as Record<string, string>);
     expect(r.code).toBe(code);
@@ -285,7 +316,9 @@ describe("npm start + sbx CLI over a real socket", () => {
     const keep = await sbx(["create", "--wait", "--json"]);
     expect(keep.code, keep.stderr).toBe(0);
     expect(processesUsing(stateDir).length).toBeGreaterThan(0);
-    const exited = new Promise<{ code: number | null; signal: string | null }>((r) => service.on("exit", (code, signal) => r({ code, signal })));
+    const exited = new Promise<{ code: number | null; signal: string | null }>((r) =>
+      service.on("exit", (code, signal) => r({ code, signal })),
+    );
     process.kill(-service.pid!, "SIGINT");
     const { code, signal } = await exited;
     // npm itself dies by the SIGINT (as in a terminal); the service under it shuts down cleanly

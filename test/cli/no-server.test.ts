@@ -31,7 +31,10 @@ describe("sbx without SBX_SERVER", () => {
   it("exits 2 and names SBX_SERVER and how to set it", async () => {
     const out = sink();
     const err = sink();
-    const code = await runCli(["ls"], { env: envWithoutServer(), io: { stdout: out.stream, stderr: err.stream, stdin: process.stdin } });
+    const code = await runCli(["ls"], {
+      env: envWithoutServer(),
+      io: { stdout: out.stream, stderr: err.stream, stdin: process.stdin },
+    });
     expect(code).toBe(2);
     expect(err.text()).toContain(`sbx: ${MESSAGE}`);
     expect(err.text()).toContain("npm start");
@@ -40,14 +43,22 @@ describe("sbx without SBX_SERVER", () => {
 
   it("--json: error code validation with the variable as the field", async () => {
     const err = sink();
-    const code = await runCli(["ls", "--json"], { env: envWithoutServer(), io: { stdout: sink().stream, stderr: err.stream, stdin: process.stdin } });
+    const code = await runCli(["ls", "--json"], {
+      env: envWithoutServer(),
+      io: { stdout: sink().stream, stderr: err.stream, stdin: process.stdin },
+    });
     expect(code).toBe(2);
     expect(JSON.parse(err.text())).toMatchObject({ error: { code: "validation", details: { field: "SBX_SERVER" } } });
     expect(JSON.parse(err.text()).error.message).toContain(MESSAGE);
   });
 
   it("a real CLI process exits 2 with the message", () => {
-    const r = spawnSync(process.execPath, ["--import", "tsx", "runtime/cli/main.ts", "ls"], { cwd: repo, env: envWithoutServer(), encoding: "utf8", timeout: 60_000 });
+    const r = spawnSync(process.execPath, ["--import", "tsx", "runtime/cli/main.ts", "ls"], {
+      cwd: repo,
+      env: envWithoutServer(),
+      encoding: "utf8",
+      timeout: 60_000,
+    });
     expect(r.stderr).toContain(MESSAGE);
     expect(r.status).toBe(2);
   });

@@ -19,12 +19,16 @@ export async function deploy(mode: "eks" | "existing-cluster", raw: Record<strin
     opts.set(a.name, a.opts);
     return undefined;
   };
-  new SandboxPlatform("sbx", {
-    config: mode === "eks" ? eksConfig(raw) : existingClusterConfig(raw),
-    delivery: { kind: "bundle", bundle: FIXTURE_BUNDLE, nodeImage: "node:20-bookworm-slim" },
-    apiTokens: { alice: "a".repeat(32) },
-    region: mode === "eks" ? "us-east-1" : undefined,
-    kubeconfig: mode === "existing-cluster" ? "apiVersion: v1\nkind: Config\n" : undefined,
-  }, { transformations: [record] });
+  new SandboxPlatform(
+    "sbx",
+    {
+      config: mode === "eks" ? eksConfig(raw) : existingClusterConfig(raw),
+      delivery: { kind: "bundle", bundle: FIXTURE_BUNDLE, nodeImage: "node:20-bookworm-slim" },
+      apiTokens: { alice: "a".repeat(32) },
+      region: mode === "eks" ? "us-east-1" : undefined,
+      kubeconfig: mode === "existing-cluster" ? "apiVersion: v1\nkind: Config\n" : undefined,
+    },
+    { transformations: [record] },
+  );
   return { resources: await settle(), opts };
 }

@@ -36,7 +36,8 @@ describe("infra/index.ts", () => {
   it("bundles the real runtime and builds the prod stack", async () => {
     installMocks("sbx", "prod");
     const all: Record<string, string> = { "aws:region": "us-east-1" };
-    for (const [k, v] of Object.entries(stackRaw("prod"))) all[`sbx:${k}`] = typeof v === "string" ? v : JSON.stringify(v);
+    for (const [k, v] of Object.entries(stackRaw("prod")))
+      all[`sbx:${k}`] = typeof v === "string" ? v : JSON.stringify(v);
     pulumi.runtime.setAllConfig(all);
     const entry = await import("../../infra/index.ts");
     const resources = await settle();

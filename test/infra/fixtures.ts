@@ -9,9 +9,15 @@ export function eksConfig(raw: Record<string, unknown> = {}): PlatformConfig {
   return validatePlatformConfig({
     name: "sbx-test",
     cluster: { admins: ["arn:aws:iam::123456789012:role/Admin"] },
-    nodeGroups: { sandbox: [{ instanceType: "m7i.xlarge", minSize: 1, maxSize: 30 }], gpu: { instanceType: "g5.xlarge" } },
+    nodeGroups: {
+      sandbox: [{ instanceType: "m7i.xlarge", minSize: 1, maxSize: 30 }],
+      gpu: { instanceType: "g5.xlarge" },
+    },
     budget: { cpu: "250", memory: "500Gi" },
-    egress: [{ cidr: "0.0.0.0/0", ports: [443] }, { namespace: "tools", podLabels: { app: "tool-gateway" }, ports: [8080] }],
+    egress: [
+      { cidr: "0.0.0.0/0", ports: [443] },
+      { namespace: "tools", podLabels: { app: "tool-gateway" }, ports: [8080] },
+    ],
     ...raw,
   });
 }

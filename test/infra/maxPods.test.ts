@@ -22,7 +22,11 @@ describe("computeMaxPods", () => {
   });
 
   it("an explicit override wins over the table; an unknown type fails with the fix", () => {
-    expect(resolveInstanceLimits("x", "m7i.xlarge", { vcpus: 64, maxEnis: 15, ipsPerEni: 50 })).toEqual({ vcpus: 64, maxEnis: 15, ipsPerEni: 50 });
+    expect(resolveInstanceLimits("x", "m7i.xlarge", { vcpus: 64, maxEnis: 15, ipsPerEni: 50 })).toEqual({
+      vcpus: 64,
+      maxEnis: 15,
+      ipsPerEni: 50,
+    });
     expect(() => resolveInstanceLimits("sbx:nodeGroups.sandbox[0].instanceType", "z9.huge")).toThrow(
       'sbx:nodeGroups.sandbox[0].instanceType: invalid value "z9.huge": unknown instance type; use one of',
     );
@@ -32,10 +36,17 @@ describe("computeMaxPods", () => {
 
 describe("node group plan", () => {
   it("applies prefix-delegation max pods to every group and the no-PD value when disabled", () => {
-    expect(planNodeGroups(eksConfig()).map((g) => [g.name, g.maxPods])).toEqual([["system", 110], ["sandbox", 110], ["gpu", 110]]);
+    expect(planNodeGroups(eksConfig()).map((g) => [g.name, g.maxPods])).toEqual([
+      ["system", 110],
+      ["sandbox", 110],
+      ["gpu", 110],
+    ]);
     const noPd = eksConfig({ vpcCni: { prefixDelegation: false } });
     expect(planNodeGroups(noPd).map((g) => g.maxPods)).toEqual([29, 58, 58]);
-    expect(planVpcCniConfiguration(noPd.vpcCni)).toEqual({ env: { ENABLE_PREFIX_DELEGATION: "false", WARM_PREFIX_TARGET: "1" }, enableNetworkPolicy: "true" });
+    expect(planVpcCniConfiguration(noPd.vpcCni)).toEqual({
+      env: { ENABLE_PREFIX_DELEGATION: "false", WARM_PREFIX_TARGET: "1" },
+      enableNetworkPolicy: "true",
+    });
   });
 
   it("renders a nodeadm NodeConfig MIME part with kubelet maxPods", () => {

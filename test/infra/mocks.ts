@@ -37,13 +37,25 @@ export function unsecret(v: any): any {
 function outputsFor(type: string, name: string, inputs: Record<string, any>): Record<string, any> {
   switch (type) {
     case "eks:index:Cluster":
-      return { ...inputs, kubeconfigJson: JSON.stringify({ apiVersion: "v1", kind: "Config", clusters: [{ name: inputs.name }] }), eksCluster: { name: inputs.name } };
+      return {
+        ...inputs,
+        kubeconfigJson: JSON.stringify({ apiVersion: "v1", kind: "Config", clusters: [{ name: inputs.name }] }),
+        eksCluster: { name: inputs.name },
+      };
     case "aws:ecr/repository:Repository":
-      return { ...inputs, repositoryUrl: `${ACCOUNT}.dkr.ecr.${REGION}.amazonaws.com/${inputs.name}`, arn: `arn:aws:ecr:${REGION}:${ACCOUNT}:repository/${inputs.name}` };
+      return {
+        ...inputs,
+        repositoryUrl: `${ACCOUNT}.dkr.ecr.${REGION}.amazonaws.com/${inputs.name}`,
+        arn: `arn:aws:ecr:${REGION}:${ACCOUNT}:repository/${inputs.name}`,
+      };
     case "aws:iam/role:Role":
       return { ...inputs, name: `${name}-role`, arn: `arn:aws:iam::${ACCOUNT}:role/${name}` };
     case "aws:s3/bucket:Bucket":
-      return { ...inputs, bucket: `${inputs.bucketPrefix ?? name}abc123`, arn: `arn:aws:s3:::${inputs.bucketPrefix ?? name}abc123` };
+      return {
+        ...inputs,
+        bucket: `${inputs.bucketPrefix ?? name}abc123`,
+        arn: `arn:aws:s3:::${inputs.bucketPrefix ?? name}abc123`,
+      };
     case "aws:ec2/launchTemplate:LaunchTemplate":
       return { ...inputs, latestVersion: 1 };
     default:
@@ -55,7 +67,13 @@ export function installMocks(project = "sbx", stack = "test"): void {
   pulumi.runtime.setMocks(
     {
       newResource(args: pulumi.runtime.MockResourceArgs) {
-        captured.push({ type: args.type, name: args.name, inputs: unsecret(args.inputs), raw: args.inputs, custom: args.custom ?? true });
+        captured.push({
+          type: args.type,
+          name: args.name,
+          inputs: unsecret(args.inputs),
+          raw: args.inputs,
+          custom: args.custom ?? true,
+        });
         return { id: `${args.name}-id`, state: outputsFor(args.type, args.name, args.inputs) };
       },
       call(args: pulumi.runtime.MockCallArgs) {
@@ -96,7 +114,10 @@ export function ofType(resources: Captured[], type: string): Captured[] {
 
 export function one(resources: Captured[], type: string, nameIncludes: string): Captured {
   const found = resources.filter((r) => r.type === type && r.name.includes(nameIncludes));
-  if (found.length !== 1) throw new Error(`expected one ${type} named *${nameIncludes}*, found ${found.map((r) => r.name).join(", ") || "none"}`);
+  if (found.length !== 1)
+    throw new Error(
+      `expected one ${type} named *${nameIncludes}*, found ${found.map((r) => r.name).join(", ") || "none"}`,
+    );
   return found[0];
 }
 
@@ -107,5 +128,12 @@ export function countByType(resources: Captured[]): Record<string, number> {
 }
 
 export function unwrap<T>(o: pulumi.Output<T> | T): Promise<T> {
-  return pulumi.Output.isInstance(o) ? new Promise((resolve) => (o as pulumi.Output<T>).apply((v) => { resolve(v); return v; })) : Promise.resolve(o as T);
+  return pulumi.Output.isInstance(o)
+    ? new Promise((resolve) =>
+        (o as pulumi.Output<T>).apply((v) => {
+          resolve(v);
+          return v;
+        }),
+      )
+    : Promise.resolve(o as T);
 }

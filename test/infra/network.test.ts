@@ -9,8 +9,12 @@ const { Network } = await import("../../components/network/component.ts");
 describe("planSubnets", () => {
   it("gives nodes /19s and load balancers /22s from the last block of a /16", () => {
     expect(planSubnets("10.0.0.0/16", 3, "sbx-prod").map((s) => [s.kind, s.az, s.cidr])).toEqual([
-      ["private", 0, "10.0.0.0/19"], ["private", 1, "10.0.32.0/19"], ["private", 2, "10.0.64.0/19"],
-      ["public", 0, "10.0.224.0/22"], ["public", 1, "10.0.228.0/22"], ["public", 2, "10.0.232.0/22"],
+      ["private", 0, "10.0.0.0/19"],
+      ["private", 1, "10.0.32.0/19"],
+      ["private", 2, "10.0.64.0/19"],
+      ["public", 0, "10.0.224.0/22"],
+      ["public", 1, "10.0.228.0/22"],
+      ["public", 2, "10.0.232.0/22"],
     ]);
   });
 
@@ -39,12 +43,28 @@ describe("planSubnets", () => {
 describe("Network component", () => {
   it("create mode: VPC, subnets per AZ, one NAT per AZ when asked", async () => {
     resetCaptured();
-    new Network("net", { network: { mode: "create", cidr: "10.0.0.0/16", azCount: 3, natGateways: "perAz" }, clusterName: "c" });
+    new Network("net", {
+      network: { mode: "create", cidr: "10.0.0.0/16", azCount: 3, natGateways: "perAz" },
+      clusterName: "c",
+    });
     const r = await settle();
-    expect(ofType(r, "aws:ec2/vpc:Vpc")[0].inputs).toMatchObject({ cidrBlock: "10.0.0.0/16", enableDnsHostnames: true });
-    expect(ofType(r, "aws:ec2/subnet:Subnet").map((s) => [s.inputs.cidrBlock, s.inputs.availabilityZone, s.inputs.mapPublicIpOnLaunch])).toEqual([
-      ["10.0.224.0/22", "us-east-1a", true], ["10.0.228.0/22", "us-east-1b", true], ["10.0.232.0/22", "us-east-1c", true],
-      ["10.0.0.0/19", "us-east-1a", false], ["10.0.32.0/19", "us-east-1b", false], ["10.0.64.0/19", "us-east-1c", false],
+    expect(ofType(r, "aws:ec2/vpc:Vpc")[0].inputs).toMatchObject({
+      cidrBlock: "10.0.0.0/16",
+      enableDnsHostnames: true,
+    });
+    expect(
+      ofType(r, "aws:ec2/subnet:Subnet").map((s) => [
+        s.inputs.cidrBlock,
+        s.inputs.availabilityZone,
+        s.inputs.mapPublicIpOnLaunch,
+      ]),
+    ).toEqual([
+      ["10.0.224.0/22", "us-east-1a", true],
+      ["10.0.228.0/22", "us-east-1b", true],
+      ["10.0.232.0/22", "us-east-1c", true],
+      ["10.0.0.0/19", "us-east-1a", false],
+      ["10.0.32.0/19", "us-east-1b", false],
+      ["10.0.64.0/19", "us-east-1c", false],
     ]);
     expect(ofType(r, "aws:ec2/natGateway:NatGateway")).toHaveLength(3);
     expect(ofType(r, "aws:ec2/routeTableAssociation:RouteTableAssociation")).toHaveLength(6);
@@ -52,9 +72,21 @@ describe("Network component", () => {
 
   it("existing mode passes the ids through and creates nothing", async () => {
     resetCaptured();
-    const n = new Network("net", { network: { mode: "existing", vpcId: "vpc-0123456789abcdef0", cidr: "10.0.0.0/16", privateSubnetIds: ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"], publicSubnetIds: [] }, clusterName: "c" });
+    const n = new Network("net", {
+      network: {
+        mode: "existing",
+        vpcId: "vpc-0123456789abcdef0",
+        cidr: "10.0.0.0/16",
+        privateSubnetIds: ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+        publicSubnetIds: [],
+      },
+      clusterName: "c",
+    });
     const r = await settle();
     expect(r.map((x) => x.type)).toEqual(["sbx:network:Network"]);
-    expect(await new Promise((res) => n.privateSubnetIds.apply(res))).toEqual(["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]);
+    expect(await new Promise((res) => n.privateSubnetIds.apply(res))).toEqual([
+      "subnet-0123456789abcdef0",
+      "subnet-0123456789abcdef1",
+    ]);
   });
 });

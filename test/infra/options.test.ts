@@ -10,7 +10,12 @@ beforeAll(async () => {
     prePullImages: false,
     snapshots: { enabled: false },
     cluster: { admins: [], endpointPublicAccess: false },
-    network: { mode: "existing", vpcId: "vpc-0123456789abcdef0", cidr: "172.16.0.0/16", privateSubnetIds: ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"] },
+    network: {
+      mode: "existing",
+      vpcId: "vpc-0123456789abcdef0",
+      cidr: "172.16.0.0/16",
+      privateSubnetIds: ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+    },
     nodeGroups: { sandbox: [{ minSize: 1, maxSize: 5 }] },
     blockedCidrs: ["100.64.0.0/10"],
   });
@@ -28,22 +33,35 @@ describe("eks platform with optional parts off", () => {
 
   it("the cluster has a private endpoint only, no access entries, and the given subnets", () => {
     const c = ofType(lean.resources, "eks:index:Cluster")[0].inputs;
-    expect(c).toMatchObject({ endpointPublicAccess: false, endpointPrivateAccess: true, vpcId: "vpc-0123456789abcdef0", privateSubnetIds: ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"] });
+    expect(c).toMatchObject({
+      endpointPublicAccess: false,
+      endpointPrivateAccess: true,
+      vpcId: "vpc-0123456789abcdef0",
+      privateSubnetIds: ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+    });
     expect(c.publicAccessCidrs).toBeUndefined();
     expect(c.accessEntries).toEqual({});
-    expect(one(lean.resources, "aws:eks/nodeGroup:NodeGroup", "-sandbox").inputs.subnetIds).toEqual(["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]);
+    expect(one(lean.resources, "aws:eks/nodeGroup:NodeGroup", "-sandbox").inputs.subnetIds).toEqual([
+      "subnet-0123456789abcdef0",
+      "subnet-0123456789abcdef1",
+    ]);
   });
 
   it("the manager gets no registry permissions and the runtime no snapshot config", () => {
     const policy = JSON.parse(one(lean.resources, "aws:iam/rolePolicy:RolePolicy", "identity-manager").inputs.policy);
     expect(policy.Statement.map((s: any) => s.Sid)).toEqual(["AssumeBaseRole"]);
-    const cfg = JSON.parse(one(lean.resources, "kubernetes:core/v1:ConfigMap", "sbx-config").inputs.data["config.json"]);
+    const cfg = JSON.parse(
+      one(lean.resources, "kubernetes:core/v1:ConfigMap", "sbx-config").inputs.data["config.json"],
+    );
     expect(cfg.snapshots).toBeUndefined();
     expect(cfg.credentials.bucket).toBe("sbx-test-outputs-abc123");
   });
 
   it("egress excepts carry the existing VPC CIDR and the configured blocked ranges", () => {
     const np = one(lean.resources, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "allow-egress");
-    expect(np.inputs.spec.egress[0].to[0].ipBlock).toEqual({ cidr: "0.0.0.0/0", except: ["169.254.169.254/32", "169.254.170.23/32", "172.16.0.0/16", "100.64.0.0/10"] });
+    expect(np.inputs.spec.egress[0].to[0].ipBlock).toEqual({
+      cidr: "0.0.0.0/0",
+      except: ["169.254.169.254/32", "169.254.170.23/32", "172.16.0.0/16", "100.64.0.0/10"],
+    });
   });
 });

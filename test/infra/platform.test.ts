@@ -16,7 +16,14 @@ describe("resource counts per mode", () => {
   it("eks mode creates every component", () => {
     const types = ofType(eks.resources, "sbx:platform:SandboxPlatform").length;
     expect(types).toBe(1);
-    for (const t of ["sbx:network:Network", "sbx:cluster:Cluster", "sbx:images:ImageProfiles", "sbx:identity:Identity", "sbx:tenancy:Tenancy", "sbx:runtime:Runtime"]) {
+    for (const t of [
+      "sbx:network:Network",
+      "sbx:cluster:Cluster",
+      "sbx:images:ImageProfiles",
+      "sbx:identity:Identity",
+      "sbx:tenancy:Tenancy",
+      "sbx:runtime:Runtime",
+    ]) {
       expect(ofType(eks.resources, t), t).toHaveLength(1);
     }
     const counts = countByType(eks.resources);
@@ -33,7 +40,8 @@ describe("resource counts per mode", () => {
 
   it("existing-cluster mode deploys only Tenancy and Runtime", () => {
     const types = new Set(existing.resources.map((r) => r.type));
-    for (const t of ["sbx:network:Network", "sbx:cluster:Cluster", "sbx:images:ImageProfiles", "sbx:identity:Identity"]) expect(types.has(t), t).toBe(false);
+    for (const t of ["sbx:network:Network", "sbx:cluster:Cluster", "sbx:images:ImageProfiles", "sbx:identity:Identity"])
+      expect(types.has(t), t).toBe(false);
     expect([...types].filter((t) => t.startsWith("aws:") || t.startsWith("eks:"))).toEqual([]);
     expect(ofType(existing.resources, "sbx:tenancy:Tenancy")).toHaveLength(1);
     expect(ofType(existing.resources, "sbx:runtime:Runtime")).toHaveLength(1);
@@ -63,21 +71,39 @@ describe("cluster", () => {
     for (const g of groups) {
       const deps = (eks.opts.get(g.name)?.dependsOn ?? []) as pulumi.Resource[];
       const names = deps.map((d) => (d as any).__name as string);
-      expect(names, g.name).toEqual(expect.arrayContaining(["sbx-cluster-vpc-cni", "sbx-cluster-eks-pod-identity-agent"]));
+      expect(names, g.name).toEqual(
+        expect.arrayContaining(["sbx-cluster-vpc-cni", "sbx-cluster-eks-pod-identity-agent"]),
+      );
       expect(eks.opts.get(g.name)?.ignoreChanges, g.name).toEqual(["scalingConfig.desiredSize"]);
     }
   });
 
   it("CoreDNS waits for the system nodes and Kubernetes objects wait for CoreDNS", () => {
-    const names = (n: string) => ((eks.opts.get(n)?.dependsOn ?? []) as pulumi.Resource[]).map((d) => (d as any).__name);
+    const names = (n: string) =>
+      ((eks.opts.get(n)?.dependsOn ?? []) as pulumi.Resource[]).map((d) => (d as any).__name);
     expect(names("sbx-cluster-coredns")).toEqual(["sbx-cluster-system"]);
     expect(names("sbx-cluster-k8s")).toEqual(["sbx-cluster-coredns"]);
   });
 
   it.each([
     ["system", { "sbx.dev/node-role": "system" }, [], "AL2023_x86_64_STANDARD", 110],
-    ["sandbox", { "sbx.dev/node-role": "sandbox" }, [{ key: "sbx.dev/sandbox", value: "true", effect: "NO_SCHEDULE" }], "AL2023_x86_64_STANDARD", 110],
-    ["gpu", { "sbx.dev/node-role": "sandbox", "sbx.dev/accelerator": "nvidia" }, [{ key: "sbx.dev/sandbox", value: "true", effect: "NO_SCHEDULE" }, { key: "nvidia.com/gpu", value: "true", effect: "NO_SCHEDULE" }], "AL2023_x86_64_NVIDIA", 110],
+    [
+      "sandbox",
+      { "sbx.dev/node-role": "sandbox" },
+      [{ key: "sbx.dev/sandbox", value: "true", effect: "NO_SCHEDULE" }],
+      "AL2023_x86_64_STANDARD",
+      110,
+    ],
+    [
+      "gpu",
+      { "sbx.dev/node-role": "sandbox", "sbx.dev/accelerator": "nvidia" },
+      [
+        { key: "sbx.dev/sandbox", value: "true", effect: "NO_SCHEDULE" },
+        { key: "nvidia.com/gpu", value: "true", effect: "NO_SCHEDULE" },
+      ],
+      "AL2023_x86_64_NVIDIA",
+      110,
+    ],
   ])("node group %s: labels, taints, AMI and max pods", (group, labels, taints, amiType, maxPods) => {
     const ng = one(eks.resources, "aws:eks/nodeGroup:NodeGroup", `-${group}`);
     expect(ng.inputs.labels).toEqual(labels);
@@ -95,7 +121,13 @@ describe("cluster", () => {
     expect(ng.inputs.scalingConfig).toEqual({ minSize: 1, maxSize: 30, desiredSize: 2 });
     expect(ng.inputs.instanceTypes).toEqual(["m7i.xlarge"]);
     const c = ofType(eks.resources, "eks:index:Cluster")[0];
-    expect(c.inputs).toMatchObject({ name: "sbx-test", version: "1.33", authenticationMode: "API", skipDefaultNodeGroup: true, enabledClusterLogTypes: ["api", "audit", "authenticator"] });
+    expect(c.inputs).toMatchObject({
+      name: "sbx-test",
+      version: "1.33",
+      authenticationMode: "API",
+      skipDefaultNodeGroup: true,
+      enabledClusterLogTypes: ["api", "audit", "authenticator"],
+    });
     expect(c.inputs.accessEntries["admin-0"].principalArn).toBe("arn:aws:iam::123456789012:role/Admin");
   });
 });
@@ -103,14 +135,25 @@ describe("cluster", () => {
 describe("image profiles", () => {
   it("every repository scans on push and has immutable tags and a lifecycle", () => {
     const repos = ofType(eks.resources, "aws:ecr/repository:Repository");
-    expect(repos.map((r) => r.inputs.name).sort()).toEqual(["sbx-test/sandbox-base", "sbx-test/sandbox-data", "sbx-test/sandbox-ml", "sbx-test/sandbox-rl", "sbx-test/sandbox-web", "sbx-test/snapshots"]);
+    expect(repos.map((r) => r.inputs.name).sort()).toEqual([
+      "sbx-test/sandbox-base",
+      "sbx-test/sandbox-data",
+      "sbx-test/sandbox-ml",
+      "sbx-test/sandbox-rl",
+      "sbx-test/sandbox-web",
+      "sbx-test/snapshots",
+    ]);
     for (const r of repos) {
       expect(r.inputs.imageScanningConfiguration, r.name).toEqual({ scanOnPush: true });
       expect(r.inputs.imageTagMutability, r.name).toBe("IMMUTABLE");
     }
     expect(ofType(eks.resources, "aws:ecr/lifecyclePolicy:LifecyclePolicy")).toHaveLength(6);
     const snap = one(eks.resources, "aws:ecr/lifecyclePolicy:LifecyclePolicy", "snapshots");
-    expect(JSON.parse(snap.inputs.policy).rules.find((r: { selection: { tagStatus: string } }) => r.selection.tagStatus === "any").selection).toMatchObject({ countType: "sinceImagePushed", countNumber: 8 }); // retention 7 + 1 (images/plan.ts)
+    expect(
+      JSON.parse(snap.inputs.policy).rules.find(
+        (r: { selection: { tagStatus: string } }) => r.selection.tagStatus === "any",
+      ).selection,
+    ).toMatchObject({ countType: "sinceImagePushed", countNumber: 8 }); // retention 7 + 1 (images/plan.ts)
   });
 });
 
@@ -136,19 +179,37 @@ describe("identity", () => {
     const base = one(eks.resources, "aws:iam/rolePolicy:RolePolicy", "sandbox-base");
     expect(statements(base.inputs.policy)[0].Resource).toBe("arn:aws:s3:::sbx-test-outputs-abc123/sandboxes/*");
     const role = one(eks.resources, "aws:iam/role:Role", "sandbox-base");
-    expect(statements(role.inputs.assumeRolePolicy)[0]).toMatchObject({ Principal: { AWS: "arn:aws:iam::123456789012:role/sbx-identity-manager" }, Action: ["sts:AssumeRole", "sts:TagSession"] });
+    expect(statements(role.inputs.assumeRolePolicy)[0]).toMatchObject({
+      Principal: { AWS: "arn:aws:iam::123456789012:role/sbx-identity-manager" },
+      Action: ["sts:AssumeRole", "sts:TagSession"],
+    });
     const mgr = one(eks.resources, "aws:iam/role:Role", "identity-manager");
     expect(statements(mgr.inputs.assumeRolePolicy)[0].Principal).toEqual({ Service: "pods.eks.amazonaws.com" });
   });
 
   it("the outputs bucket blocks public access and is encrypted", () => {
-    expect(ofType(eks.resources, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")[0].inputs).toMatchObject({ blockPublicAcls: true, blockPublicPolicy: true, ignorePublicAcls: true, restrictPublicBuckets: true });
-    expect(ofType(eks.resources, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")[0].inputs.rules[0].applyServerSideEncryptionByDefault.sseAlgorithm).toBe("AES256");
+    expect(ofType(eks.resources, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")[0].inputs).toMatchObject({
+      blockPublicAcls: true,
+      blockPublicPolicy: true,
+      ignorePublicAcls: true,
+      restrictPublicBuckets: true,
+    });
+    expect(
+      ofType(eks.resources, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")[0]
+        .inputs.rules[0].applyServerSideEncryptionByDefault.sseAlgorithm,
+    ).toBe("AES256");
   });
 
   it.each(["sbx-manager", "sbx-controller"])("associates the %s service account with the manager role", (sa) => {
-    const a = ofType(eks.resources, "aws:eks/podIdentityAssociation:PodIdentityAssociation").find((r) => r.inputs.serviceAccount === sa);
-    expect(a?.inputs).toMatchObject({ clusterName: "sbx-test", namespace: "sbx-system", serviceAccount: sa, roleArn: "arn:aws:iam::123456789012:role/sbx-identity-manager" });
+    const a = ofType(eks.resources, "aws:eks/podIdentityAssociation:PodIdentityAssociation").find(
+      (r) => r.inputs.serviceAccount === sa,
+    );
+    expect(a?.inputs).toMatchObject({
+      clusterName: "sbx-test",
+      namespace: "sbx-system",
+      serviceAccount: sa,
+      roleArn: "arn:aws:iam::123456789012:role/sbx-identity-manager",
+    });
   });
 });
 
@@ -156,7 +217,13 @@ describe("tenancy and runtime in eks mode", () => {
   it("quota hard values come from the budget and size classes", () => {
     const q = ofType(eks.resources, "kubernetes:core/v1:ResourceQuota")[0];
     // nano: cpu limit/request = 10, memory 4 → limits scale by the largest ratio
-    expect(q.inputs.spec.hard).toEqual({ "requests.cpu": "250", "limits.cpu": "2500", "requests.memory": "500Gi", "limits.memory": "2000Gi", pods: "2500" });
+    expect(q.inputs.spec.hard).toEqual({
+      "requests.cpu": "250",
+      "limits.cpu": "2500",
+      "requests.memory": "500Gi",
+      "limits.memory": "2000Gi",
+      pods: "2500",
+    });
   });
 
   it("the egress policy cuts the VPC and metadata endpoints out of 0.0.0.0/0", () => {
@@ -178,15 +245,25 @@ describe("tenancy and runtime in eks mode", () => {
   it("config.json carries the AWS outputs the runtime needs", () => {
     const cm = one(eks.resources, "kubernetes:core/v1:ConfigMap", "configmap-sbx-config");
     const cfg = JSON.parse(cm.inputs.data["config.json"]);
-    expect(cfg.credentials).toEqual({ baseRoleArn: "arn:aws:iam::123456789012:role/sbx-identity-sandbox-base", bucket: "sbx-test-outputs-abc123", region: "us-east-1", durationSeconds: 900 });
-    expect(cfg.snapshots).toEqual({ registry: "123456789012.dkr.ecr.us-east-1.amazonaws.com", repository: "sbx-test/snapshots", retentionDays: 7 });
+    expect(cfg.credentials).toEqual({
+      baseRoleArn: "arn:aws:iam::123456789012:role/sbx-identity-sandbox-base",
+      bucket: "sbx-test-outputs-abc123",
+      region: "us-east-1",
+      durationSeconds: 900,
+    });
+    expect(cfg.snapshots).toEqual({
+      registry: "123456789012.dkr.ecr.us-east-1.amazonaws.com",
+      repository: "sbx-test/snapshots",
+      retentionDays: 7,
+    });
     expect(cfg.catalog.base).toBe("123456789012.dkr.ecr.us-east-1.amazonaws.com/sbx-test/sandbox-base:v1");
     expect(cfg.budget).toEqual({ cpu: "250", memory: "500Gi" });
   });
 });
 
 describe("sbx:runtime.userNamespaces", () => {
-  const configOf = (run: Run) => JSON.parse(one(run.resources, "kubernetes:core/v1:ConfigMap", "configmap-sbx-config").inputs.data["config.json"]);
+  const configOf = (run: Run) =>
+    JSON.parse(one(run.resources, "kubernetes:core/v1:ConfigMap", "configmap-sbx-config").inputs.data["config.json"]);
   it("reaches the runtime's config.json as kubernetes.userNamespaces, and is off unless set", async () => {
     expect(configOf(existing).kubernetes.userNamespaces).toBeUndefined();
     const on = await deploy("existing-cluster", { runtime: { userNamespaces: true } });

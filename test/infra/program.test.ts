@@ -14,7 +14,10 @@ function setStackConfig(raw: Record<string, unknown>, secrets: Record<string, st
   const all: Record<string, string> = { "aws:region": region };
   for (const [k, v] of Object.entries(raw)) all[`sbx:${k}`] = typeof v === "string" ? v : JSON.stringify(v);
   for (const [k, v] of Object.entries(secrets)) all[`sbx:${k}`] = v;
-  pulumi.runtime.setAllConfig(all, Object.keys(secrets).map((k) => `sbx:${k}`));
+  pulumi.runtime.setAllConfig(
+    all,
+    Object.keys(secrets).map((k) => `sbx:${k}`),
+  );
 }
 
 async function run(raw: Record<string, unknown>, secrets: Record<string, string> = {}) {
@@ -38,14 +41,32 @@ describe("buildProgram with the shipped stacks", () => {
     expect(bundled).toBe(1);
     expect(await unwrap(outputs.mode)).toBe("eks");
     expect(one(resources, "kubernetes:core/v1:ResourceQuota", "sandbox-budget").inputs.spec.hard).toEqual({
-      "requests.cpu": "110", "limits.cpu": "1100", "requests.memory": "400Gi", "limits.memory": "1600Gi", pods: "1100",
+      "requests.cpu": "110",
+      "limits.cpu": "1100",
+      "requests.memory": "400Gi",
+      "limits.memory": "1600Gi",
+      pods: "1100",
     });
-    expect(one(resources, "aws:eks/nodeGroup:NodeGroup", "-sandbox").inputs.scalingConfig).toEqual({ minSize: 2, maxSize: 30, desiredSize: 10 });
+    expect(one(resources, "aws:eks/nodeGroup:NodeGroup", "-sandbox").inputs.scalingConfig).toEqual({
+      minSize: 2,
+      maxSize: 30,
+      desiredSize: 10,
+    });
     expect(one(resources, "kubernetes:apps/v1:Deployment", "sbx-manager").inputs.spec.replicas).toBe(4);
     expect(ofType(resources, "aws:ec2/natGateway:NatGateway")).toHaveLength(3); // perAz × 3 AZs
     expect(one(resources, "eks:index:Cluster", "eks").inputs.publicAccessCidrs).toEqual(["203.0.113.0/24"]);
     const egress = one(resources, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "allow-egress").inputs.spec.egress;
-    expect(egress).toEqual([{ to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "tools" } }, podSelector: { matchLabels: { app: "tool-gateway" } } }], ports: [{ protocol: "TCP", port: 8080 }] }]);
+    expect(egress).toEqual([
+      {
+        to: [
+          {
+            namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "tools" } },
+            podSelector: { matchLabels: { app: "tool-gateway" } },
+          },
+        ],
+        ports: [{ protocol: "TCP", port: 8080 }],
+      },
+    ]);
   });
 
   it("prod: the tokens Secret holds only sha256 hashes of the configured tokens", async () => {
@@ -60,7 +81,9 @@ describe("buildProgram with the shipped stacks", () => {
 
   it("dev: a small eks stack", async () => {
     const { resources } = await run(stackRaw("dev"));
-    expect(one(resources, "kubernetes:core/v1:ResourceQuota", "sandbox-budget").inputs.spec.hard["requests.cpu"]).toBe("8");
+    expect(one(resources, "kubernetes:core/v1:ResourceQuota", "sandbox-budget").inputs.spec.hard["requests.cpu"]).toBe(
+      "8",
+    );
     expect(ofType(resources, "aws:ec2/natGateway:NatGateway")).toHaveLength(1);
     expect(one(resources, "kubernetes:apps/v1:Deployment", "sbx-manager").inputs.spec.replicas).toBe(1);
   });
@@ -78,17 +101,30 @@ describe("buildProgram with the shipped stacks", () => {
   });
 
   it("a prebuilt runtime image skips bundling", async () => {
-    const { resources, bundled } = await run({ ...stackRaw("dev"), runtime: { image: "ghcr.io/acme/sbx-runtime:1.0.0" } });
+    const { resources, bundled } = await run({
+      ...stackRaw("dev"),
+      runtime: { image: "ghcr.io/acme/sbx-runtime:1.0.0" },
+    });
     expect(bundled).toBe(0);
-    expect(one(resources, "kubernetes:apps/v1:Deployment", "sbx-manager").inputs.spec.template.spec.containers[0].image).toBe("ghcr.io/acme/sbx-runtime:1.0.0");
+    expect(
+      one(resources, "kubernetes:apps/v1:Deployment", "sbx-manager").inputs.spec.template.spec.containers[0].image,
+    ).toBe("ghcr.io/acme/sbx-runtime:1.0.0");
   });
 });
 
 describe("bad stack config stops the program before any resource", () => {
   it.each<[string, Record<string, unknown>, string]>([
     ["typo in a key", { ...stackRaw("dev"), budgets: { cpu: "8" } }, "sbx:budgets: invalid value"],
-    ["unknown instance type", { ...stackRaw("dev"), nodeGroups: { sandbox: [{ instanceType: "m7i.mega" }] } }, 'sbx:nodeGroups.sandbox[0].instanceType: invalid value "m7i.mega": unknown instance type'],
-    ["local without kubeconfig", stackRaw("local"), "sbx:kubeconfig: invalid value undefined: existing-cluster mode needs the cluster's kubeconfig"],
+    [
+      "unknown instance type",
+      { ...stackRaw("dev"), nodeGroups: { sandbox: [{ instanceType: "m7i.mega" }] } },
+      'sbx:nodeGroups.sandbox[0].instanceType: invalid value "m7i.mega": unknown instance type',
+    ],
+    [
+      "local without kubeconfig",
+      stackRaw("local"),
+      "sbx:kubeconfig: invalid value undefined: existing-cluster mode needs the cluster's kubeconfig",
+    ],
   ])("%s", async (_label, raw, message) => {
     resetCaptured();
     setStackConfig(raw);

@@ -8,7 +8,12 @@ import { gunzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { BUNDLE_LIMIT_BYTES, bundleRuntime, packBundle } from "../../components/runtime/bundle.ts";
 import { buildRuntimeConfig, hashTokens, PATHS } from "../../components/runtime/config.ts";
-import { ANNOTATION_RUNTIME_SHA, bundleConfigMapName, renderRuntime, type RuntimeRenderInput } from "../../components/runtime/render.ts";
+import {
+  ANNOTATION_RUNTIME_SHA,
+  bundleConfigMapName,
+  renderRuntime,
+  type RuntimeRenderInput,
+} from "../../components/runtime/render.ts";
 import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { DEFAULT_SIZE_CLASSES } from "../../runtime/config/schema.ts";
 import type { RuntimeSettings } from "../../components/runtime/args.ts";
@@ -18,7 +23,14 @@ const FIXTURE_ENTRY = fileURLToPath(new URL("./fixtures/entry.ts", import.meta.u
 const SETTINGS: RuntimeSettings = {
   sizeClasses: structuredClone(DEFAULT_SIZE_CLASSES) as RuntimeSettings["sizeClasses"],
   budget: { cpu: "110", memory: "400Gi" },
-  defaults: { profile: "base", size: "nano", ttlSeconds: 3600, maxTtlSeconds: 86400, idleTimeoutSeconds: 900, finishedGraceSeconds: 60 },
+  defaults: {
+    profile: "base",
+    size: "nano",
+    ttlSeconds: 3600,
+    maxTtlSeconds: 86400,
+    idleTimeoutSeconds: 900,
+    finishedGraceSeconds: 60,
+  },
   warmPool: [{ profile: "base", size: "nano", count: 10 }],
 };
 
@@ -47,12 +59,16 @@ describe("bundleRuntime", () => {
     expect(code.toString()).not.toMatch(/from\s*"zod"/); // zod is inside, not imported
     const dir = mkdtempSync(join(tmpdir(), "sbx-bundle-"));
     writeFileSync(join(dir, "runtime.mjs"), code);
-    expect(execFileSync(process.execPath, [join(dir, "runtime.mjs"), "controller"], { cwd: dir, encoding: "utf8" })).toBe("sbx runtime fixture: controller\n");
+    expect(
+      execFileSync(process.execPath, [join(dir, "runtime.mjs"), "controller"], { cwd: dir, encoding: "utf8" }),
+    ).toBe("sbx runtime fixture: controller\n");
   });
 
   it("the pod's unpack step and command run the bundle (paths relocated to a temp dir)", () => {
     const bundle = bundleRuntime(FIXTURE_ENTRY);
-    const d = renderRuntime(renderInput({ delivery: { kind: "bundle", bundle, nodeImage: "node:20-bookworm-slim" } })).find((o) => o.kind === "Deployment" && o.metadata.name === "sbx-manager") as any;
+    const d = renderRuntime(
+      renderInput({ delivery: { kind: "bundle", bundle, nodeImage: "node:20-bookworm-slim" } }),
+    ).find((o) => o.kind === "Deployment" && o.metadata.name === "sbx-manager") as any;
     const dir = mkdtempSync(join(tmpdir(), "sbx-pod-"));
     mkdirSync(join(dir, "bundle"));
     mkdirSync(join(dir, "opt"));
@@ -71,7 +87,12 @@ describe("bundleRuntime", () => {
     expect(bundle.gzBytes).toBeLessThan(BUNDLE_LIMIT_BYTES);
     const dir = mkdtempSync(join(tmpdir(), "sbx-real-"));
     writeFileSync(join(dir, "runtime.mjs"), gunzipSync(Buffer.from(bundle.gzBase64, "base64")));
-    const r = spawnSync(process.execPath, [join(dir, "runtime.mjs"), "manager"], { cwd: dir, encoding: "utf8", env: { ...process.env, SBX_CONFIG: join(dir, "missing.json") }, timeout: 30_000 });
+    const r = spawnSync(process.execPath, [join(dir, "runtime.mjs"), "manager"], {
+      cwd: dir,
+      encoding: "utf8",
+      env: { ...process.env, SBX_CONFIG: join(dir, "missing.json") },
+      timeout: 30_000,
+    });
     // every module evaluated (no "Dynamic require" / missing module); it stops at our bad SBX_CONFIG
     expect(r.stderr).not.toMatch(/Dynamic require|Cannot find module|ERR_MODULE_NOT_FOUND/);
     expect(`${r.stdout}${r.stderr}`).toContain("SBX_CONFIG");
@@ -96,7 +117,12 @@ describe("runtime config.json", () => {
     namespace: "sbx-system",
     sandboxNamespace: "sbx-sandboxes",
     catalog: { base: "123456789012.dkr.ecr.us-east-1.amazonaws.com/sbx/sandbox-base:v1" },
-    credentials: { baseRoleArn: "arn:aws:iam::123456789012:role/base", bucket: "b", region: "us-east-1", durationSeconds: 900 },
+    credentials: {
+      baseRoleArn: "arn:aws:iam::123456789012:role/base",
+      bucket: "b",
+      region: "us-east-1",
+      durationSeconds: 900,
+    },
     snapshots: { repositoryUrl: "123456789012.dkr.ecr.us-east-1.amazonaws.com/sbx/snapshots", retentionDays: 7 },
   };
 
@@ -106,13 +132,24 @@ describe("runtime config.json", () => {
     expect(cfg.listen).toEqual({ host: "0.0.0.0", port: 8080 });
     expect(cfg.catalogPath).toBe(PATHS.catalog);
     expect(cfg.tokensPath).toBe(PATHS.tokens);
-    expect(cfg.kubernetes).toEqual({ namespace: "sbx-sandboxes", runtimeNamespace: "sbx-system", userNamespaces: false, leaseName: "sbx-controller" });
-    expect(cfg.snapshots).toEqual({ registry: "123456789012.dkr.ecr.us-east-1.amazonaws.com", repository: "sbx/snapshots", retentionDays: 7 });
+    expect(cfg.kubernetes).toEqual({
+      namespace: "sbx-sandboxes",
+      runtimeNamespace: "sbx-system",
+      userNamespaces: false,
+      leaseName: "sbx-controller",
+    });
+    expect(cfg.snapshots).toEqual({
+      registry: "123456789012.dkr.ecr.us-east-1.amazonaws.com",
+      repository: "sbx/snapshots",
+      retentionDays: 7,
+    });
     expect(cfg.budget).toEqual({ cpuMillis: 110_000, memoryBytes: 400 * 2 ** 30 });
   });
 
   it("sbx:runtime.userNamespaces reaches the runtime as kubernetes.userNamespaces", () => {
-    const cfg = validateRuntimeConfig(buildRuntimeConfig({ ...values, settings: { ...SETTINGS, userNamespaces: true } }));
+    const cfg = validateRuntimeConfig(
+      buildRuntimeConfig({ ...values, settings: { ...SETTINGS, userNamespaces: true } }),
+    );
     expect(cfg.kubernetes.userNamespaces).toBe(true);
   });
 
@@ -124,7 +161,9 @@ describe("runtime config.json", () => {
   it("hashTokens maps sha256(token) to owner and refuses weak or shared tokens", () => {
     const token = "t".repeat(32);
     expect(hashTokens({ alice: token })).toEqual({ [createHash("sha256").update(token).digest("hex")]: "alice" });
-    expect(() => hashTokens({ bob: "short" })).toThrow("sbx:apiTokens.bob: invalid value \"(secret)\": use a random token of at least 16 characters");
+    expect(() => hashTokens({ bob: "short" })).toThrow(
+      'sbx:apiTokens.bob: invalid value "(secret)": use a random token of at least 16 characters',
+    );
     expect(() => hashTokens({ a: token, b: token })).toThrow("same token as owner a");
   });
 });
@@ -138,16 +177,24 @@ describe("renderRuntime", () => {
     expect(objects.filter((o) => o.kind.startsWith("Cluster"))).toEqual([]);
     const roles = objects.filter((o) => o.kind === "Role") as any[];
     expect(roles.map((r) => `${r.metadata.namespace}/${r.metadata.name}`).sort()).toEqual([
-      "sbx-sandboxes/sbx-controller-sandboxes", "sbx-sandboxes/sbx-manager-sandboxes", "sbx-system/sbx-controller-runtime", "sbx-system/sbx-manager-runtime",
+      "sbx-sandboxes/sbx-controller-sandboxes",
+      "sbx-sandboxes/sbx-manager-sandboxes",
+      "sbx-system/sbx-controller-runtime",
+      "sbx-system/sbx-manager-runtime",
     ]);
     for (const r of roles) {
       for (const rule of r.rules) {
-        expect([...rule.verbs, ...rule.resources, ...rule.apiGroups].filter((v: string) => v.includes("*")), r.metadata.name).toEqual([]);
+        expect(
+          [...rule.verbs, ...rule.resources, ...rule.apiGroups].filter((v: string) => v.includes("*")),
+          r.metadata.name,
+        ).toEqual([]);
       }
     }
     const pods = find("Role", "sbx-manager-sandboxes").rules.find((r: any) => r.resources.includes("pods"));
     expect(pods.verbs).toEqual(["get", "list", "watch", "create", "update", "patch", "delete"]);
-    expect(find("RoleBinding", "sbx-manager-sandboxes").subjects).toEqual([{ kind: "ServiceAccount", name: "sbx-manager", namespace: "sbx-system" }]);
+    expect(find("RoleBinding", "sbx-manager-sandboxes").subjects).toEqual([
+      { kind: "ServiceAccount", name: "sbx-manager", namespace: "sbx-system" },
+    ]);
   });
 
   it("manager: replicas, probes, resources, hardened, bundle hash on the template", () => {
@@ -159,13 +206,23 @@ describe("renderRuntime", () => {
     expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "http" });
     expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "http" });
     expect(c.resources).toEqual({ requests: { cpu: "500m", memory: "512Mi" }, limits: { memory: "512Mi" } });
-    expect(c.securityContext).toMatchObject({ runAsNonRoot: true, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } });
+    expect(c.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ["ALL"] },
+    });
     expect(c.image).toBe("node:20-bookworm-slim");
     expect(c.command).toEqual(["node", "/opt/sbx/runtime.mjs", "manager"]);
     expect(d.spec.template.metadata.annotations[ANNOTATION_RUNTIME_SHA]).toBe(bundle.bundle.sha256);
-    expect(d.spec.template.spec.volumes).toContainEqual({ name: "bundle", configMap: { name: bundleConfigMapName(bundle.bundle.sha256) } });
+    expect(d.spec.template.spec.volumes).toContainEqual({
+      name: "bundle",
+      configMap: { name: bundleConfigMapName(bundle.bundle.sha256) },
+    });
     expect(find("PodDisruptionBudget", "sbx-manager").spec.minAvailable).toBe(1);
-    expect(find("Service", "sbx-manager").spec.ports).toEqual([{ name: "http", port: 80, targetPort: "http", protocol: "TCP" }]);
+    expect(find("Service", "sbx-manager").spec.ports).toEqual([
+      { name: "http", port: 80, targetPort: "http", protocol: "TCP" },
+    ]);
   });
 
   it("controller runs the same code in the controller role with the lease name", () => {
@@ -176,19 +233,31 @@ describe("renderRuntime", () => {
   });
 
   it("a code change renames the bundle ConfigMap and changes the pod template (rolls the Deployments)", () => {
-    const other = renderRuntime(renderInput({ delivery: { kind: "bundle", bundle: packBundle("console.log(2)"), nodeImage: "node:20-bookworm-slim" } }));
-    const tpl = (objs: typeof objects) => JSON.stringify((objs.find((o) => o.kind === "Deployment") as any).spec.template);
+    const other = renderRuntime(
+      renderInput({
+        delivery: { kind: "bundle", bundle: packBundle("console.log(2)"), nodeImage: "node:20-bookworm-slim" },
+      }),
+    );
+    const tpl = (objs: typeof objects) =>
+      JSON.stringify((objs.find((o) => o.kind === "Deployment") as any).spec.template);
     expect(tpl(other)).not.toBe(tpl(objects));
     const names = (objs: typeof objects) => objs.filter((o) => o.kind === "ConfigMap").map((o) => o.metadata.name);
     expect(names(other)).not.toEqual(names(objects));
   });
 
   it("a prebuilt image needs no bundle ConfigMap and no unpack step", () => {
-    const objs = renderRuntime(renderInput({ delivery: { kind: "image", image: "ghcr.io/acme/sbx-runtime:1.2.3" }, managerReplicas: 1 }));
+    const objs = renderRuntime(
+      renderInput({ delivery: { kind: "image", image: "ghcr.io/acme/sbx-runtime:1.2.3" }, managerReplicas: 1 }),
+    );
     expect(objs.filter((o) => o.metadata.name.startsWith("sbx-runtime-"))).toEqual([]);
     const d = objs.find((o) => o.kind === "Deployment" && o.metadata.name === "sbx-manager") as any;
     expect(d.spec.template.spec.initContainers).toBeUndefined();
-    expect(d.spec.template.spec.containers[0]).toMatchObject({ image: "ghcr.io/acme/sbx-runtime:1.2.3", args: ["manager"] });
-    expect((objs.find((o) => o.kind === "PodDisruptionBudget" && o.metadata.name === "sbx-manager") as any).spec).toMatchObject({ maxUnavailable: 1 });
+    expect(d.spec.template.spec.containers[0]).toMatchObject({
+      image: "ghcr.io/acme/sbx-runtime:1.2.3",
+      args: ["manager"],
+    });
+    expect(
+      (objs.find((o) => o.kind === "PodDisruptionBudget" && o.metadata.name === "sbx-manager") as any).spec,
+    ).toMatchObject({ maxUnavailable: 1 });
   });
 });

@@ -1,11 +1,21 @@
 import { describe, expect, it } from "vitest";
-import { sessionPolicyJson as buildSessionPolicy, packedLength, SESSION_POLICY_MAX_CHARS, sessionPolicyDocument } from "../../runtime/k8s/sessionPolicy.ts";
+import {
+  sessionPolicyJson as buildSessionPolicy,
+  packedLength,
+  SESSION_POLICY_MAX_CHARS,
+  sessionPolicyDocument,
+} from "../../runtime/k8s/sessionPolicy.ts";
 
 describe("buildSessionPolicy", () => {
   it("scopes objects and listing to sandboxes/<id>/", () => {
     const doc = JSON.parse(buildSessionPolicy("sbx-7f3a", "sbx-prod-outputs-abc"));
     expect(doc.Statement[0].Resource).toBe("arn:aws:s3:::sbx-prod-outputs-abc/sandboxes/sbx-7f3a/*");
-    expect(doc.Statement[0].Action).toEqual(["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]);
+    expect(doc.Statement[0].Action).toEqual([
+      "s3:GetObject",
+      "s3:PutObject",
+      "s3:DeleteObject",
+      "s3:AbortMultipartUpload",
+    ]);
     expect(doc.Statement[1]).toEqual({
       Effect: "Allow",
       Action: ["s3:ListBucket"],
@@ -22,10 +32,10 @@ describe("buildSessionPolicy", () => {
   });
 
   it.each([
-    ["", "sandboxId: invalid value \"\": use 1-63 lowercase letters"],
-    ["UPPER", "sandboxId: invalid value \"UPPER\""],
-    ["a/../b", "sandboxId: invalid value \"a/../b\""],
-    ["x*", "sandboxId: invalid value \"x*\""],
+    ["", 'sandboxId: invalid value "": use 1-63 lowercase letters'],
+    ["UPPER", 'sandboxId: invalid value "UPPER"'],
+    ["a/../b", 'sandboxId: invalid value "a/../b"'],
+    ["x*", 'sandboxId: invalid value "x*"'],
     ["a".repeat(64), "use 1-63 lowercase letters"],
     ["-lead", "starting and ending with a letter or digit"],
   ])("rejects sandbox id %j", (id, message) => {
@@ -44,7 +54,9 @@ describe("the runtime's session policy (runtime/k8s/sessionPolicy.ts) fits the b
     const { baseRolePolicy } = await import("../../components/identity/policies.ts");
     const bucket = "sbx-prod-outputs-abc";
     const base = baseRolePolicy(`arn:aws:s3:::${bucket}`);
-    const granted = new Map(base.Statement.flatMap((s) => s.Action.map((a) => [a, [s.Resource].flat() as string[]] as const)));
+    const granted = new Map(
+      base.Statement.flatMap((s) => s.Action.map((a) => [a, [s.Resource].flat() as string[]] as const)),
+    );
     const session = runtimeSessionPolicy("sbx-7f3a", bucket);
     expect(packedLength(JSON.stringify(session))).toBeLessThan(SESSION_POLICY_MAX_CHARS);
     for (const s of session.Statement) {
@@ -53,7 +65,10 @@ describe("the runtime's session policy (runtime/k8s/sessionPolicy.ts) fits the b
         expect(resources, action).toBeDefined();
         for (const r of [s.Resource].flat()) {
           // inside the base role's resource (the base object ARN ends in sandboxes/*)
-          expect(resources!.some((g) => r === g || (g.endsWith("*") && r.startsWith(g.slice(0, -1)))), `${action} on ${r}`).toBe(true);
+          expect(
+            resources!.some((g) => r === g || (g.endsWith("*") && r.startsWith(g.slice(0, -1)))),
+            `${action} on ${r}`,
+          ).toBe(true);
           if (action !== "s3:ListBucket") expect(r).toContain("/sandboxes/sbx-7f3a/");
         }
       }

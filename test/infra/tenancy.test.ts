@@ -15,24 +15,69 @@ const base: TenancyPlanInput = {
 describe("planQuota", () => {
   it.each([
     // budget, expected quota
-    [{ cpu: "250", memory: "1000Gi" }, { requestsCpuMillis: 250_000, limitsCpuMillis: 2_500_000, requestsMemoryBytes: 1000 * 2 ** 30, limitsMemoryBytes: 4000 * 2 ** 30, pods: 2500 }],
-    [{ cpu: "110", memory: "400Gi" }, { requestsCpuMillis: 110_000, limitsCpuMillis: 1_100_000, requestsMemoryBytes: 400 * 2 ** 30, limitsMemoryBytes: 1600 * 2 ** 30, pods: 1100 }],
-    [{ cpu: "4", memory: "8Gi", pods: 10 }, { requestsCpuMillis: 4000, limitsCpuMillis: 40_000, requestsMemoryBytes: 8 * 2 ** 30, limitsMemoryBytes: 32 * 2 ** 30, pods: 10 }],
+    [
+      { cpu: "250", memory: "1000Gi" },
+      {
+        requestsCpuMillis: 250_000,
+        limitsCpuMillis: 2_500_000,
+        requestsMemoryBytes: 1000 * 2 ** 30,
+        limitsMemoryBytes: 4000 * 2 ** 30,
+        pods: 2500,
+      },
+    ],
+    [
+      { cpu: "110", memory: "400Gi" },
+      {
+        requestsCpuMillis: 110_000,
+        limitsCpuMillis: 1_100_000,
+        requestsMemoryBytes: 400 * 2 ** 30,
+        limitsMemoryBytes: 1600 * 2 ** 30,
+        pods: 1100,
+      },
+    ],
+    [
+      { cpu: "4", memory: "8Gi", pods: 10 },
+      {
+        requestsCpuMillis: 4000,
+        limitsCpuMillis: 40_000,
+        requestsMemoryBytes: 8 * 2 ** 30,
+        limitsMemoryBytes: 32 * 2 ** 30,
+        pods: 10,
+      },
+    ],
   ])("budget %j", (budget, expected) => {
     expect(planQuota({ ...base, budget })).toEqual(expected);
   });
 
   it("limits follow the largest limit/request ratio among the classes", () => {
-    const sizeClasses = { only: { cpuRequest: "1", cpuLimit: "2", memoryRequest: "1Gi", memoryLimit: "1Gi", workspace: "1Gi", tmp: "1Gi", pids: 100 } };
-    expect(planQuota({ budget: { cpu: "10", memory: "10Gi" }, sizeClasses })).toMatchObject({ limitsCpuMillis: 20_000, limitsMemoryBytes: 10 * 2 ** 30, pods: 10 });
+    const sizeClasses = {
+      only: {
+        cpuRequest: "1",
+        cpuLimit: "2",
+        memoryRequest: "1Gi",
+        memoryLimit: "1Gi",
+        workspace: "1Gi",
+        tmp: "1Gi",
+        pids: 100,
+      },
+    };
+    expect(planQuota({ budget: { cpu: "10", memory: "10Gi" }, sizeClasses })).toMatchObject({
+      limitsCpuMillis: 20_000,
+      limitsMemoryBytes: 10 * 2 ** 30,
+      pods: 10,
+    });
   });
 });
 
 describe("renderTenancy", () => {
-  const byName = (input: TenancyPlanInput) => Object.fromEntries(renderTenancy(input).map((o) => [`${o.kind}/${o.metadata.name}`, o as any]));
+  const byName = (input: TenancyPlanInput) =>
+    Object.fromEntries(renderTenancy(input).map((o) => [`${o.kind}/${o.metadata.name}`, o as any]));
 
   it("labels the namespace for PSA restricted", () => {
-    expect(byName(base)["Namespace/sbx-sandboxes"].metadata.labels).toMatchObject({ "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest" });
+    expect(byName(base)["Namespace/sbx-sandboxes"].metadata.labels).toMatchObject({
+      "pod-security.kubernetes.io/enforce": "restricted",
+      "pod-security.kubernetes.io/enforce-version": "latest",
+    });
   });
 
   it("default-denies both directions and allows DNS to kube-dns only", () => {
@@ -40,8 +85,16 @@ describe("renderTenancy", () => {
     expect(o["NetworkPolicy/default-deny"].spec).toEqual({ podSelector: {}, policyTypes: ["Ingress", "Egress"] });
     expect(o["NetworkPolicy/allow-dns"].spec.egress).toEqual([
       {
-        to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } }, podSelector: { matchLabels: { "k8s-app": "kube-dns" } } }],
-        ports: [{ protocol: "UDP", port: 53 }, { protocol: "TCP", port: 53 }],
+        to: [
+          {
+            namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } },
+            podSelector: { matchLabels: { "k8s-app": "kube-dns" } },
+          },
+        ],
+        ports: [
+          { protocol: "UDP", port: 53 },
+          { protocol: "TCP", port: 53 },
+        ],
       },
     ]);
     expect(o["NetworkPolicy/allow-egress"]).toBeUndefined();
@@ -59,9 +112,20 @@ describe("renderTenancy", () => {
       ],
     });
     expect(o["NetworkPolicy/allow-egress"].spec.egress).toEqual([
-      { to: [{ ipBlock: { cidr: "0.0.0.0/0", except: ["169.254.169.254/32", "169.254.170.23/32", "10.0.0.0/16"] } }], ports: [{ protocol: "TCP", port: 443 }] },
+      {
+        to: [{ ipBlock: { cidr: "0.0.0.0/0", except: ["169.254.169.254/32", "169.254.170.23/32", "10.0.0.0/16"] } }],
+        ports: [{ protocol: "TCP", port: 443 }],
+      },
       { to: [{ ipBlock: { cidr: "10.0.5.10/32" } }] },
-      { to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "tools" } }, podSelector: { matchLabels: { app: "tool-gateway" } } }], ports: [{ protocol: "TCP", port: 8080 }] },
+      {
+        to: [
+          {
+            namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "tools" } },
+            podSelector: { matchLabels: { app: "tool-gateway" } },
+          },
+        ],
+        ports: [{ protocol: "TCP", port: 8080 }],
+      },
     ]);
   });
 

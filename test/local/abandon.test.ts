@@ -29,7 +29,15 @@ beforeAll(async () => {
   stateDir = made.stateDir;
   const logger = silentLogger();
   const backend = createLocalBackend(made.config, { logger, clock: systemClock });
-  svc = await startService({ config: made.config, tokens: testTokens(), logger, clock: systemClock, backend, port: 0, drainMs: 2000 });
+  svc = await startService({
+    config: made.config,
+    tokens: testTokens(),
+    logger,
+    clock: systemClock,
+    backend,
+    port: 0,
+    drainMs: 2000,
+  });
 });
 afterAll(async () => {
   await svc?.close();
@@ -82,41 +90,73 @@ describe("a client that disconnects", () => {
     // a sparse 100 GiB file: tar would read zeros for minutes
     ["a download cut after its first bytes", "GET", "files?path=/workspace/big", undefined, { afterBytes: 1 }],
   ];
-  it.each(cases)("%s: leaves no process in the sandbox and no fd in the service", async (_name, method, route, body, how) => {
-    const id = await createSandbox();
-    const uid = sandboxUid(id);
-    // warm up the path once (lazily opened things are not leaks), then take the baselines: the
-    // idle sandbox is its helper (PID 1) and the relay of the service's watch connection
-    expect((await exec(id, { command: ["sh", "-c", "truncate -s 100G /workspace/big"] })).exit?.exitCode).toBe(0);
-    const procsBefore = (await settle(() => processesWithUidIn(uid, uid + 1), (p) => p.length <= IDLE_PROCESSES, SETTLE_MS)).length;
-    expect(procsBefore).toBe(IDLE_PROCESSES);
-    const fdsBefore = openFds();
-    for (let i = 0; i < 5; i++) {
-      const r = await abandon(svc.url, token, method, `/v1/sandboxes/${id}/${route}`, body, how);
-      expect(r.status).toBe(200);
-    }
-    const t0 = Date.now();
-    const procs = await settle(() => processesWithUidIn(uid, uid + 1), (p) => p.length <= procsBefore, SETTLE_MS);
-    const fds = await settle(openFds, (n) => n <= fdsBefore, SETTLE_MS);
-    console.log(`${_name}: clean ${Date.now() - t0} ms after the 5th disconnect (processes ${procs.length}/${procsBefore}, fds ${fds}/${fdsBefore})`);
-    expect(procs.length, describeProcs(procs).join("; ")).toBeLessThanOrEqual(procsBefore);
-    expect(fds).toBeLessThanOrEqual(fdsBefore);
-    // and the sandbox still works
-    expect((await exec(id, { command: ["echo", "ok"] })).stdout).toBe("ok\n");
-    await request(svc.url, token, "DELETE", `/v1/sandboxes/${id}`);
-  });
+  it.each(cases)(
+    "%s: leaves no process in the sandbox and no fd in the service",
+    async (_name, method, route, body, how) => {
+      const id = await createSandbox();
+      const uid = sandboxUid(id);
+      // warm up the path once (lazily opened things are not leaks), then take the baselines: the
+      // idle sandbox is its helper (PID 1) and the relay of the service's watch connection
+      expect((await exec(id, { command: ["sh", "-c", "truncate -s 100G /workspace/big"] })).exit?.exitCode).toBe(0);
+      const procsBefore = (
+        await settle(
+          () => processesWithUidIn(uid, uid + 1),
+          (p) => p.length <= IDLE_PROCESSES,
+          SETTLE_MS,
+        )
+      ).length;
+      expect(procsBefore).toBe(IDLE_PROCESSES);
+      const fdsBefore = openFds();
+      for (let i = 0; i < 5; i++) {
+        const r = await abandon(svc.url, token, method, `/v1/sandboxes/${id}/${route}`, body, how);
+        expect(r.status).toBe(200);
+      }
+      const t0 = Date.now();
+      const procs = await settle(
+        () => processesWithUidIn(uid, uid + 1),
+        (p) => p.length <= procsBefore,
+        SETTLE_MS,
+      );
+      const fds = await settle(openFds, (n) => n <= fdsBefore, SETTLE_MS);
+      console.log(
+        `${_name}: clean ${Date.now() - t0} ms after the 5th disconnect (processes ${procs.length}/${procsBefore}, fds ${fds}/${fdsBefore})`,
+      );
+      expect(procs.length, describeProcs(procs).join("; ")).toBeLessThanOrEqual(procsBefore);
+      expect(fds).toBeLessThanOrEqual(fdsBefore);
+      // and the sandbox still works
+      expect((await exec(id, { command: ["echo", "ok"] })).stdout).toBe("ok\n");
+      await request(svc.url, token, "DELETE", `/v1/sandboxes/${id}`);
+    },
+  );
 });
 
 describe("a client that disconnects while its command is starting", () => {
   it("leaves no process behind", async () => {
     const id = await createSandbox();
     const uid = sandboxUid(id);
-    await settle(() => processesWithUidIn(uid, uid + 1), (p) => p.length <= IDLE_PROCESSES, SETTLE_MS);
+    await settle(
+      () => processesWithUidIn(uid, uid + 1),
+      (p) => p.length <= IDLE_PROCESSES,
+      SETTLE_MS,
+    );
     // cut at staggered moments so some land after the body was read and before the command ran
     await Promise.all(
-      Array.from({ length: 40 }, (_, i) => abandon(svc.url, token, "POST", `/v1/sandboxes/${id}/exec`, { command: ["sleep", "300"] }, { beforeResponseMs: i }).catch(() => undefined)),
+      Array.from({ length: 40 }, (_, i) =>
+        abandon(
+          svc.url,
+          token,
+          "POST",
+          `/v1/sandboxes/${id}/exec`,
+          { command: ["sleep", "300"] },
+          { beforeResponseMs: i },
+        ).catch(() => undefined),
+      ),
     );
-    const procs = await settle(() => processesWithUidIn(uid, uid + 1), (p) => p.length <= IDLE_PROCESSES, SETTLE_MS);
+    const procs = await settle(
+      () => processesWithUidIn(uid, uid + 1),
+      (p) => p.length <= IDLE_PROCESSES,
+      SETTLE_MS,
+    );
     expect(procs.length, describeProcs(procs).join("; ")).toBeLessThanOrEqual(IDLE_PROCESSES);
     await request(svc.url, token, "DELETE", `/v1/sandboxes/${id}`);
   });
@@ -126,15 +166,28 @@ describe("a helper connection the service drops", () => {
   it("ends the whole command, also processes that left its process group", async () => {
     const id = await createSandbox();
     const uid = sandboxUid(id);
-    await settle(() => processesWithUidIn(uid, uid + 1), (p) => p.length <= IDLE_PROCESSES, SETTLE_MS);
+    await settle(
+      () => processesWithUidIn(uid, uid + 1),
+      (p) => p.length <= IDLE_PROCESSES,
+      SETTLE_MS,
+    );
     const socket = path.join(stateDir, "sandboxes", sandboxKey(id), "run", "helper.sock");
     // what a service that died mid-command leaves: a connection closed without a kill
-    const h = helperExec(socket, { cgroup: "xdropped", cwd: "/workspace", argv: ["sh", "-c", "setsid sleep 300 & sleep 301 & echo up; wait"], env: { PATH: "/usr/bin:/bin" } });
+    const h = helperExec(socket, {
+      cgroup: "xdropped",
+      cwd: "/workspace",
+      argv: ["sh", "-c", "setsid sleep 300 & sleep 301 & echo up; wait"],
+      env: { PATH: "/usr/bin:/bin" },
+    });
     expect((await h.started).kind).toBe("started");
     await new Promise((r) => h.stdout.once("data", r));
     h.stderr.resume();
     h.destroy();
-    const procs = await settle(() => processesWithUidIn(uid, uid + 1), (p) => p.length <= IDLE_PROCESSES, SETTLE_MS);
+    const procs = await settle(
+      () => processesWithUidIn(uid, uid + 1),
+      (p) => p.length <= IDLE_PROCESSES,
+      SETTLE_MS,
+    );
     expect(procs.length, describeProcs(procs).join("; ")).toBeLessThanOrEqual(IDLE_PROCESSES);
     await request(svc.url, token, "DELETE", `/v1/sandboxes/${id}`);
   });
@@ -144,15 +197,26 @@ describe("a caller of the backend that stops reading", () => {
   it("kill() of a command whose output nobody reads ends it, its relay and its connection", async () => {
     const id = await createSandbox();
     const uid = sandboxUid(id);
-    await settle(() => processesWithUidIn(uid, uid + 1), (p) => p.length <= IDLE_PROCESSES, SETTLE_MS);
+    await settle(
+      () => processesWithUidIn(uid, uid + 1),
+      (p) => p.length <= IDLE_PROCESSES,
+      SETTLE_MS,
+    );
     const fdsBefore = openFds();
     const session = await svc.manager.exec("alice", id, { command: ["yes"] });
     // the output fills every buffer on the way, then the relay blocks on the connection
     await new Promise((r) => setTimeout(r, 300));
     session.kill();
-    const outcome = await Promise.race([session.result, new Promise((r) => setTimeout(() => r("no result"), SETTLE_MS))]);
+    const outcome = await Promise.race([
+      session.result,
+      new Promise((r) => setTimeout(() => r("no result"), SETTLE_MS)),
+    ]);
     expect(outcome).toMatchObject({ exitCode: 137, timedOut: false });
-    const procs = await settle(() => processesWithUidIn(uid, uid + 1), (p) => p.length <= IDLE_PROCESSES, SETTLE_MS);
+    const procs = await settle(
+      () => processesWithUidIn(uid, uid + 1),
+      (p) => p.length <= IDLE_PROCESSES,
+      SETTLE_MS,
+    );
     expect(procs.length, describeProcs(procs).join("; ")).toBeLessThanOrEqual(IDLE_PROCESSES);
     expect(await settle(openFds, (n) => n <= fdsBefore, SETTLE_MS)).toBeLessThanOrEqual(fdsBefore);
     await request(svc.url, token, "DELETE", `/v1/sandboxes/${id}`);
@@ -166,7 +230,8 @@ describe("timeouts", () => {
     // the last four also start a process that leaves the command's process group (setsid);
     // it sleeps longer, so that a kill that comes late (a second exec on Kubernetes) is in time
     const marker = (i: number, s: number, suffix = "") => `sleep ${s}; echo done > /workspace/marker-${i}${suffix}`;
-    const script = (i: number) => (i < 16 ? marker(i, 2) : `setsid sh -c '${marker(i, 6, "-escaped")}' & ${marker(i, 2)}`);
+    const script = (i: number) =>
+      i < 16 ? marker(i, 2) : `setsid sh -c '${marker(i, 6, "-escaped")}' & ${marker(i, 2)}`;
     // all at once: most deadlines pass while the helper is still starting their commands
     const results = await Promise.all(
       timeouts.map((timeoutMs, i) => exec(id, { command: ["sh", "-c", script(i)], timeoutMs })),

@@ -20,7 +20,11 @@ function setup() {
   const stateDir = tempStateDir();
   const catalogPath = path.join(stateDir, "catalog.json");
   fs.writeFileSync(catalogPath, JSON.stringify({ tools: "host" }));
-  const config = localConfig(stateDir, { catalog: { base: "host" }, catalogPath, warmPool: [{ profile: "tools", size: "nano", count: 1 }] });
+  const config = localConfig(stateDir, {
+    catalog: { base: "host" },
+    catalogPath,
+    warmPool: [{ profile: "tools", size: "nano", count: 1 }],
+  });
   cleanups.push(async () => fs.rmSync(stateDir, { recursive: true, force: true }));
   return config;
 }

@@ -27,7 +27,10 @@ describe("local exec", () => {
     // before: the command cannot finish unless its output reached us while it ran. No clock.
     const gate = `/tmp/gate-${process.pid}-${Date.now()}`;
     const wait = (n: number) => `until [ -e ${gate}.${n} ]; do sleep 0.02; done`;
-    const s = await h.backend.exec(id, { command: ["sh", "-c", `echo first; ${wait(1)}; echo second >&2; ${wait(2)}; echo third`], timeoutMs: 30_000 });
+    const s = await h.backend.exec(id, {
+      command: ["sh", "-c", `echo first; ${wait(1)}; echo second >&2; ${wait(2)}; echo third`],
+      timeoutMs: 30_000,
+    });
     const seen: string[] = [];
     const opened: Promise<unknown>[] = [];
     const onData = (d: Buffer) => {
@@ -59,7 +62,9 @@ describe("local exec", () => {
   });
 
   it("times out exactly: exit 124, timedOut, and every process of the command is gone", async () => {
-    const r = await run(h.backend, id, "sleep 300 & sleep 301 & (sleep 302 &) ; echo started; wait", { timeoutMs: 700 });
+    const r = await run(h.backend, id, "sleep 300 & sleep 301 & (sleep 302 &) ; echo started; wait", {
+      timeoutMs: 700,
+    });
     expect(r).toMatchObject({ exitCode: 124, timedOut: true, stdout: "started\n" });
     expect(r.durationMs).toBeGreaterThanOrEqual(700);
     // ended by the timeout, not by `sleep 300`: the bound is generous for a busy 2-core machine
@@ -81,7 +86,9 @@ describe("local exec", () => {
   it("passes stdin bytes and streams, then closes stdin", async () => {
     expect((await run(h.backend, id, ["cat"], { stdin: Buffer.from("hello\nworld\n") })).stdout).toBe("hello\nworld\n");
     const big = Buffer.alloc(3 * 1024 * 1024, "x");
-    const r = await run(h.backend, id, ["wc", "-c"], { stdin: Readable.from([big.subarray(0, 1_000_000), big.subarray(1_000_000)]) });
+    const r = await run(h.backend, id, ["wc", "-c"], {
+      stdin: Readable.from([big.subarray(0, 1_000_000), big.subarray(1_000_000)]),
+    });
     expect(r.stdout.trim()).toBe(String(big.length));
     expect((await run(h.backend, id, ["cat"])).stdout).toBe("");
   });
@@ -96,7 +103,9 @@ describe("local exec", () => {
     const r = await run(h.backend, id, 'echo "$HOME|$FROM_SPEC|$FROM_REQ|$(pwd)"', { env: { FROM_REQ: "req" } });
     expect(r.stdout).toBe("/workspace|spec-value|req|/workspace\n");
     expect((await run(h.backend, id, "pwd", { cwd: "/tmp" })).stdout).toBe("/tmp\n");
-    await expect(h.backend.exec(id, { command: ["pwd"], cwd: "/no/such/dir" })).rejects.toThrow(/cwd: invalid value "\/no\/such\/dir"/);
+    await expect(h.backend.exec(id, { command: ["pwd"], cwd: "/no/such/dir" })).rejects.toThrow(
+      /cwd: invalid value "\/no\/such\/dir"/,
+    );
     await expect(h.backend.exec(id, { command: [] })).rejects.toThrow(/command: invalid value/);
   });
 
@@ -104,8 +113,11 @@ describe("local exec", () => {
     // a barrier: each command waits until all 8 have started, so run one at a time they would
     // never finish (each gives up after its timeout and reports 124)
     const dir = `/tmp/barrier-${process.pid}-${Date.now()}`;
-    const script = (i: number) => `mkdir -p ${dir}; touch ${dir}/${i}; until [ "$(ls ${dir} | wc -l)" -ge 8 ]; do sleep 0.02; done; echo ${i}`;
-    const rs = await Promise.all(Array.from({ length: 8 }, (_, i) => run(h.backend, id, script(i), { timeoutMs: 45_000 })));
+    const script = (i: number) =>
+      `mkdir -p ${dir}; touch ${dir}/${i}; until [ "$(ls ${dir} | wc -l)" -ge 8 ]; do sleep 0.02; done; echo ${i}`;
+    const rs = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => run(h.backend, id, script(i), { timeoutMs: 45_000 })),
+    );
     expect(rs.map((r) => r.stdout.trim())).toEqual(["0", "1", "2", "3", "4", "5", "6", "7"]);
     expect(rs.every((r) => r.exitCode === 0 && !r.timedOut)).toBe(true);
   });
@@ -113,9 +125,11 @@ describe("local exec", () => {
 
 describe("local exec input that outlives the command", () => {
   it("finishes when the command exits without reading its stdin stream, and drains the stream", async () => {
-    const big = Readable.from((function* () {
-      for (let i = 0; i < 200; i++) yield Buffer.alloc(64 * 1024, "z");
-    })());
+    const big = Readable.from(
+      (function* () {
+        for (let i = 0; i < 200; i++) yield Buffer.alloc(64 * 1024, "z");
+      })(),
+    );
     const r = await run(h.backend, id, ["sh", "-c", "echo done"], { stdin: big });
     expect(r).toMatchObject({ stdout: "done\n", exitCode: 0 });
     // drained or dropped, not left paused holding the generator: wait for that, with a generous bound

@@ -24,14 +24,32 @@ export function localConfig(stateDir: string, extra: Partial<RuntimeConfigInput>
   return validateRuntimeConfig({
     local: { stateDir },
     sizeClasses: {
-      nano: { cpuRequest: "100m", cpuLimit: "1", memoryRequest: "64Mi", memoryLimit: "512Mi", workspace: "1Gi", tmp: "64Mi", pids: 128 },
-      tiny: { cpuRequest: "100m", cpuLimit: "500m", memoryRequest: "32Mi", memoryLimit: "64Mi", workspace: "256Mi", tmp: "16Mi", pids: 48 },
+      nano: {
+        cpuRequest: "100m",
+        cpuLimit: "1",
+        memoryRequest: "64Mi",
+        memoryLimit: "512Mi",
+        workspace: "1Gi",
+        tmp: "64Mi",
+        pids: 128,
+      },
+      tiny: {
+        cpuRequest: "100m",
+        cpuLimit: "500m",
+        memoryRequest: "32Mi",
+        memoryLimit: "64Mi",
+        workspace: "256Mi",
+        tmp: "16Mi",
+        pids: 48,
+      },
     },
     ...extra,
   });
 }
 
-export async function startBackend(opts: { stateDir?: string; clock?: Clock; config?: Partial<RuntimeConfigInput> } = {}): Promise<Harness> {
+export async function startBackend(
+  opts: { stateDir?: string; clock?: Clock; config?: Partial<RuntimeConfigInput> } = {},
+): Promise<Harness> {
   const stateDir = opts.stateDir ?? tempStateDir();
   const config = localConfig(stateDir, opts.config);
   const backend = createLocalBackend(config, { logger: silentLogger(), clock: opts.clock ?? systemClock });
@@ -40,7 +58,10 @@ export async function startBackend(opts: { stateDir?: string; clock?: Clock; con
 }
 
 let seq = 0;
-export function spec(config: RuntimeConfig, over: Partial<SandboxSpec> & { sizeName?: string; clock?: Clock } = {}): SandboxSpec {
+export function spec(
+  config: RuntimeConfig,
+  over: Partial<SandboxSpec> & { sizeName?: string; clock?: Clock } = {},
+): SandboxSpec {
   const { sizeName = "nano", clock = systemClock, ...rest } = over;
   return {
     id: `t${process.pid}-${++seq}`,
@@ -70,7 +91,12 @@ export async function collect(s: Readable): Promise<string> {
 }
 
 /** Runs a command to completion and returns its output and result. */
-export async function run(backend: Backend, id: string, command: string[] | string, extra: Omit<ExecRequest, "command"> = {}) {
+export async function run(
+  backend: Backend,
+  id: string,
+  command: string[] | string,
+  extra: Omit<ExecRequest, "command"> = {},
+) {
   const argv = typeof command === "string" ? ["sh", "-c", command] : command;
   const s = await backend.exec(id, { command: argv, ...extra });
   const [stdout, stderr, result] = await Promise.all([collect(s.stdout), collect(s.stderr), s.result]);

@@ -14,7 +14,10 @@ let root: string;
 
 /** Runs the build script of the copy; returns what it printed on stderr ("sbx: built ..." when it built). */
 function build(): string {
-  const r = spawnSync("bash", [path.join(root, "scripts/build-local-helper.sh")], { encoding: "utf8", timeout: 120_000 });
+  const r = spawnSync("bash", [path.join(root, "scripts/build-local-helper.sh")], {
+    encoding: "utf8",
+    timeout: 120_000,
+  });
   if (r.status !== 0) throw new Error(`build failed: ${r.stderr}`);
   return r.stderr;
 }
@@ -38,16 +41,23 @@ describe("scripts/build-local-helper.sh", () => {
     expect(build()).toBe("");
   }, 180_000);
 
-  it.each(HELPER_STAMP_INPUTS)("rebuilds when %s changed", (rel) => {
-    fs.appendFileSync(path.join(root, rel), rel.endsWith(".sh") ? "\n# changed\n" : "\n// changed\n");
-    const before = stamp();
-    expect(build()).toMatch(/sbx: built/);
-    expect(stamp()).not.toBe(before);
-    expect(stamp()).toBe(helperSourceDigest(root));
-  }, 180_000);
+  it.each(HELPER_STAMP_INPUTS)(
+    "rebuilds when %s changed",
+    (rel) => {
+      fs.appendFileSync(path.join(root, rel), rel.endsWith(".sh") ? "\n# changed\n" : "\n// changed\n");
+      const before = stamp();
+      expect(build()).toMatch(/sbx: built/);
+      expect(stamp()).not.toBe(before);
+      expect(stamp()).toBe(helperSourceDigest(root));
+    },
+    180_000,
+  );
 
   it("rebuilds a helper stamped by the old script (sha256 of sbx-helper.c alone)", () => {
-    const oldStamp = crypto.createHash("sha256").update(fs.readFileSync(path.join(root, "tools/local-helper/sbx-helper.c"))).digest("hex");
+    const oldStamp = crypto
+      .createHash("sha256")
+      .update(fs.readFileSync(path.join(root, "tools/local-helper/sbx-helper.c")))
+      .digest("hex");
     fs.writeFileSync(path.join(root, ".cache/local/sbx-helper.sha256"), `${oldStamp}\n`);
     expect(build()).toMatch(/sbx: built/);
     expect(stamp()).toBe(helperSourceDigest(root));

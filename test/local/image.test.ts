@@ -9,7 +9,9 @@ function need(cmd: string, pkg: string): void {
   try {
     execFileSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" });
   } catch {
-    throw new Error(`${cmd} is not installed; install it with: apt-get install -y ${pkg} (or run scripts/install-debian.sh as root)`);
+    throw new Error(
+      `${cmd} is not installed; install it with: apt-get install -y ${pkg} (or run scripts/install-debian.sh as root)`,
+    );
   }
 }
 
@@ -26,7 +28,10 @@ beforeAll(async () => {
   execFileSync("umoci", ["init", "--layout", layout]);
   execFileSync("umoci", ["new", "--image", `${layout}:tiny`]);
   execFileSync("umoci", ["unpack", "--image", `${layout}:tiny`, bundle]);
-  fs.writeFileSync(path.join(work, "hello.c"), '#include <stdio.h>\nint main(int c, char **v) { printf("hello from %s\\n", c > 1 ? v[1] : "oci"); return 7; }\n');
+  fs.writeFileSync(
+    path.join(work, "hello.c"),
+    '#include <stdio.h>\nint main(int c, char **v) { printf("hello from %s\\n", c > 1 ? v[1] : "oci"); return 7; }\n',
+  );
   execFileSync("gcc", ["-static", "-O2", "-o", path.join(bundle, "rootfs", "hello"), path.join(work, "hello.c")]);
   execFileSync("umoci", ["repack", "--image", `${layout}:tiny`, bundle]);
   image = `oci:${layout}:tiny`;
@@ -50,7 +55,9 @@ describe("local OCI image profiles", () => {
   });
 
   it("rejects an image reference it cannot use, naming the fix", async () => {
-    await expect(h.backend.provision({ ...spec(h.config), image: { profile: "bad", image: "docker.io/library/debian:12" } })).rejects.toThrow(
+    await expect(
+      h.backend.provision({ ...spec(h.config), image: { profile: "bad", image: "docker.io/library/debian:12" } }),
+    ).rejects.toThrow(
       /catalog\.bad: invalid value "docker\.io\/library\/debian:12": the local backend takes "host" or "oci:<OCI layout dir>:<tag>"/,
     );
   });

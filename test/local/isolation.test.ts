@@ -20,7 +20,11 @@ afterAll(async () => {
 
 describe("local sandbox isolation", () => {
   it("cannot see host processes: only its own are in /proc", async () => {
-    const r = await run(h.backend, a, 'for p in /proc/[0-9]*; do echo "${p#/proc/} $(tr "\\0" " " < $p/cmdline)"; done');
+    const r = await run(
+      h.backend,
+      a,
+      'for p in /proc/[0-9]*; do echo "${p#/proc/} $(tr "\\0" " " < $p/cmdline)"; done',
+    );
     expect(r.exitCode).toBe(0);
     const lines = r.stdout.trim().split("\n");
     expect(lines[0]).toMatch(/^1 \/\.sbx\/helper /);
@@ -73,10 +77,20 @@ describe("local sandbox isolation", () => {
   });
 
   it("has no capabilities and runs as an unprivileged uid that setuid binaries cannot raise", async () => {
-    const r = await run(h.backend, a, "grep -E '^(Uid|Gid|Cap[A-Za-z]+|NoNewPrivs):' /proc/self/status; mount -t tmpfs none /tmp 2>&1 || echo mount-refused");
+    const r = await run(
+      h.backend,
+      a,
+      "grep -E '^(Uid|Gid|Cap[A-Za-z]+|NoNewPrivs):' /proc/self/status; mount -t tmpfs none /tmp 2>&1 || echo mount-refused",
+    );
     const base = uidBlockBase(h.stateDir);
-    const status = Object.fromEntries(r.stdout.split("\n").filter((l) => l.includes(":") && !l.includes("mount")).map((l) => l.split(/:\s+/)));
-    for (const cap of ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"]) expect(status[cap], cap).toBe("0000000000000000");
+    const status = Object.fromEntries(
+      r.stdout
+        .split("\n")
+        .filter((l) => l.includes(":") && !l.includes("mount"))
+        .map((l) => l.split(/:\s+/)),
+    );
+    for (const cap of ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"])
+      expect(status[cap], cap).toBe("0000000000000000");
     expect(status.NoNewPrivs).toBe("1");
     const uid = Number(status.Uid.split(/\s+/)[0]);
     expect(uid).toBeGreaterThanOrEqual(base);
@@ -92,7 +106,11 @@ describe("local sandbox isolation", () => {
     const images = keys.map((k) => path.join(h.stateDir, "sandboxes", k, "workspace.img"));
     expect(images.every((p) => fs.existsSync(p))).toBe(true);
     expect(fs.readFileSync("/proc/self/mountinfo", "utf8")).not.toContain(h.stateDir);
-    const r = await run(h.backend, b, `ls -A /workspace; for p in ${images.join(" ")}; do cat "$p" 2>/dev/null; done; grep -c workspace /proc/self/mountinfo; id -u`);
+    const r = await run(
+      h.backend,
+      b,
+      `ls -A /workspace; for p in ${images.join(" ")}; do cat "$p" 2>/dev/null; done; grep -c workspace /proc/self/mountinfo; id -u`,
+    );
     expect(r.stdout).not.toContain("secret-of-a");
     const lines = r.stdout.trim().split("\n");
     expect(lines.at(-2)).toBe("1"); // its own /workspace, nothing else
@@ -102,8 +120,18 @@ describe("local sandbox isolation", () => {
 
   it("contains a fork bomb within the pids limit and stays usable", async () => {
     const id = await createReady(h, { sizeName: "tiny" });
-    const rootDirs = [`/sys/fs/cgroup/pids/${cgroupRootName(h.stateDir)}`, `/sys/fs/cgroup/${cgroupRootName(h.stateDir)}`];
-    const keyDirs = rootDirs.filter((d) => fs.existsSync(d)).flatMap((d) => fs.readdirSync(d, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => `${d}/${e.name}`));
+    const rootDirs = [
+      `/sys/fs/cgroup/pids/${cgroupRootName(h.stateDir)}`,
+      `/sys/fs/cgroup/${cgroupRootName(h.stateDir)}`,
+    ];
+    const keyDirs = rootDirs
+      .filter((d) => fs.existsSync(d))
+      .flatMap((d) =>
+        fs
+          .readdirSync(d, { withFileTypes: true })
+          .filter((e) => e.isDirectory())
+          .map((e) => `${d}/${e.name}`),
+      );
     const sandboxDir = keyDirs.find((d) => fs.readFileSync(`${d}/pids.max`, "utf8").trim() === "48");
     expect(sandboxDir, "the tiny sandbox's pids cgroup").toBeDefined();
     const bomb = run(h.backend, id, ["bash", "-c", "f() { f | f & }; f; sleep 30"], { timeoutMs: 3000 });
@@ -114,9 +142,20 @@ describe("local sandbox isolation", () => {
       peak = Math.max(peak, Number(fs.readFileSync(`${sandboxDir}/pids.current`, "utf8")));
       // refused forks are counted where they happened (the command's cgroup) on some kernels,
       // in the limited cgroup on others: sum the subtree while it exists
-      const dirs = [sandboxDir!, ...fs.readdirSync(sandboxDir!, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => `${sandboxDir}/${e.name}`)];
+      const dirs = [
+        sandboxDir!,
+        ...fs
+          .readdirSync(sandboxDir!, { withFileTypes: true })
+          .filter((e) => e.isDirectory())
+          .map((e) => `${sandboxDir}/${e.name}`),
+      ];
       let n = 0;
-      for (const d of dirs) n += Number(/max (\d+)/.exec(fs.existsSync(`${d}/pids.events`) ? fs.readFileSync(`${d}/pids.events`, "utf8") : "max 0")?.[1] ?? 0);
+      for (const d of dirs)
+        n += Number(
+          /max (\d+)/.exec(
+            fs.existsSync(`${d}/pids.events`) ? fs.readFileSync(`${d}/pids.events`, "utf8") : "max 0",
+          )?.[1] ?? 0,
+        );
       refused = Math.max(refused, n);
     }
     const r = await bomb;
@@ -143,7 +182,11 @@ describe("local workspace limits", () => {
   it("enforces the size class's workspace size and keeps the sandbox usable", async () => {
     const id = await createReady(h, { sizeName: "tiny" });
     // the harness's tiny class has workspace: 256Mi
-    const r = await run(h.backend, id, "df -B1 --output=size /workspace | tail -1; head -c 300000000 /dev/zero > /workspace/big; echo rc=$?; rm -f /workspace/big; echo after > /workspace/small && cat /workspace/small");
+    const r = await run(
+      h.backend,
+      id,
+      "df -B1 --output=size /workspace | tail -1; head -c 300000000 /dev/zero > /workspace/big; echo rc=$?; rm -f /workspace/big; echo after > /workspace/small && cat /workspace/small",
+    );
     const size = Number(r.stdout.split("\n")[0]);
     expect(size).toBeGreaterThan(200 * 2 ** 20);
     expect(size).toBeLessThanOrEqual(256 * 2 ** 20);

@@ -9,7 +9,16 @@ import type { SandboxEvent } from "../../runtime/core/types.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import { cgroupRootName, readRecords, uidBlockBase } from "../../runtime/local/records.ts";
 import { WorkspaceStore } from "../../runtime/local/workspaces.ts";
-import { collect, createReady, processesWithUidIn, run, spec, startBackend, tempStateDir, type Harness } from "./harness.ts";
+import {
+  collect,
+  createReady,
+  processesWithUidIn,
+  run,
+  spec,
+  startBackend,
+  tempStateDir,
+  type Harness,
+} from "./harness.ts";
 
 const repo = path.resolve(import.meta.dirname, "../..");
 
@@ -20,7 +29,11 @@ function recordOf(stateDir: string, id: string) {
 }
 
 /** Polls until `fn` gives a value; the bound is a safety net for a loaded machine, never the assertion. */
-async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000): Promise<T> {
+async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 60_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
@@ -71,7 +84,10 @@ function cgroupSandboxDirs(stateDir: string): string[] {
   const v2 = `/sys/fs/cgroup/${cgroupRootName(stateDir)}`;
   const dir = fs.existsSync(root) ? root : v2;
   if (!fs.existsSync(dir)) return [];
-  return fs.readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+  return fs
+    .readdirSync(dir, { withFileTypes: true })
+    .filter((e) => e.isDirectory())
+    .map((e) => e.name);
 }
 
 describe("local lifecycle", () => {
@@ -121,7 +137,9 @@ describe("local lifecycle", () => {
 
     await expect(h.backend.getArchive(id, "/workspace/missing")).rejects.toMatchObject({ code: "not_found" });
     const again = spawn("tar", ["-c", "-f", "-", "-C", src, "sub"]);
-    await expect(h.backend.putArchive(id, "/usr/share/sbx-nope", again.stdout)).rejects.toMatchObject({ code: "validation" });
+    await expect(h.backend.putArchive(id, "/usr/share/sbx-nope", again.stdout)).rejects.toMatchObject({
+      code: "validation",
+    });
   });
 
   it("serves the sandbox's init log", async () => {
@@ -201,7 +219,10 @@ describe("local TTL", () => {
       await clock.advance(2_000);
       await reaped;
       // a reported terminal phase means the compute is released: nothing of the sandbox at the event
-      expect(await failed).toMatchObject({ event: { sandbox: { id, reason: "DeadlineExceeded", ready: false } }, left: [] });
+      expect(await failed).toMatchObject({
+        event: { sandbox: { id, reason: "DeadlineExceeded", ready: false } },
+        left: [],
+      });
       expect(processesWithUidIn(rec.uid, rec.uid + 1)).toEqual([]);
     } finally {
       await h.backend.close();
@@ -242,7 +263,11 @@ describe("local warm pool", () => {
 describe("local restart and shutdown", () => {
   it("adopts sandboxes a crashed process left running, reports the dead ones, and close() leaves nothing", async () => {
     const stateDir = tempStateDir();
-    const child = spawn(process.execPath, ["--import", "tsx", "test/local/fixtures/crash-after-create.ts", stateDir, "2"], { cwd: repo, stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", "test/local/fixtures/crash-after-create.ts", stateDir, "2"],
+      { cwd: repo, stdio: ["ignore", "pipe", "inherit"] },
+    );
     let line = "";
     for await (const chunk of child.stdout) {
       line += chunk;
@@ -253,7 +278,10 @@ describe("local restart and shutdown", () => {
     await new Promise((r) => child.once("exit", r));
     const deadRec = recordOf(stateDir, dead);
     process.kill(deadRec.helperPid!, "SIGKILL");
-    await until("the dead sandbox's processes to go", () => processesWithUidIn(deadRec.uid, deadRec.uid + 1).length === 0);
+    await until(
+      "the dead sandbox's processes to go",
+      () => processesWithUidIn(deadRec.uid, deadRec.uid + 1).length === 0,
+    );
 
     const h = await startBackend({ stateDir });
     const base = uidBlockBase(stateDir);
@@ -264,7 +292,9 @@ describe("local restart and shutdown", () => {
       expect((await run(h.backend, alive, "cat /workspace/marker")).stdout).toBe("kept-0\n");
       // the dead one's workspace is unmounted but kept: read the ext4 image without mounting it
       const img = path.join(stateDir, "sandboxes", deadRec.key, "workspace.img");
-      expect(execFileSync("debugfs", ["-R", "cat /marker", img], { stdio: ["ignore", "pipe", "ignore"] }).toString()).toBe("kept-1\n");
+      expect(
+        execFileSync("debugfs", ["-R", "cat /marker", img], { stdio: ["ignore", "pipe", "ignore"] }).toString(),
+      ).toBe("kept-1\n");
       expect(processesWithUidIn(base, base + 65536).length).toBeGreaterThan(0);
       // workspaces are mounted inside the sandboxes' own namespaces, never on the host
       expect(fs.readFileSync("/proc/self/mountinfo", "utf8")).not.toContain(stateDir);
@@ -273,14 +303,20 @@ describe("local restart and shutdown", () => {
     }
     expect(processesWithUidIn(base, base + 65536)).toEqual([]);
     expect(cgroupSandboxDirs(stateDir)).toEqual([]);
-    expect(fs.existsSync(`/sys/fs/cgroup/memory/${cgroupRootName(stateDir)}`) || fs.existsSync(`/sys/fs/cgroup/${cgroupRootName(stateDir)}`)).toBe(false);
-    const bwraps = fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((p) => {
-      try {
-        return fs.readFileSync(`/proc/${p}/cmdline`, "utf8").includes(stateDir);
-      } catch {
-        return false;
-      }
-    });
+    expect(
+      fs.existsSync(`/sys/fs/cgroup/memory/${cgroupRootName(stateDir)}`) ||
+        fs.existsSync(`/sys/fs/cgroup/${cgroupRootName(stateDir)}`),
+    ).toBe(false);
+    const bwraps = fs
+      .readdirSync("/proc")
+      .filter((p) => /^\d+$/.test(p))
+      .filter((p) => {
+        try {
+          return fs.readFileSync(`/proc/${p}/cmdline`, "utf8").includes(stateDir);
+        } catch {
+          return false;
+        }
+      });
     expect(bwraps).toEqual([]);
     // after a clean shutdown the sandboxes are listed as stopped, so admission starts from zero
     const again = await startBackend({ stateDir });

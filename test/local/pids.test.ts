@@ -21,9 +21,18 @@ function fakeSandbox(files: Record<string, string>): string {
 
 describe("readPids", () => {
   it("v1: counts refused forks in the sandbox and in its init (where kernel 6.x counts a relay's)", () => {
-    const dir = fakeSandbox({ "pids.max": "128\n", "pids.current": "127\n", "pids.events": "max 2\n", "init/pids.events": "max 5\n" });
+    const dir = fakeSandbox({
+      "pids.max": "128\n",
+      "pids.current": "127\n",
+      "pids.events": "max 2\n",
+      "init/pids.events": "max 5\n",
+    });
     const layout: CgroupLayout = { version: 1, mounts: {}, rootName: "r" };
-    expect(readPids(layout, { pids: dir, memory: "/nope", cpu: "/nope" })).toEqual({ max: 128, current: 127, refused: 7 });
+    expect(readPids(layout, { pids: dir, memory: "/nope", cpu: "/nope" })).toEqual({
+      max: 128,
+      current: 127,
+      refused: 7,
+    });
   });
   it("v2: an unlimited sandbox and missing files read as no limit, nothing refused", () => {
     const dir = fakeSandbox({ "pids.max": "max\n" });

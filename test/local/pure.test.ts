@@ -19,21 +19,43 @@ const v2 = `30 24 0:27 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegat
 
 describe("detectCgroups", () => {
   it.each([
-    ["v1, one hierarchy per controller", v1, { version: 1, mounts: { cpu: "/sys/fs/cgroup/cpu", memory: "/sys/fs/cgroup/memory", pids: "/sys/fs/cgroup/pids" } }],
-    ["v1, cpu and cpuacct co-mounted", v1Combined, { version: 1, mounts: { cpu: "/sys/fs/cgroup/cpu,cpuacct", memory: "/sys/fs/cgroup/memory", pids: "/sys/fs/cgroup/pids" } }],
+    [
+      "v1, one hierarchy per controller",
+      v1,
+      {
+        version: 1,
+        mounts: { cpu: "/sys/fs/cgroup/cpu", memory: "/sys/fs/cgroup/memory", pids: "/sys/fs/cgroup/pids" },
+      },
+    ],
+    [
+      "v1, cpu and cpuacct co-mounted",
+      v1Combined,
+      {
+        version: 1,
+        mounts: { cpu: "/sys/fs/cgroup/cpu,cpuacct", memory: "/sys/fs/cgroup/memory", pids: "/sys/fs/cgroup/pids" },
+      },
+    ],
   ])("%s", (_, mountinfo, want) => {
     expect(detectCgroups("sbx-x", mountinfo)).toEqual({ ...want, rootName: "sbx-x" });
   });
 
   it("uses v2 when the unified hierarchy has the controllers, and names the missing ones otherwise", () => {
-    expect(detectCgroups("sbx-x", v2, () => "cpuset cpu io memory hugetlb pids rdma misc\n")).toEqual({ version: 2, mounts: { unified: "/sys/fs/cgroup" }, rootName: "sbx-x" });
-    expect(() => detectCgroups("sbx-x", v2, () => "cpu io")).toThrow(/cgroup2 hierarchy at \/sys\/fs\/cgroup lacks controllers memory, pids and no cgroup v1/);
+    expect(detectCgroups("sbx-x", v2, () => "cpuset cpu io memory hugetlb pids rdma misc\n")).toEqual({
+      version: 2,
+      mounts: { unified: "/sys/fs/cgroup" },
+      rootName: "sbx-x",
+    });
+    expect(() => detectCgroups("sbx-x", v2, () => "cpu io")).toThrow(
+      /cgroup2 hierarchy at \/sys\/fs\/cgroup lacks controllers memory, pids and no cgroup v1/,
+    );
     // hybrid hosts (like this one's empty cgroup2 at /sys/fs/cgroup/unified) use v1
     expect(detectCgroups("sbx-x", v1, () => "hugetlb").version).toBe(1);
   });
 
   it("fails naming the fix when nothing is mounted", () => {
-    expect(() => detectCgroups("sbx-x", "")).toThrow(/neither cgroup v2 nor the v1 memory, pids and cpu hierarchies are mounted.*mount them/);
+    expect(() => detectCgroups("sbx-x", "")).toThrow(
+      /neither cgroup v2 nor the v1 memory, pids and cpu hierarchies are mounted.*mount them/,
+    );
   });
 });
 
@@ -51,11 +73,13 @@ describe("planBwrapArgs", () => {
     devFd: 7,
     hostTopLevel: { usr: null, etc: null, bin: "usr/bin", lib64: "usr/lib64" },
   };
-  const pairs = (args: string[], flag: string) => args.flatMap((a, i) => (a === flag ? [`${args[i + 1]} ${args[i + 2]}`] : []));
+  const pairs = (args: string[], flag: string) =>
+    args.flatMap((a, i) => (a === flag ? [`${args[i + 1]} ${args[i + 2]}`] : []));
 
   it("isolates every namespace but user and cgroup, and makes the helper PID 1", () => {
     const args = planBwrapArgs(base);
-    for (const f of ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--as-pid-1", "--clearenv"]) expect(args).toContain(f);
+    for (const f of ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--as-pid-1", "--clearenv"])
+      expect(args).toContain(f);
     expect(args).not.toContain("--unshare-user");
     expect(args).not.toContain("--share-net");
     expect(args).not.toContain("--die-with-parent"); // sandboxes outlive a crashed service, for adoption
@@ -63,7 +87,11 @@ describe("planBwrapArgs", () => {
 
   it("mounts the host system read-only; the helper's dir (root-only) is the only host dir bound writable; no host /dev", () => {
     const args = planBwrapArgs(base);
-    expect(pairs(args, "--ro-bind")).toEqual(["/usr /usr", "/etc /etc", `/repo/.cache/local/sbx-helper ${IN_SANDBOX.helper}`]);
+    expect(pairs(args, "--ro-bind")).toEqual([
+      "/usr /usr",
+      "/etc /etc",
+      `/repo/.cache/local/sbx-helper ${IN_SANDBOX.helper}`,
+    ]);
     expect(pairs(args, "--symlink")).toEqual(["usr/bin /bin", "usr/lib64 /lib64"]);
     expect(pairs(args, "--bind")).toEqual([`/state/s1/run ${IN_SANDBOX.runDir}`]);
     expect(args).not.toContain("--dev-bind");
@@ -80,19 +108,42 @@ describe("planBwrapArgs", () => {
   it("passes the helper its uid, socket, readiness fd, cgroup fds and workspace image fd", () => {
     const args = planBwrapArgs(base);
     expect(args.slice(args.indexOf("--") + 1)).toEqual([
-      IN_SANDBOX.helper, "--uid", "100000001", "--gid", "100000001", "--socket", IN_SANDBOX.socket, "--ready-fd", "3", "--cg-fd", "4", "--cg-fd", "5",
-      "--workspace-fd", "6", "--workspace", IN_SANDBOX.workspace, "--dev-fd", "7",
+      IN_SANDBOX.helper,
+      "--uid",
+      "100000001",
+      "--gid",
+      "100000001",
+      "--socket",
+      IN_SANDBOX.socket,
+      "--ready-fd",
+      "3",
+      "--cg-fd",
+      "4",
+      "--cg-fd",
+      "5",
+      "--workspace-fd",
+      "6",
+      "--workspace",
+      IN_SANDBOX.workspace,
+      "--dev-fd",
+      "7",
     ]);
   });
 });
 
 describe("helper frames", () => {
   it("parses frames split at any byte boundary", () => {
-    const wire = Buffer.concat([frame("P", "42"), frame("1", "out"), frame("2", Buffer.alloc(70_000, 1)), frame("X", "exit:3")]);
+    const wire = Buffer.concat([
+      frame("P", "42"),
+      frame("1", "out"),
+      frame("2", Buffer.alloc(70_000, 1)),
+      frame("X", "exit:3"),
+    ]);
     for (const step of [1, 3, 5, 4096, wire.length]) {
       const got: string[] = [];
       const r = new FrameReader();
-      for (let i = 0; i < wire.length; i += step) r.push(wire.subarray(i, i + step), { frame: (t, p) => got.push(`${t}:${p.length}`) });
+      for (let i = 0; i < wire.length; i += step)
+        r.push(wire.subarray(i, i + step), { frame: (t, p) => got.push(`${t}:${p.length}`) });
       expect(got).toEqual(["P:2", "1:3", "2:70000", "X:6"]);
     }
   });
@@ -100,7 +151,13 @@ describe("helper frames", () => {
   it("hands on output frames in pieces, as views of the received bytes, at any split", () => {
     const big = Buffer.alloc(70_000);
     for (let i = 0; i < big.length; i++) big[i] = i % 251;
-    const wire = Buffer.concat([frame("P", "42"), frame("1", "out"), frame("2", big), frame("1"), frame("X", "exit:3")]);
+    const wire = Buffer.concat([
+      frame("P", "42"),
+      frame("1", "out"),
+      frame("2", big),
+      frame("1"),
+      frame("X", "exit:3"),
+    ]);
     for (const step of [1, 3, 5, 4096, wire.length]) {
       const frames: string[] = [];
       const pieces: Record<string, Buffer[]> = { "1": [], "2": [] };
@@ -143,7 +200,10 @@ describe("WarmPool", () => {
 
   it("fills to the target one start at a time, hands out ready slots, and refills what was taken", async () => {
     const starts = manualStarts();
-    const pool = new WarmPool<string>([{ profile: "base", size: "nano", count: 2 }], { startSlot: starts.startSlot, onError: () => {} });
+    const pool = new WarmPool<string>([{ profile: "base", size: "nano", count: 2 }], {
+      startSlot: starts.startSlot,
+      onError: () => {},
+    });
     expect(pool.take("base", "nano", () => true)).toBeUndefined();
     for (let i = 0; i < 2; i++) {
       await settle();

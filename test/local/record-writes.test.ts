@@ -23,7 +23,20 @@ const rec = (): SandboxRecord => ({
   rootfs: "host",
   size: {} as never,
   env: {},
-  sandbox: { id: "sbx-rec1", owner: "alice", profile: "base", size: "nano", phase: "Failed", reason: "OOMKilled", ready: false, createdAt: "", expiresAt: "", metadata: {}, cpuRequestMillis: 0, memoryRequestBytes: 0 },
+  sandbox: {
+    id: "sbx-rec1",
+    owner: "alice",
+    profile: "base",
+    size: "nano",
+    phase: "Failed",
+    reason: "OOMKilled",
+    ready: false,
+    createdAt: "",
+    expiresAt: "",
+    metadata: {},
+    cpuRequestMillis: 0,
+    memoryRequestBytes: 0,
+  },
 });
 
 const failureLine = (why: string) =>

@@ -23,7 +23,15 @@ function stateWithOneRecord(): { stateDir: string; key: string } {
   const p = slotPaths(stateDir, key);
   fs.mkdirSync(p.dir, { recursive: true, mode: 0o755 });
   fs.chmodSync(path.dirname(p.dir), 0o755);
-  const rec: SandboxRecord = { version: 1, key, uid: 1, image: { profile: "base", image: "host" }, rootfs: "host", size: { name: "nano" } as SandboxRecord["size"], env: {} };
+  const rec: SandboxRecord = {
+    version: 1,
+    key,
+    uid: 1,
+    image: { profile: "base", image: "host" },
+    rootfs: "host",
+    size: { name: "nano" } as SandboxRecord["size"],
+    env: {},
+  };
   fs.writeFileSync(p.record, JSON.stringify(rec), { mode: 0o644 });
   return { stateDir, key };
 }
@@ -31,7 +39,12 @@ function stateWithOneRecord(): { stateDir: string; key: string } {
 /** readRecords run as `nobody`: what it returned, or the message it threw. */
 function readAsNobody(stateDir: string): { records?: { key: string; error?: string }[]; thrown?: string } {
   const fixture = path.join(import.meta.dirname, "fixtures/read-records.ts");
-  const out = execFileSync(process.execPath, ["--import", "tsx", fixture, stateDir], { uid: NOBODY, gid: NOBODY, cwd: path.resolve(import.meta.dirname, "../.."), encoding: "utf8" });
+  const out = execFileSync(process.execPath, ["--import", "tsx", fixture, stateDir], {
+    uid: NOBODY,
+    gid: NOBODY,
+    cwd: path.resolve(import.meta.dirname, "../.."),
+    encoding: "utf8",
+  });
   return JSON.parse(out);
 }
 
@@ -46,7 +59,9 @@ describe.skipIf(process.getuid?.() !== 0)("readRecords: absent only for ENOENT",
     fs.chmodSync(path.join(stateDir, "sandboxes"), 0o700);
     const got = readAsNobody(stateDir);
     expect(got.records).toBeUndefined();
-    expect(got.thrown).toContain(`reading the local sandbox records failed at ${path.join(stateDir, "sandboxes")}: EACCES`);
+    expect(got.thrown).toContain(
+      `reading the local sandbox records failed at ${path.join(stateDir, "sandboxes")}: EACCES`,
+    );
     expect(got.thrown).toContain("config.local.stateDir");
     expect(got.thrown).toContain("fix the permissions");
   });

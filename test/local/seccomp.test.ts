@@ -8,7 +8,9 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createReady, run, startBackend, type Harness } from "./harness.ts";
 
-const PROBE_SOURCE = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures/seccomp-probe.c"));
+const PROBE_SOURCE = fs.readFileSync(
+  path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures/seccomp-probe.c"),
+);
 // a busy 2-core machine compiles in seconds; the bound only stops a hung command
 const SLOW = { timeoutMs: 120_000 };
 
@@ -19,7 +21,12 @@ beforeAll(async () => {
   h = await startBackend();
   id = await createReady(h);
   // gcc runs inside the sandbox, under the filter: compiling is itself one of the checks
-  const put = await run(h.backend, id, ["sh", "-c", "cat > /workspace/probe.c && gcc -O2 -Wall -o /workspace/probe /workspace/probe.c"], { stdin: PROBE_SOURCE, ...SLOW });
+  const put = await run(
+    h.backend,
+    id,
+    ["sh", "-c", "cat > /workspace/probe.c && gcc -O2 -Wall -o /workspace/probe /workspace/probe.c"],
+    { stdin: PROBE_SOURCE, ...SLOW },
+  );
   if (put.exitCode !== 0) throw new Error(`compiling the probe in the sandbox failed: ${put.stderr}`);
 }, 180_000);
 afterAll(async () => {
@@ -28,7 +35,11 @@ afterAll(async () => {
 
 describe("local sandbox seccomp filter", () => {
   it("is in force for every command: Seccomp 2 (filter) in /proc/self/status, also for a background child", async () => {
-    const r = await run(h.backend, id, "grep -E '^Seccomp(_filters)?:' /proc/self/status; grep '^Seccomp:' /proc/self/status & wait");
+    const r = await run(
+      h.backend,
+      id,
+      "grep -E '^Seccomp(_filters)?:' /proc/self/status; grep '^Seccomp:' /proc/self/status & wait",
+    );
     expect(r.exitCode).toBe(0);
     expect(r.stdout).toMatch(/^Seccomp:\s+2$/m);
     expect(r.stdout).toMatch(/^Seccomp_filters:\s+1$/m);
@@ -44,7 +55,12 @@ describe("local sandbox seccomp filter", () => {
   it("answers each denied syscall as documented (EPERM; ENOSYS for clone3 and unknown numbers)", async () => {
     const r = await run(h.backend, id, ["/workspace/probe"]);
     expect(r.exitCode).toBe(0);
-    const got = Object.fromEntries(r.stdout.trim().split("\n").map((l) => l.split(" ")));
+    const got = Object.fromEntries(
+      r.stdout
+        .trim()
+        .split("\n")
+        .map((l) => l.split(" ")),
+    );
     expect(got).toEqual({
       clone_newuser: "EPERM",
       unshare: "EPERM",
@@ -144,13 +160,20 @@ w.on("message", (m) => console.log(JSON.stringify([m, fs.readFileSync("/workspac
 static void *work(void *a) { *(int *)a *= 2; return NULL; }
 int main(void) { int v = 21; pthread_t t; pthread_create(&t, NULL, work, &v); pthread_join(t, NULL); printf("%d\\n", v); return 0; }
 `;
-    const r = await run(h.backend, id, ["sh", "-c", "cd /workspace && cat > t.c && gcc -O2 -pthread -o t t.c && ./t"], { stdin: Buffer.from(c), ...SLOW });
+    const r = await run(h.backend, id, ["sh", "-c", "cd /workspace && cat > t.c && gcc -O2 -pthread -o t t.c && ./t"], {
+      stdin: Buffer.from(c),
+      ...SLOW,
+    });
     expect(r.stderr).toBe("");
     expect(r.stdout).toBe("42\n");
   });
 
   it("runs tar and sh pipelines, and sbx cp's tar streams in and out", async () => {
-    const r = await run(h.backend, id, "cd /workspace && mkdir -p d && seq 1 1000 > d/n && tar -czf d.tgz d && rm -r d && tar -xzf d.tgz && sort -rn d/n | head -1 | tr 0 o");
+    const r = await run(
+      h.backend,
+      id,
+      "cd /workspace && mkdir -p d && seq 1 1000 > d/n && tar -czf d.tgz d && rm -r d && tar -xzf d.tgz && sort -rn d/n | head -1 | tr 0 o",
+    );
     expect(r).toMatchObject({ exitCode: 0, stdout: "1ooo\n", stderr: "" });
     const chunks: Buffer[] = [];
     for await (const c of await h.backend.getArchive(id, "/workspace/d")) chunks.push(Buffer.from(c));

@@ -12,20 +12,21 @@ afterAll(async () => {
   await rt?.close();
 });
 
-const sandboxRoutes = () => [
-  { method: "POST", url: "/v1/sandboxes" },
-  { method: "GET", url: "/v1/sandboxes" },
-  { method: "GET", url: "/v1/sandboxes/sbx-x" },
-  { method: "DELETE", url: "/v1/sandboxes/sbx-x" },
-  { method: "POST", url: "/v1/sandboxes/sbx-x/wait" },
-  { method: "POST", url: "/v1/sandboxes/sbx-x/exec" },
-  { method: "PUT", url: "/v1/sandboxes/sbx-x/files?path=/workspace" },
-  { method: "GET", url: "/v1/sandboxes/sbx-x/files?path=/workspace" },
-  { method: "GET", url: "/v1/sandboxes/sbx-x/logs" },
-  { method: "POST", url: "/v1/sandboxes/sbx-x/pause" },
-  { method: "POST", url: "/v1/sandboxes/sbx-x/resume" },
-  { method: "GET", url: "/v1/pool" },
-] as const;
+const sandboxRoutes = () =>
+  [
+    { method: "POST", url: "/v1/sandboxes" },
+    { method: "GET", url: "/v1/sandboxes" },
+    { method: "GET", url: "/v1/sandboxes/sbx-x" },
+    { method: "DELETE", url: "/v1/sandboxes/sbx-x" },
+    { method: "POST", url: "/v1/sandboxes/sbx-x/wait" },
+    { method: "POST", url: "/v1/sandboxes/sbx-x/exec" },
+    { method: "PUT", url: "/v1/sandboxes/sbx-x/files?path=/workspace" },
+    { method: "GET", url: "/v1/sandboxes/sbx-x/files?path=/workspace" },
+    { method: "GET", url: "/v1/sandboxes/sbx-x/logs" },
+    { method: "POST", url: "/v1/sandboxes/sbx-x/pause" },
+    { method: "POST", url: "/v1/sandboxes/sbx-x/resume" },
+    { method: "GET", url: "/v1/pool" },
+  ] as const;
 
 describe("authentication", () => {
   it.each([
@@ -69,7 +70,8 @@ describe("OpenAPI", () => {
       const m = /^(\S+)(?: \(([^)]+)\))?/.exec(line.slice(at + 3))!;
       stack[depth] = (depth > 0 ? stack[depth - 1] : "") + m[1];
       stack.length = depth + 1;
-      for (const method of m[2]?.split(", ") ?? []) if (method !== "HEAD") served.add(`${method} ${stack[depth].replace(/:([a-z]+)/g, "{$1}")}`);
+      for (const method of m[2]?.split(", ") ?? [])
+        if (method !== "HEAD") served.add(`${method} ${stack[depth].replace(/:([a-z]+)/g, "{$1}")}`);
     }
     expect([...served].sort()).toEqual([...documented].sort());
     expect(documented.size).toBeGreaterThanOrEqual(16);
@@ -80,20 +82,104 @@ describe("OpenAPI", () => {
 
 describe("validation", () => {
   it.each([
-    { name: "wrong type", url: "/v1/sandboxes", body: { size: 5 }, field: "body.size", msg: "body.size: invalid value 5: must be string" },
-    { name: "unknown field", url: "/v1/sandboxes", body: { sizee: "nano" }, field: "body.sizee", msg: "body.sizee: unknown field; remove it" },
-    { name: "ttl not an integer", url: "/v1/sandboxes", body: { ttlSeconds: 1.5 }, field: "body.ttlSeconds", msg: "body.ttlSeconds: invalid value 1.5: must be integer" },
-    { name: "env value not a string", url: "/v1/sandboxes", body: { env: { A: 1 } }, field: "body.env.A", msg: "body.env.A: invalid value 1: must be string" },
-    { name: "ttl over the maximum", url: "/v1/sandboxes", body: { ttlSeconds: 999999 }, field: "ttlSeconds", msg: "ttlSeconds: invalid value 999999: must be a whole number of seconds from 1 to 86400" },
-    { name: "unknown profile", url: "/v1/sandboxes", body: { profile: "gpu" }, field: "profile", msg: 'profile: invalid value "gpu": unknown profile; use one of: base' },
-    { name: "unknown size", url: "/v1/sandboxes", body: { size: "huge" }, field: "size", msg: "use one of: nano, small, medium, large" },
-    { name: "bad env name", url: "/v1/sandboxes", body: { env: { "A-B": "x" } }, field: "body.env.A-B", msg: 'body.env.A-B: invalid name "A-B": environment variable names are letters' },
-    { name: "bad autoPause policy", url: "/v1/sandboxes", body: { autoPause: { probes: [{ name: "1bad", command: ["true"] }] } }, field: "autoPause.probes[0].name", msg: "autoPause.probes[0].name: invalid value" },
-    { name: "autoPause without pause support", url: "/v1/sandboxes", body: { autoPause: { pause: { afterInactivity: "10m" } } }, field: "autoPause", msg: "this service cannot pause sandboxes: configure snapshots.registry" },
-    { name: "exec without command", url: "/v1/sandboxes/sbx-x/exec", body: {}, field: "body.command", msg: "body.command: required field is missing" },
-    { name: "exec with empty command", url: "/v1/sandboxes/sbx-x/exec", body: { command: [] }, field: "body.command", msg: "body.command: invalid value []: use at least 1 item" },
-    { name: "exec timeout 0", url: "/v1/sandboxes/sbx-x/exec", body: { command: ["true"], timeoutMs: 0 }, field: "body.timeoutMs", msg: "body.timeoutMs: invalid value 0: must be >= 1" },
-    { name: "wait timeout negative", url: "/v1/sandboxes/sbx-x/wait", body: { timeoutSeconds: -1 }, field: "body.timeoutSeconds", msg: "body.timeoutSeconds: invalid value -1: must be > 0" },
+    {
+      name: "wrong type",
+      url: "/v1/sandboxes",
+      body: { size: 5 },
+      field: "body.size",
+      msg: "body.size: invalid value 5: must be string",
+    },
+    {
+      name: "unknown field",
+      url: "/v1/sandboxes",
+      body: { sizee: "nano" },
+      field: "body.sizee",
+      msg: "body.sizee: unknown field; remove it",
+    },
+    {
+      name: "ttl not an integer",
+      url: "/v1/sandboxes",
+      body: { ttlSeconds: 1.5 },
+      field: "body.ttlSeconds",
+      msg: "body.ttlSeconds: invalid value 1.5: must be integer",
+    },
+    {
+      name: "env value not a string",
+      url: "/v1/sandboxes",
+      body: { env: { A: 1 } },
+      field: "body.env.A",
+      msg: "body.env.A: invalid value 1: must be string",
+    },
+    {
+      name: "ttl over the maximum",
+      url: "/v1/sandboxes",
+      body: { ttlSeconds: 999999 },
+      field: "ttlSeconds",
+      msg: "ttlSeconds: invalid value 999999: must be a whole number of seconds from 1 to 86400",
+    },
+    {
+      name: "unknown profile",
+      url: "/v1/sandboxes",
+      body: { profile: "gpu" },
+      field: "profile",
+      msg: 'profile: invalid value "gpu": unknown profile; use one of: base',
+    },
+    {
+      name: "unknown size",
+      url: "/v1/sandboxes",
+      body: { size: "huge" },
+      field: "size",
+      msg: "use one of: nano, small, medium, large",
+    },
+    {
+      name: "bad env name",
+      url: "/v1/sandboxes",
+      body: { env: { "A-B": "x" } },
+      field: "body.env.A-B",
+      msg: 'body.env.A-B: invalid name "A-B": environment variable names are letters',
+    },
+    {
+      name: "bad autoPause policy",
+      url: "/v1/sandboxes",
+      body: { autoPause: { probes: [{ name: "1bad", command: ["true"] }] } },
+      field: "autoPause.probes[0].name",
+      msg: "autoPause.probes[0].name: invalid value",
+    },
+    {
+      name: "autoPause without pause support",
+      url: "/v1/sandboxes",
+      body: { autoPause: { pause: { afterInactivity: "10m" } } },
+      field: "autoPause",
+      msg: "this service cannot pause sandboxes: configure snapshots.registry",
+    },
+    {
+      name: "exec without command",
+      url: "/v1/sandboxes/sbx-x/exec",
+      body: {},
+      field: "body.command",
+      msg: "body.command: required field is missing",
+    },
+    {
+      name: "exec with empty command",
+      url: "/v1/sandboxes/sbx-x/exec",
+      body: { command: [] },
+      field: "body.command",
+      msg: "body.command: invalid value []: use at least 1 item",
+    },
+    {
+      name: "exec timeout 0",
+      url: "/v1/sandboxes/sbx-x/exec",
+      body: { command: ["true"], timeoutMs: 0 },
+      field: "body.timeoutMs",
+      msg: "body.timeoutMs: invalid value 0: must be >= 1",
+    },
+    {
+      name: "wait timeout negative",
+      url: "/v1/sandboxes/sbx-x/wait",
+      body: { timeoutSeconds: -1 },
+      field: "body.timeoutSeconds",
+      msg: "body.timeoutSeconds: invalid value -1: must be > 0",
+    },
   ])("400 naming the field: $name", async ({ url, body, field, msg }) => {
     const res = await rt.app.inject({ method: "POST", url, headers: auth("alice"), payload: body });
     expect(res.statusCode).toBe(400);
@@ -104,15 +190,26 @@ describe("validation", () => {
   });
 
   it("files routes require an absolute path", async () => {
-    const res = await rt.app.inject({ method: "GET", url: "/v1/sandboxes/sbx-x/files?path=relative", headers: auth("alice") });
+    const res = await rt.app.inject({
+      method: "GET",
+      url: "/v1/sandboxes/sbx-x/files?path=relative",
+      headers: auth("alice"),
+    });
     expect(res.statusCode).toBe(400);
     expect(res.json().error.message).toContain('querystring.path: invalid value "relative": use an absolute path');
     const missing = await rt.app.inject({ method: "GET", url: "/v1/sandboxes/sbx-x/files", headers: auth("alice") });
-    expect(missing.json().error.message).toBe("querystring.path: required field is missing; add it (see GET /openapi.json)");
+    expect(missing.json().error.message).toBe(
+      "querystring.path: required field is missing; add it (see GET /openapi.json)",
+    );
   });
 
   it("malformed JSON is a 400, an unknown route a 404 pointing at the API description", async () => {
-    const bad = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: { ...auth("alice"), "content-type": "application/json" }, payload: "{nope" });
+    const bad = await rt.app.inject({
+      method: "POST",
+      url: "/v1/sandboxes",
+      headers: { ...auth("alice"), "content-type": "application/json" },
+      payload: "{nope",
+    });
     expect(bad.statusCode).toBe(400);
     expect(bad.json().error.code).toBe("validation");
     const nf = await rt.app.inject({ method: "GET", url: "/v2/things", headers: auth("alice") });
@@ -121,19 +218,27 @@ describe("validation", () => {
   });
 
   it("a JSON body over the limit is 413", async () => {
-    const res = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: { metadata: { a: "x".repeat(9 * 1024 * 1024) } } });
+    const res = await rt.app.inject({
+      method: "POST",
+      url: "/v1/sandboxes",
+      headers: auth("alice"),
+      payload: { metadata: { a: "x".repeat(9 * 1024 * 1024) } },
+    });
     expect(res.statusCode).toBe(413);
     expect(res.json().error.code).toBe("too_large");
   });
 
   it("an upload with a declared length over the limit is refused before reading (413)", async () => {
     const res = await rt.app.inject({
-      method: "PUT", url: "/v1/sandboxes/sbx-x/files?path=/workspace",
+      method: "PUT",
+      url: "/v1/sandboxes/sbx-x/files?path=/workspace",
       headers: { ...auth("alice"), "content-type": "application/x-tar" },
       payload: Buffer.alloc(100 * 1024),
     });
     expect(res.statusCode).toBe(413);
-    expect(res.json().error.message).toBe("body: larger than the limit of 65536 bytes: send less or raise the server's limit");
+    expect(res.json().error.message).toBe(
+      "body: larger than the limit of 65536 bytes: send less or raise the server's limit",
+    );
   });
 });
 
@@ -141,11 +246,21 @@ describe("admission over HTTP", () => {
   it("rejects creates over the budget with 429, a reason and Retry-After; kill frees the room", async () => {
     const created: string[] = [];
     for (let i = 0; i < 2; i++) {
-      const res = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: { size: "nano" } });
+      const res = await rt.app.inject({
+        method: "POST",
+        url: "/v1/sandboxes",
+        headers: auth("alice"),
+        payload: { size: "nano" },
+      });
       expect(res.statusCode).toBe(201);
       created.push(res.json().id);
     }
-    const over = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("bob"), payload: { size: "nano" } });
+    const over = await rt.app.inject({
+      method: "POST",
+      url: "/v1/sandboxes",
+      headers: auth("bob"),
+      payload: { size: "nano" },
+    });
     expect(over.statusCode).toBe(429);
     expect(Number(over.headers["retry-after"])).toBeGreaterThan(0);
     expect(over.json().error).toMatchObject({ code: "capacity" });
@@ -157,7 +272,12 @@ describe("admission over HTTP", () => {
 
     const kill = await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${created[0]}`, headers: auth("alice") });
     expect(kill.statusCode).toBe(204);
-    const again = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("bob"), payload: { size: "nano" } });
+    const again = await rt.app.inject({
+      method: "POST",
+      url: "/v1/sandboxes",
+      headers: auth("bob"),
+      payload: { size: "nano" },
+    });
     expect(again.statusCode).toBe(201);
     await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${created[1]}`, headers: auth("alice") });
     await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${again.json().id}`, headers: auth("bob") });
@@ -171,7 +291,11 @@ describe("optional capabilities", () => {
     expect(pool.statusCode).toBe(409);
     expect(pool.json().error.message).toBe("pool status: the local backend has no warm pool");
     const s = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: {} });
-    const pause = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${s.json().id}/pause`, headers: auth("alice") });
+    const pause = await rt.app.inject({
+      method: "POST",
+      url: `/v1/sandboxes/${s.json().id}/pause`,
+      headers: auth("alice"),
+    });
     expect(pause.statusCode).toBe(409);
     expect(pause.json().error.message).toContain("the local backend does not support pause");
     await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${s.json().id}`, headers: auth("alice") });

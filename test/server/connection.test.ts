@@ -18,7 +18,15 @@ beforeAll(async () => {
   const made = localConfig();
   cleanup = made.cleanup;
   const logger = silentLogger();
-  svc = await startService({ config: made.config, tokens: testTokens(), logger, clock: systemClock, backend: createLocalBackend(made.config, { logger, clock: systemClock }), port: 0, drainMs: 2000 });
+  svc = await startService({
+    config: made.config,
+    tokens: testTokens(),
+    logger,
+    clock: systemClock,
+    backend: createLocalBackend(made.config, { logger, clock: systemClock }),
+    port: 0,
+    drainMs: 2000,
+  });
   port = Number(new URL(svc.url).port);
 });
 afterAll(async () => {
@@ -52,7 +60,10 @@ function raw(head: string, body?: Buffer): Promise<RawAnswer> {
     s.on("close", () => {
       const text = Buffer.concat(chunks).toString();
       const at = text.indexOf("\r\n\r\n");
-      if (at < 0) return reject(new Error(`no answer (socket error: ${socketError ?? "none"}): ${JSON.stringify(text.slice(0, 200))}`));
+      if (at < 0)
+        return reject(
+          new Error(`no answer (socket error: ${socketError ?? "none"}): ${JSON.stringify(text.slice(0, 200))}`),
+        );
       resolve({ status: Number(text.slice(9, 12)), headers: text.slice(0, at), body: text.slice(at + 4), socketError });
     });
     s.write(head);
@@ -62,7 +73,9 @@ function raw(head: string, body?: Buffer): Promise<RawAnswer> {
 
 const ours = (body: string) => {
   const parsed = JSON.parse(body);
-  expect(parsed).toEqual({ error: { code: expect.any(String), message: expect.any(String), details: expect.any(Object) } });
+  expect(parsed).toEqual({
+    error: { code: expect.any(String), message: expect.any(String), details: expect.any(Object) },
+  });
   return parsed.error as { code: string; message: string; details: Record<string, unknown> };
 };
 
@@ -83,7 +96,10 @@ describe("connection-level refusals answer with our JSON error body", () => {
   });
 
   it("a 10 MB body with Content-Length, and one chunked: 413 after the body was read, no reset", async () => {
-    const withLength = await raw(`POST /v1/sandboxes/sbx-aaaaaaaaaaaaaaaa/exec HTTP/1.1\r\nHost: x\r\n${AUTH}Content-Type: application/json\r\nContent-Length: ${TEN_MB.length}\r\n\r\n`, TEN_MB);
+    const withLength = await raw(
+      `POST /v1/sandboxes/sbx-aaaaaaaaaaaaaaaa/exec HTTP/1.1\r\nHost: x\r\n${AUTH}Content-Type: application/json\r\nContent-Length: ${TEN_MB.length}\r\n\r\n`,
+      TEN_MB,
+    );
     expect(withLength).toMatchObject({ status: 413, socketError: undefined });
     expect(ours(withLength.body).code).toBe("too_large");
     const chunked = await raw(
@@ -115,15 +131,25 @@ describe("connection-level refusals answer with our JSON error body", () => {
   });
 
   it("an id of 254 characters: 400 naming params.id", async () => {
-    const res = await raw(`GET /v1/sandboxes/${"a".repeat(254)} HTTP/1.1\r\nHost: x\r\n${AUTH}Connection: close\r\n\r\n`);
+    const res = await raw(
+      `GET /v1/sandboxes/${"a".repeat(254)} HTTP/1.1\r\nHost: x\r\n${AUTH}Connection: close\r\n\r\n`,
+    );
     expect(res.status).toBe(400);
     expect(ours(res.body)).toMatchObject({ code: "validation", details: { field: "params.id" } });
   });
 
   it.each([
     ["a malformed request line", "GARBAGE\r\n\r\n", 400],
-    ["a bad chunked framing", `POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\n${AUTH}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`, 400],
-    ["bad percent-encoding in the path", `GET /v1/sandboxes/%zz HTTP/1.1\r\nHost: x\r\n${AUTH}Connection: close\r\n\r\n`, 400],
+    [
+      "a bad chunked framing",
+      `POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\n${AUTH}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`,
+      400,
+    ],
+    [
+      "bad percent-encoding in the path",
+      `GET /v1/sandboxes/%zz HTTP/1.1\r\nHost: x\r\n${AUTH}Connection: close\r\n\r\n`,
+      400,
+    ],
     ["no token", "GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 401],
     ["an unknown route", `GET /v1/nothing HTTP/1.1\r\nHost: x\r\n${AUTH}Connection: close\r\n\r\n`, 404],
   ])("%s", async (_name, head, status) => {

@@ -22,12 +22,28 @@ beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "sbx-downloads-"));
   rt = await startLocalRuntime();
   url = await rt.app.listen({ host: "127.0.0.1", port: 0 });
-  const created = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: { size: "nano" } });
+  const created = await rt.app.inject({
+    method: "POST",
+    url: "/v1/sandboxes",
+    headers: auth("alice"),
+    payload: { size: "nano" },
+  });
   expect(created.statusCode, created.body).toBe(201);
   id = created.json().id;
-  expect((await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${id}/wait`, headers: auth("alice"), payload: { timeoutSeconds: 60 } })).statusCode).toBe(200);
+  expect(
+    (
+      await rt.app.inject({
+        method: "POST",
+        url: `/v1/sandboxes/${id}/wait`,
+        headers: auth("alice"),
+        payload: { timeoutSeconds: 60 },
+      })
+    ).statusCode,
+  ).toBe(200);
   // a 4 GiB sparse file (no disk used): tar needs seconds to read it, far longer than the tests take to kill it
-  await sh("mkdir -p /workspace/d /workspace/closed && echo ok > /workspace/d/a && echo secret > /workspace/d/b && chmod 000 /workspace/d/b /workspace/closed && truncate -s 4G /workspace/huge && head -c 3000000 /dev/urandom > /workspace/some");
+  await sh(
+    "mkdir -p /workspace/d /workspace/closed && echo ok > /workspace/d/a && echo secret > /workspace/d/b && chmod 000 /workspace/d/b /workspace/closed && truncate -s 4G /workspace/huge && head -c 3000000 /dev/urandom > /workspace/some",
+  );
 }, 120_000);
 
 afterAll(async () => {
@@ -36,7 +52,12 @@ afterAll(async () => {
 });
 
 async function sh(script: string): Promise<{ stdout: string; exitCode?: number }> {
-  const res = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${id}/exec`, headers: auth("alice"), payload: { command: ["sh", "-c", script], timeoutMs: 60_000 } });
+  const res = await rt.app.inject({
+    method: "POST",
+    url: `/v1/sandboxes/${id}/exec`,
+    headers: auth("alice"),
+    payload: { command: ["sh", "-c", script], timeoutMs: 60_000 },
+  });
   const f = parseExecFrames(res.body);
   if (f.error) throw new Error(`exec ${script}: ${f.error.message}`);
   return { stdout: f.stdout, exitCode: f.exit?.exitCode };
@@ -60,21 +81,32 @@ interface Raw {
 /** A plain HTTP GET (node:http, no client of ours); `onFirst` runs with the response paused after its first chunk. */
 function rawGet(path: string, onFirst?: () => Promise<void>): Promise<Raw> {
   return new Promise((resolve, reject) => {
-    const req = request(`${url}/v1/sandboxes/${id}/files?path=${encodeURIComponent(path)}`, { headers: auth("alice") }, (res: IncomingMessage) => {
-      const chunks: Buffer[] = [];
-      let first = true;
-      let error: string | undefined;
-      const done = () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks), complete: res.complete, trailers: res.trailers, error });
-      res.on("data", (c: Buffer) => {
-        chunks.push(c);
-        if (!first || !onFirst) return;
-        first = false;
-        res.pause();
-        onFirst().then(() => res.resume(), reject);
-      });
-      res.on("error", (e) => (error = e.message));
-      res.on("close", done);
-    });
+    const req = request(
+      `${url}/v1/sandboxes/${id}/files?path=${encodeURIComponent(path)}`,
+      { headers: auth("alice") },
+      (res: IncomingMessage) => {
+        const chunks: Buffer[] = [];
+        let first = true;
+        let error: string | undefined;
+        const done = () =>
+          resolve({
+            status: res.statusCode!,
+            body: Buffer.concat(chunks),
+            complete: res.complete,
+            trailers: res.trailers,
+            error,
+          });
+        res.on("data", (c: Buffer) => {
+          chunks.push(c);
+          if (!first || !onFirst) return;
+          first = false;
+          res.pause();
+          onFirst().then(() => res.resume(), reject);
+        });
+        res.on("error", (e) => (error = e.message));
+        res.on("close", done);
+      },
+    );
     req.on("error", reject);
     req.end();
   });
@@ -90,12 +122,36 @@ function listArchive(bytes: Buffer): { status: number | null; stderr: string } {
 
 describe("downloads that fail say so", () => {
   it.each([
-    { path: "/etc/shadow", status: 400, code: "validation", says: ['path: invalid value "/etc/shadow"', "it is not readable by the sandbox's user (permission denied)"] },
-    { path: "/workspace/d", status: 400, code: "validation", says: ['"/workspace/d/b" under it is not readable', "chmod"] },
-    { path: "/workspace/closed", status: 400, code: "validation", says: ['path: invalid value "/workspace/closed"', "not readable"] },
-    { path: "/workspace/missing", status: 404, code: "not_found", says: ['path "/workspace/missing" not found: no such file or directory in the sandbox', "ls -la /workspace"] },
+    {
+      path: "/etc/shadow",
+      status: 400,
+      code: "validation",
+      says: ['path: invalid value "/etc/shadow"', "it is not readable by the sandbox's user (permission denied)"],
+    },
+    {
+      path: "/workspace/d",
+      status: 400,
+      code: "validation",
+      says: ['"/workspace/d/b" under it is not readable', "chmod"],
+    },
+    {
+      path: "/workspace/closed",
+      status: 400,
+      code: "validation",
+      says: ['path: invalid value "/workspace/closed"', "not readable"],
+    },
+    {
+      path: "/workspace/missing",
+      status: 404,
+      code: "not_found",
+      says: ['path "/workspace/missing" not found: no such file or directory in the sandbox', "ls -la /workspace"],
+    },
   ])("GET $path: $status before any byte, naming the path and why", async ({ path, status, code, says }) => {
-    const res = await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${id}/files?path=${encodeURIComponent(path)}`, headers: auth("alice") });
+    const res = await rt.app.inject({
+      method: "GET",
+      url: `/v1/sandboxes/${id}/files?path=${encodeURIComponent(path)}`,
+      headers: auth("alice"),
+    });
     expect(res.statusCode, res.body).toBe(status);
     expect(res.headers["content-type"]).toContain("application/json");
     const body = res.json();
@@ -140,6 +196,10 @@ describe("downloads that fail say so", () => {
     stream.resume();
     const err = await failed;
     expect(err).toMatchObject({ code: "upstream" });
-    expect(err.message).toMatch(new RegExp(`^download of ${id}:/workspace/huge broke off after \\d+ bytes \\(.*\\): .*the archive is incomplete, retry the copy$`));
+    expect(err.message).toMatch(
+      new RegExp(
+        `^download of ${id}:/workspace/huge broke off after \\d+ bytes \\(.*\\): .*the archive is incomplete, retry the copy$`,
+      ),
+    );
   }, 60_000);
 });

@@ -61,7 +61,9 @@ export const nestedObjects = (depth: number) => new RawJson(`${'{"a":'.repeat(de
 /** JSON.stringify, with RawJson values spliced in. */
 export function toJson(payload: unknown): string {
   const raws: string[] = [];
-  const text = JSON.stringify(payload, (_k, v) => (v instanceof RawJson ? `\u0001RAW${raws.push(v.text) - 1}\u0001` : v));
+  const text = JSON.stringify(payload, (_k, v) =>
+    v instanceof RawJson ? `\u0001RAW${raws.push(v.text) - 1}\u0001` : v,
+  );
   return text.replace(/"\\u0001RAW(\d+)\\u0001"/g, (_m, i: string) => raws[Number(i)]);
 }
 
@@ -102,7 +104,8 @@ function stringBad(s: Schema, path: string[]): BadValue[] {
   if ((s.minLength ?? 0) >= 1) out.push(bad(path, "empty", ""));
   if (s.maxLength !== undefined) out.push(bad(path, `${s.maxLength + 1} characters`, "x".repeat(s.maxLength + 1)));
   for (const b of PATTERN_BREAKERS[s.pattern ?? ""] ?? []) out.push(bad(path, b.what, b.value));
-  if (s.enum) out.push(bad(path, "not in the enum", "bogus"), bad(path, "the enum in capitals", s.enum[0].toUpperCase()));
+  if (s.enum)
+    out.push(bad(path, "not in the enum", "bogus"), bad(path, "the enum in capitals", s.enum[0].toUpperCase()));
   return out;
 }
 
@@ -119,8 +122,20 @@ function arrayBad(s: Schema, path: string[]): BadValue[] {
   const out: BadValue[] = [];
   if ((s.minItems ?? 0) >= 1) out.push(bad(path, "empty", []));
   if (s.maxItems !== undefined) {
-    out.push(bad(path, `${s.maxItems + 1} items`, Array.from({ length: s.maxItems + 1 }, () => "x")));
-    out.push(bad(path, "100000 items", Array.from({ length: 100_000 }, () => "x")));
+    out.push(
+      bad(
+        path,
+        `${s.maxItems + 1} items`,
+        Array.from({ length: s.maxItems + 1 }, () => "x"),
+      ),
+    );
+    out.push(
+      bad(
+        path,
+        "100000 items",
+        Array.from({ length: 100_000 }, () => "x"),
+      ),
+    );
   }
   // a bad second item: the first stays valid, so the index in the error is checked too
   for (const b of s.items ? badValues(s.items, [...path, "1"]) : []) {
@@ -154,7 +169,13 @@ function mapBad(s: Schema, path: string[]): BadValue[] {
   }));
   for (const b of badValues(s.additionalProperties as Schema, [...path, "A"])) if (!b.remove) out.push(b);
   if (s.maxProperties !== undefined) {
-    out.push(bad(path, `${s.maxProperties + 1} entries`, Object.fromEntries(Array.from({ length: s.maxProperties + 1 }, (_, i) => [`K${i}`, "v"]))));
+    out.push(
+      bad(
+        path,
+        `${s.maxProperties + 1} entries`,
+        Object.fromEntries(Array.from({ length: s.maxProperties + 1 }, (_, i) => [`K${i}`, "v"])),
+      ),
+    );
   }
   return out;
 }
@@ -213,19 +234,47 @@ function queryCases(r: RouteDef, id: string): HostileCase[] {
   const qs = (q: Record<string, string>) => (Object.keys(q).length ? `?${new URLSearchParams(q).toString()}` : "");
   const cases: HostileCase[] = [];
   for (const [k, p] of Object.entries(schema.properties ?? {})) {
-    for (const b of stringBad(p, [k])) cases.push({ name: `${r.operationId} ${r.method} query ${k}: ${b.what}`, method: r.method, url: url(r, id, qs({ ...valid, [k]: String(b.value) })), field: `querystring.${k}` });
+    for (const b of stringBad(p, [k]))
+      cases.push({
+        name: `${r.operationId} ${r.method} query ${k}: ${b.what}`,
+        method: r.method,
+        url: url(r, id, qs({ ...valid, [k]: String(b.value) })),
+        field: `querystring.${k}`,
+      });
     // ?k=a&k=b arrives as an array
-    cases.push({ name: `${r.operationId} ${r.method} query ${k}: given twice`, method: r.method, url: url(r, id, `${qs(valid)}${Object.keys(valid).length ? "&" : "?"}${k}=a&${k}=b`), field: `querystring.${k}` });
+    cases.push({
+      name: `${r.operationId} ${r.method} query ${k}: given twice`,
+      method: r.method,
+      url: url(r, id, `${qs(valid)}${Object.keys(valid).length ? "&" : "?"}${k}=a&${k}=b`),
+      field: `querystring.${k}`,
+    });
   }
-  for (const k of schema.required ?? []) cases.push({ name: `${r.operationId} ${r.method} query ${k}: missing`, method: r.method, url: url(r, id), field: `querystring.${k}` });
-  cases.push({ name: `${r.operationId} ${r.method} query: an unknown parameter`, method: r.method, url: url(r, id, qs({ ...valid, bogusParam: "1" })), field: "querystring.bogusParam" });
+  for (const k of schema.required ?? [])
+    cases.push({
+      name: `${r.operationId} ${r.method} query ${k}: missing`,
+      method: r.method,
+      url: url(r, id),
+      field: `querystring.${k}`,
+    });
+  cases.push({
+    name: `${r.operationId} ${r.method} query: an unknown parameter`,
+    method: r.method,
+    url: url(r, id, qs({ ...valid, bogusParam: "1" })),
+    field: "querystring.bogusParam",
+  });
   return cases;
 }
 
 function paramCases(r: RouteDef): HostileCase[] {
   if (!r.schema?.params) return [];
   const body = r.schema.body ? VALID_BODIES[r.operationId] : undefined;
-  const mk = (what: string, id: string, field: string): HostileCase => ({ name: `${r.operationId} ${r.method} params.id: ${what}`, method: r.method, url: url(r, id), payload: body, field });
+  const mk = (what: string, id: string, field: string): HostileCase => ({
+    name: `${r.operationId} ${r.method} params.id: ${what}`,
+    method: r.method,
+    url: url(r, id),
+    payload: body,
+    field,
+  });
   return [
     mk("254 characters", "a".repeat(254), "params.id"),
     mk("a NUL byte (%00)", "sbx-%00", "params.id"),

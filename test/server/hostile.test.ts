@@ -20,9 +20,19 @@ let id: string;
 beforeAll(async () => {
   registry = await startRegistry();
   rt = await startLocalRuntime({ budget: { cpu: "200m", memory: "4Gi" }, snapshots: { registry: registry.url } });
-  const created = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: { size: "nano" } });
+  const created = await rt.app.inject({
+    method: "POST",
+    url: "/v1/sandboxes",
+    headers: auth("alice"),
+    payload: { size: "nano" },
+  });
   id = created.json().id;
-  const ready = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${id}/wait`, headers: auth("alice"), payload: { timeoutSeconds: 60 } });
+  const ready = await rt.app.inject({
+    method: "POST",
+    url: `/v1/sandboxes/${id}/wait`,
+    headers: auth("alice"),
+    payload: { timeoutSeconds: 60 },
+  });
   expect(ready.statusCode).toBe(200);
 }, 120_000);
 
@@ -36,7 +46,11 @@ function send(c: HostileCase) {
   return rt.app.inject({
     method: c.method,
     url: c.url.replaceAll(ID, id),
-    headers: { ...auth("alice"), ...(c.payload !== undefined && !raw ? { "content-type": "application/json" } : {}), ...c.headers },
+    headers: {
+      ...auth("alice"),
+      ...(c.payload !== undefined && !raw ? { "content-type": "application/json" } : {}),
+      ...c.headers,
+    },
     payload: c.payload === undefined ? undefined : raw ? (c.payload as string | Buffer) : toJson(c.payload),
   });
 }
@@ -54,7 +68,9 @@ describe("hostile input", () => {
     expect(res.statusCode, where).toBeLessThan(500);
     expect(res.headers["content-type"], where).toMatch(/^application\/json/);
     const body = res.json();
-    expect(body, where).toEqual({ error: { code: expect.any(String), message: expect.any(String), details: expect.any(Object) } });
+    expect(body, where).toEqual({
+      error: { code: expect.any(String), message: expect.any(String), details: expect.any(Object) },
+    });
     expect(body.error.message, where).toContain(c.field);
     // a hostile value is never echoed back whole
     expect(res.body.length, where).toBeLessThan(4096);
@@ -65,10 +81,21 @@ describe("hostile input", () => {
   it("created nothing, and the sandbox still runs commands and serves files", async () => {
     const list = await rt.app.inject({ method: "GET", url: "/v1/sandboxes", headers: auth("alice") });
     expect(list.json().sandboxes.map((s: { id: string }) => s.id)).toEqual([id]);
-    const exec = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${id}/exec`, headers: auth("alice"), payload: { command: ["sh", "-c", "echo still-$((6*7))"], env: { A: "b" } } });
+    const exec = await rt.app.inject({
+      method: "POST",
+      url: `/v1/sandboxes/${id}/exec`,
+      headers: auth("alice"),
+      payload: { command: ["sh", "-c", "echo still-$((6*7))"], env: { A: "b" } },
+    });
     expect(parseExecFrames(exec.body)).toMatchObject({ stdout: "still-42\n", exit: { exitCode: 0 } });
-    const files = await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${id}/files?path=/workspace`, headers: auth("alice") });
+    const files = await rt.app.inject({
+      method: "GET",
+      url: `/v1/sandboxes/${id}/files?path=/workspace`,
+      headers: auth("alice"),
+    });
     expect(files.statusCode).toBe(200);
-    expect((await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${id}`, headers: auth("alice") })).json()).toMatchObject({ phase: "Running", ready: true });
+    expect(
+      (await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${id}`, headers: auth("alice") })).json(),
+    ).toMatchObject({ phase: "Running", ready: true });
   });
 });

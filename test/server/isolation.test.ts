@@ -11,7 +11,12 @@ beforeAll(async () => {
   rt = await startLocalRuntime();
   const res = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: {} });
   aliceId = res.json().id;
-  await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${aliceId}/wait`, headers: auth("alice"), payload: { timeoutSeconds: 30 } });
+  await rt.app.inject({
+    method: "POST",
+    url: `/v1/sandboxes/${aliceId}/wait`,
+    headers: auth("alice"),
+    payload: { timeoutSeconds: 30 },
+  });
 });
 afterAll(async () => {
   await rt?.close();
@@ -22,7 +27,13 @@ function requestFor(method: string, url: string, id: string) {
   const path = url.replace(":id", id);
   if (url.endsWith("/exec")) return { method, url: path, payload: { command: ["true"] } };
   if (url.endsWith("/wait")) return { method, url: path, payload: { timeoutSeconds: 1 } };
-  if (url.endsWith("/files") && method === "PUT") return { method, url: `${path}?path=/workspace`, payload: Buffer.alloc(1024), headers: { "content-type": "application/x-tar" } };
+  if (url.endsWith("/files") && method === "PUT")
+    return {
+      method,
+      url: `${path}?path=/workspace`,
+      payload: Buffer.alloc(1024),
+      headers: { "content-type": "application/x-tar" },
+    };
   if (url.endsWith("/files")) return { method, url: `${path}?path=/workspace` };
   return { method, url: path };
 }
@@ -44,28 +55,48 @@ describe("owner isolation", () => {
     ]);
   });
 
-  it.each(idRoutes.map((r) => [`${r.method} ${r.url}`, r] as const))("%s with another owner's id answers 404 like a missing id", async (_name, r) => {
-    const before = (await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${aliceId}`, headers: auth("alice") })).json();
-    const req = requestFor(r.method, r.url, aliceId);
-    const res = await rt.app.inject({ ...req, headers: { ...auth("bob"), ...(req as { headers?: object }).headers } } as never);
-    expect(res.statusCode, res.body).toBe(404);
-    const missing = requestFor(r.method, r.url, "sbx-missingmissing00");
-    const res2 = await rt.app.inject({ ...missing, headers: { ...auth("bob"), ...(missing as { headers?: object }).headers } } as never);
-    expect(res2.statusCode).toBe(404);
-    // same shape: nothing distinguishes "someone else's" from "does not exist" but the id
-    expect(res.json().error.message.replace(aliceId, "ID")).toBe(res2.json().error.message.replace("sbx-missingmissing00", "ID"));
-    // alice's sandbox is untouched: still running, no activity recorded from bob's call
-    const after = (await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${aliceId}`, headers: auth("alice") })).json();
-    expect(after.phase).toBe("Running");
-    expect(after.id).toBe(before.id);
-  });
+  it.each(idRoutes.map((r) => [`${r.method} ${r.url}`, r] as const))(
+    "%s with another owner's id answers 404 like a missing id",
+    async (_name, r) => {
+      const before = (
+        await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${aliceId}`, headers: auth("alice") })
+      ).json();
+      const req = requestFor(r.method, r.url, aliceId);
+      const res = await rt.app.inject({
+        ...req,
+        headers: { ...auth("bob"), ...(req as { headers?: object }).headers },
+      } as never);
+      expect(res.statusCode, res.body).toBe(404);
+      const missing = requestFor(r.method, r.url, "sbx-missingmissing00");
+      const res2 = await rt.app.inject({
+        ...missing,
+        headers: { ...auth("bob"), ...(missing as { headers?: object }).headers },
+      } as never);
+      expect(res2.statusCode).toBe(404);
+      // same shape: nothing distinguishes "someone else's" from "does not exist" but the id
+      expect(res.json().error.message.replace(aliceId, "ID")).toBe(
+        res2.json().error.message.replace("sbx-missingmissing00", "ID"),
+      );
+      // alice's sandbox is untouched: still running, no activity recorded from bob's call
+      const after = (
+        await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${aliceId}`, headers: auth("alice") })
+      ).json();
+      expect(after.phase).toBe("Running");
+      expect(after.id).toBe(before.id);
+    },
+  );
 
   it("lists only the caller's sandboxes, and alice can still use hers", async () => {
     const bobs = await rt.app.inject({ method: "GET", url: "/v1/sandboxes", headers: auth("bob") });
     expect(bobs.json().sandboxes.map((s: { id: string }) => s.id)).not.toContain(aliceId);
     const alices = await rt.app.inject({ method: "GET", url: "/v1/sandboxes", headers: auth("alice") });
     expect(alices.json().sandboxes.map((s: { id: string }) => s.id)).toContain(aliceId);
-    const run = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${aliceId}/exec`, headers: auth("alice"), payload: { command: ["echo", "still mine"] } });
+    const run = await rt.app.inject({
+      method: "POST",
+      url: `/v1/sandboxes/${aliceId}/exec`,
+      headers: auth("alice"),
+      payload: { command: ["echo", "still mine"] },
+    });
     expect(parseExecFrames(run.body).stdout).toBe("still mine\n");
   });
 });

@@ -17,7 +17,10 @@ const auditPath = () => join(work, "audit.jsonl");
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "sbx-lifecycle-"));
-  rt = await startLocalRuntime({ audit: { path: join(work, "audit.jsonl") }, defaults: { finishedGraceSeconds: 1 } }, { reaper: true, reaperIntervalMs: 200, limits: { uploadBytes: 256 * 1024 } });
+  rt = await startLocalRuntime(
+    { audit: { path: join(work, "audit.jsonl") }, defaults: { finishedGraceSeconds: 1 } },
+    { reaper: true, reaperIntervalMs: 200, limits: { uploadBytes: 256 * 1024 } },
+  );
 });
 afterAll(async () => {
   await rt?.close();
@@ -31,7 +34,12 @@ async function create(body: Record<string, unknown> = {}, who: "alice" | "bob" =
 }
 
 async function exec(id: string, body: Record<string, unknown>) {
-  const res = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${id}/exec`, headers: auth("alice"), payload: body });
+  const res = await rt.app.inject({
+    method: "POST",
+    url: `/v1/sandboxes/${id}/exec`,
+    headers: auth("alice"),
+    payload: body,
+  });
   expect(res.statusCode, res.body).toBe(200);
   expect(res.headers["content-type"]).toBe("application/x-ndjson");
   return parseExecFrames(res.body);
@@ -53,7 +61,12 @@ describe("lifecycle through the service", () => {
     expect(created.id).toMatch(/^sbx-[a-z2-7]{16}$/);
     expect(created.owner).toBe("alice");
 
-    const waited = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${created.id}/wait`, headers: auth("alice"), payload: { timeoutSeconds: 30 } });
+    const waited = await rt.app.inject({
+      method: "POST",
+      url: `/v1/sandboxes/${created.id}/wait`,
+      headers: auth("alice"),
+      payload: { timeoutSeconds: 30 },
+    });
     expect(waited.statusCode, waited.body).toBe(200);
     expect(waited.json()).toMatchObject({ id: created.id, ready: true, phase: "Running" });
 
@@ -72,12 +85,21 @@ describe("lifecycle through the service", () => {
     mkdirSync(join(src, "pkg"), { recursive: true });
     writeFileSync(join(src, "pkg", "hello.txt"), "hello file\n");
     const tarIn = execFileSync("tar", ["-C", src, "-cf", "-", "pkg"]);
-    const put = await rt.app.inject({ method: "PUT", url: `/v1/sandboxes/${created.id}/files?path=/workspace`, headers: { ...auth("alice"), "content-type": "application/x-tar" }, payload: tarIn });
+    const put = await rt.app.inject({
+      method: "PUT",
+      url: `/v1/sandboxes/${created.id}/files?path=/workspace`,
+      headers: { ...auth("alice"), "content-type": "application/x-tar" },
+      payload: tarIn,
+    });
     expect(put.statusCode, put.body).toBe(204);
     expect((await exec(created.id, { command: ["cat", "/workspace/pkg/hello.txt"] })).stdout).toBe("hello file\n");
 
     // files out: the tar the service streams back unpacks to the same bytes
-    const got = await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${created.id}/files?path=/workspace/pkg`, headers: auth("alice") });
+    const got = await rt.app.inject({
+      method: "GET",
+      url: `/v1/sandboxes/${created.id}/files?path=/workspace/pkg`,
+      headers: auth("alice"),
+    });
     expect(got.statusCode).toBe(200);
     expect(got.headers["content-type"]).toBe("application/x-tar");
     const out = join(work, "out");
@@ -89,10 +111,19 @@ describe("lifecycle through the service", () => {
     writeFileSync(join(work, "big.bin"), randomBytes(400 * 1024));
     const bigTar = execFileSync("tar", ["-C", work, "-cf", "-", "big.bin"]);
     const big = Readable.from([bigTar.subarray(0, 100 * 1024), bigTar.subarray(100 * 1024)]);
-    const tooBig = await rt.app.inject({ method: "PUT", url: `/v1/sandboxes/${created.id}/files?path=/workspace`, headers: { ...auth("alice"), "content-type": "application/x-tar" }, payload: big });
+    const tooBig = await rt.app.inject({
+      method: "PUT",
+      url: `/v1/sandboxes/${created.id}/files?path=/workspace`,
+      headers: { ...auth("alice"), "content-type": "application/x-tar" },
+      payload: big,
+    });
     expect(tooBig.statusCode, tooBig.body).toBe(413);
 
-    const logs = await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${created.id}/logs?tailLines=10`, headers: auth("alice") });
+    const logs = await rt.app.inject({
+      method: "GET",
+      url: `/v1/sandboxes/${created.id}/logs?tailLines=10`,
+      headers: auth("alice"),
+    });
     expect(logs.statusCode).toBe(200);
     expect(logs.headers["content-type"]).toContain("text/plain");
 
@@ -113,7 +144,9 @@ describe("lifecycle through the service", () => {
     expect(metrics).toMatch(/sbx_budget_used\{resource="cpu_millis"\} [1-9]/);
     expect(metrics).toMatch(/sbx_budget_free\{resource="memory_bytes"\} \d+/);
     expect(metrics).toMatch(/sbx_provision_seconds_count\{outcome="ok"\} [1-9]/);
-    expect(metrics).toMatch(/sbx_http_request_seconds_count\{route="\/v1\/sandboxes\/:id\/exec",method="POST",status="200"\} [1-9]/);
+    expect(metrics).toMatch(
+      /sbx_http_request_seconds_count\{route="\/v1\/sandboxes\/:id\/exec",method="POST",status="200"\} [1-9]/,
+    );
 
     const kill = await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${created.id}`, headers: auth("alice") });
     expect(kill.statusCode).toBe(204);
@@ -123,8 +156,21 @@ describe("lifecycle through the service", () => {
 
     // audit: every state-changing call with owner, sandbox, time and outcome
     await until(() => readFileSync(auditPath(), "utf8").includes(`"op":"kill"`), 30_000, "the kill audit line");
-    const entries = readFileSync(auditPath(), "utf8").trim().split("\n").map((l) => JSON.parse(l)).filter((e) => e.sandbox === created.id);
-    expect(entries.map((e) => `${e.op}:${e.outcome}`)).toEqual(["create:ok", "exec:ok", "exec:ok", "exec:ok", "put:ok", "exec:ok", "put:error", "kill:ok"]);
+    const entries = readFileSync(auditPath(), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l))
+      .filter((e) => e.sandbox === created.id);
+    expect(entries.map((e) => `${e.op}:${e.outcome}`)).toEqual([
+      "create:ok",
+      "exec:ok",
+      "exec:ok",
+      "exec:ok",
+      "put:ok",
+      "exec:ok",
+      "put:error",
+      "kill:ok",
+    ]);
     expect(entries.every((e) => e.owner === "alice" && !Number.isNaN(Date.parse(e.time)))).toBe(true);
     expect(entries[1].details.command).toEqual(["sh", "-c", 'echo "$GREETING out"; echo err >&2; exit 7']);
     expect(entries[6].error).toBe("too_large");
@@ -143,14 +189,24 @@ describe("lifecycle through the service", () => {
     const list = await rt.app.inject({ method: "GET", url: "/v1/sandboxes", headers: auth("alice") });
     expect(list.json().sandboxes.filter((s: { id: string }) => s.id === id)).toHaveLength(1);
     expect(rt.manager.admission.usage().reservations).toBe(2);
-    for (const [who, sid] of [["alice", id], ["bob", bobs.id]] as const) {
-      expect((await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${sid}`, headers: auth(who) })).statusCode).toBe(204);
+    for (const [who, sid] of [
+      ["alice", id],
+      ["bob", bobs.id],
+    ] as const) {
+      expect(
+        (await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${sid}`, headers: auth(who) })).statusCode,
+      ).toBe(204);
     }
     expect(rt.manager.admission.usage().used).toEqual({ cpuMillis: 0, memoryBytes: 0 });
   });
 
   it("waiting on a sandbox that cannot become ready ends with a clear error, not a hang", async () => {
-    const res = await rt.app.inject({ method: "POST", url: "/v1/sandboxes/sbx-aaaaaaaaaaaaaaaa/wait", headers: auth("alice"), payload: { timeoutSeconds: 1 } });
+    const res = await rt.app.inject({
+      method: "POST",
+      url: "/v1/sandboxes/sbx-aaaaaaaaaaaaaaaa/wait",
+      headers: auth("alice"),
+      payload: { timeoutSeconds: 1 },
+    });
     expect(res.statusCode).toBe(404);
   });
 });
@@ -161,19 +217,34 @@ describe("capacity comes back on every terminal path", () => {
     expect(rt.manager.admission.has(s.id)).toBe(true);
     // the backend's own TTL timer and the reaper race; either ending is correct
     let seen: { statusCode: number; body: { phase?: string; reason?: string } } = { statusCode: 0, body: {} };
-    await until(async () => {
-      const r = await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${s.id}`, headers: auth("alice") });
-      seen = { statusCode: r.statusCode, body: r.json() };
-      return r.statusCode === 404 || seen.body.phase === "Failed";
-    }, 60_000, "the TTL to end the sandbox");
+    await until(
+      async () => {
+        const r = await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${s.id}`, headers: auth("alice") });
+        seen = { statusCode: r.statusCode, body: r.json() };
+        return r.statusCode === 404 || seen.body.phase === "Failed";
+      },
+      60_000,
+      "the TTL to end the sandbox",
+    );
     expect(rt.manager.admission.has(s.id)).toBe(false);
     if (seen.statusCode === 200) {
       expect(seen.body).toMatchObject({ phase: "Failed", reason: "DeadlineExceeded" });
       // exec on a finished sandbox is a clear 409 (or 404 once reaped), not a hang
-      const late = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${s.id}/exec`, headers: auth("alice"), payload: { command: ["true"] } });
+      const late = await rt.app.inject({
+        method: "POST",
+        url: `/v1/sandboxes/${s.id}/exec`,
+        headers: auth("alice"),
+        payload: { command: ["true"] },
+      });
       expect([409, 404]).toContain(late.statusCode);
     }
-    await until(async () => (await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${s.id}`, headers: auth("alice") })).statusCode === 404, 60_000, "the reaper to delete the finished sandbox");
+    await until(
+      async () =>
+        (await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${s.id}`, headers: auth("alice") })).statusCode ===
+        404,
+      60_000,
+      "the reaper to delete the finished sandbox",
+    );
     expect(rt.manager.admission.usage().used).toEqual({ cpuMillis: 0, memoryBytes: 0 });
   });
 });
@@ -194,7 +265,12 @@ describe("idle timeout on the injected clock", () => {
     const idle = await create({ idleTimeoutSeconds: 1 }, "alice", idleRt);
     const busy = await create({ idleTimeoutSeconds: 2 }, "alice", idleRt);
     for (const s of [idle, busy]) {
-      const w = await idleRt.app.inject({ method: "POST", url: `/v1/sandboxes/${s.id}/wait`, headers: auth("alice"), payload: { timeoutSeconds: 60 } });
+      const w = await idleRt.app.inject({
+        method: "POST",
+        url: `/v1/sandboxes/${s.id}/wait`,
+        headers: auth("alice"),
+        payload: { timeoutSeconds: 60 },
+      });
       expect(w.statusCode, w.body).toBe(200);
     }
     expect(idleRt.manager.admission.has(idle.id)).toBe(true);
@@ -210,8 +286,17 @@ describe("idle timeout on the injected clock", () => {
     expect((await get(idle.id)).statusCode).toBe(404);
     expect(idleRt.manager.admission.has(idle.id)).toBe(false);
     // the audit stream writes asynchronously: poll, with a bound far above any normal write
-    await until(() => readFileSync(join(work, "audit-idle.jsonl"), "utf8").includes(`"sandbox":"${idle.id}","outcome":"ok","details":{"reason":"idle"}`), 30_000, "the reap audit line");
-    expect((await idleRt.app.inject({ method: "GET", url: "/metrics" })).body).toMatch(/sbx_reaped_total\{reason="idle"\} 1/);
+    await until(
+      () =>
+        readFileSync(join(work, "audit-idle.jsonl"), "utf8").includes(
+          `"sandbox":"${idle.id}","outcome":"ok","details":{"reason":"idle"}`,
+        ),
+      30_000,
+      "the reap audit line",
+    );
+    expect((await idleRt.app.inject({ method: "GET", url: "/metrics" })).body).toMatch(
+      /sbx_reaped_total\{reason="idle"\} 1/,
+    );
 
     // silence reaps `busy` too: not 1.4 s after its last call (activity is written at most every
     // quarter of the idle timeout, so the last write is at most 0.5 s older), but once 2 s have passed

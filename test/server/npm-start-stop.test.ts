@@ -92,16 +92,26 @@ let seen: Proc[] = [];
 async function npmStart(ready: RegExp = /SBX_TOKEN=(sbx_\S+)/): Promise<Started> {
   const work = mkdtempSync(join(tmpdir(), "sbx-stop-"));
   const stateDir = join(work, "state");
-  writeFileSync(join(work, "config.json"), JSON.stringify({ platform: "local", listen: { host: "127.0.0.1", port: 0 }, local: { stateDir } }));
+  writeFileSync(
+    join(work, "config.json"),
+    JSON.stringify({ platform: "local", listen: { host: "127.0.0.1", port: 0 }, local: { stateDir } }),
+  );
   let out = "";
   // detached: npm leads a process group of its own, so nothing else of this run (the terminal's
   // Ctrl-C, a group signal) reaches it; the test signals npm's PID and nothing else
-  const npm = spawn("npm", ["start", "--silent"], { cwd: repo, env: { ...process.env, SBX_CONFIG: join(work, "config.json") }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const npm = spawn("npm", ["start", "--silent"], {
+    cwd: repo,
+    env: { ...process.env, SBX_CONFIG: join(work, "config.json") },
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
   npm.stdout!.on("data", (c) => (out += c));
   npm.stderr!.on("data", (c) => (out += c));
   npm.stdout!.on("error", () => undefined);
   npm.stderr!.on("error", () => undefined);
-  const exited = new Promise<{ code: number | null; signal: string | null }>((r) => npm.on("exit", (code, signal) => r({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: string | null }>((r) =>
+    npm.on("exit", (code, signal) => r({ code, signal })),
+  );
   started = { npm, work, stateDir, out: () => out, exited };
   const up = await until(() => ready.test(out) || npm.exitCode !== null, 90_000);
   if (!up || npm.exitCode !== null) throw new Error(`npm start did not come up:\n${out}`);
@@ -141,32 +151,56 @@ describe("stopping `npm start` through the PID the user started", () => {
     { how: "SIGTERM to npm", signal: "SIGTERM" as const },
     { how: "SIGINT to npm", signal: "SIGINT" as const },
     { how: "SIGKILL to npm (the service notices its parent is gone)", signal: "SIGKILL" as const },
-  ])("$how stops the service, every sandbox and the registry", async ({ signal }) => {
-    const s = await npmStart();
-    const client = new HttpManager({ server: urlOf(s.out()), token: tokenOf(s.out()) });
-    const sandbox = await client.create({ owner: "ignored", profile: "base", size: "nano" });
-    await client.wait("", sandbox.id, { timeoutMs: 60_000 });
+  ])(
+    "$how stops the service, every sandbox and the registry",
+    async ({ signal }) => {
+      const s = await npmStart();
+      const client = new HttpManager({ server: urlOf(s.out()), token: tokenOf(s.out()) });
+      const sandbox = await client.create({ owner: "ignored", profile: "base", size: "nano" });
+      await client.wait("", sandbox.id, { timeoutMs: 60_000 });
 
-    seen = tree(s.npm.pid!);
-    const service = seen.find((p) => p.cmd.includes("runtime/main.ts"));
-    expect(service, seen.map((p) => p.cmd).join("\n")).toBeDefined();
-    expect(seen.some((p) => p.cmd.includes("docker-registry")), "the embedded registry runs under npm start").toBe(true);
-    expect(sandboxCgroupPids(s.stateDir).length, "the sandbox has processes").toBeGreaterThan(0);
-    const sandboxProcs = naming(s.stateDir);
-    expect(sandboxProcs.length).toBeGreaterThan(0);
-    seen = [...seen, ...sandboxProcs.filter((p) => !seen.some((q) => q.pid === p.pid))];
+      seen = tree(s.npm.pid!);
+      const service = seen.find((p) => p.cmd.includes("runtime/main.ts"));
+      expect(service, seen.map((p) => p.cmd).join("\n")).toBeDefined();
+      expect(
+        seen.some((p) => p.cmd.includes("docker-registry")),
+        "the embedded registry runs under npm start",
+      ).toBe(true);
+      expect(sandboxCgroupPids(s.stateDir).length, "the sandbox has processes").toBeGreaterThan(0);
+      const sandboxProcs = naming(s.stateDir);
+      expect(sandboxProcs.length).toBeGreaterThan(0);
+      seen = [...seen, ...sandboxProcs.filter((p) => !seen.some((q) => q.pid === p.pid))];
 
-    process.kill(s.npm.pid!, signal);
-    const npmExit = await Promise.race([s.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), STOP_BOUND_MS))]);
-    expect(npmExit, `npm did not exit within ${STOP_BOUND_MS} ms of ${signal}; still running:\n${stillAlive(seen).map((p) => p.cmd).join("\n")}`).toBeDefined();
-    await until(() => stillAlive(seen).length === 0 && naming(s.stateDir).length === 0 && sandboxCgroupPids(s.stateDir).length === 0, STOP_BOUND_MS);
-    expect(stillAlive(seen).map((p) => `${p.pid} ${p.cmd}`), s.out().slice(-3000)).toEqual([]);
-    expect(naming(s.stateDir).map((p) => `${p.pid} ${p.cmd}`)).toEqual([]);
-    expect(sandboxCgroupPids(s.stateDir)).toEqual([]);
-    // a clean shutdown, not a kill: the service closed its sandboxes itself
-    expect(s.out()).toContain("sbx: stopped; every sandbox of this service is closed");
-    if (signal !== "SIGKILL") expect(npmExit).toEqual({ code: 0, signal: null });
-  }, 180_000);
+      process.kill(s.npm.pid!, signal);
+      const npmExit = await Promise.race([
+        s.exited,
+        new Promise<undefined>((r) => setTimeout(() => r(undefined), STOP_BOUND_MS)),
+      ]);
+      expect(
+        npmExit,
+        `npm did not exit within ${STOP_BOUND_MS} ms of ${signal}; still running:\n${stillAlive(seen)
+          .map((p) => p.cmd)
+          .join("\n")}`,
+      ).toBeDefined();
+      await until(
+        () =>
+          stillAlive(seen).length === 0 &&
+          naming(s.stateDir).length === 0 &&
+          sandboxCgroupPids(s.stateDir).length === 0,
+        STOP_BOUND_MS,
+      );
+      expect(
+        stillAlive(seen).map((p) => `${p.pid} ${p.cmd}`),
+        s.out().slice(-3000),
+      ).toEqual([]);
+      expect(naming(s.stateDir).map((p) => `${p.pid} ${p.cmd}`)).toEqual([]);
+      expect(sandboxCgroupPids(s.stateDir)).toEqual([]);
+      // a clean shutdown, not a kill: the service closed its sandboxes itself
+      expect(s.out()).toContain("sbx: stopped; every sandbox of this service is closed");
+      if (signal !== "SIGKILL") expect(npmExit).toEqual({ code: 0, signal: null });
+    },
+    180_000,
+  );
 
   it("SIGTERM during start-up (registry up, service not yet listening) is served once started", async () => {
     // the registry starts before the backend and the listener (most of a second); a signal in
@@ -174,10 +208,16 @@ describe("stopping `npm start` through the PID the user started", () => {
     const s = await npmStart(/snapshot registry on loopback/);
     seen = tree(s.npm.pid!);
     process.kill(s.npm.pid!, "SIGTERM");
-    const npmExit = await Promise.race([s.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), STOP_BOUND_MS))]);
+    const npmExit = await Promise.race([
+      s.exited,
+      new Promise<undefined>((r) => setTimeout(() => r(undefined), STOP_BOUND_MS)),
+    ]);
     expect(npmExit, s.out().slice(-3000)).toEqual({ code: 0, signal: null });
     await until(() => stillAlive(seen).length === 0 && naming(s.stateDir).length === 0, STOP_BOUND_MS);
-    expect(stillAlive(seen).map((p) => `${p.pid} ${p.cmd}`), s.out().slice(-3000)).toEqual([]);
+    expect(
+      stillAlive(seen).map((p) => `${p.pid} ${p.cmd}`),
+      s.out().slice(-3000),
+    ).toEqual([]);
     expect(naming(s.stateDir).map((p) => `${p.pid} ${p.cmd}`)).toEqual([]);
     expect(s.out()).toContain("sbx: stopped; every sandbox of this service is closed");
   }, 180_000);

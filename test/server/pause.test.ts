@@ -25,7 +25,10 @@ let url: string;
 beforeAll(async () => {
   registry = await startRegistry();
   // room for exactly one nano sandbox (100m): a paused one holds nothing, a resume needs the room
-  rt = await startLocalRuntime({ budget: { cpu: "150m", memory: "4Gi" }, snapshots: { registry: registry.url } }, { limits: { progressIntervalMs: 0 } });
+  rt = await startLocalRuntime(
+    { budget: { cpu: "150m", memory: "4Gi" }, snapshots: { registry: registry.url } },
+    { limits: { progressIntervalMs: 0 } },
+  );
   url = await rt.app.listen({ host: "127.0.0.1", port: 0 });
 });
 afterAll(async () => {
@@ -34,7 +37,12 @@ afterAll(async () => {
 });
 
 const post = (path: string, headers: Record<string, string> = {}, body?: unknown) =>
-  rt.app.inject({ method: "POST", url: path, headers: { ...auth("alice"), ...headers }, ...(body === undefined ? {} : { payload: body as object }) });
+  rt.app.inject({
+    method: "POST",
+    url: path,
+    headers: { ...auth("alice"), ...headers },
+    ...(body === undefined ? {} : { payload: body as object }),
+  });
 
 async function running(): Promise<string> {
   const res = await post("/v1/sandboxes", {}, { size: "nano" });
@@ -54,8 +62,15 @@ async function sh(id: string, script: string): Promise<string> {
 
 const kill = (id: string) => rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${id}`, headers: auth("alice") });
 
-function frames(body: string): Array<{ progress?: TransferProgress; sandbox?: { id: string; phase: string }; error?: { code: string; message: string } }> {
-  return body.split("\n").filter(Boolean).map((l) => JSON.parse(l));
+function frames(body: string): Array<{
+  progress?: TransferProgress;
+  sandbox?: { id: string; phase: string };
+  error?: { code: string; message: string };
+}> {
+  return body
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
 }
 
 /** Records every reservation change of one id: taken (admit/adopt) or given back (release). */
@@ -106,7 +121,9 @@ describe("pause and resume over HTTP", () => {
     expect(byQuery.headers["content-type"]).toBe("application/x-ndjson");
     const pf = frames(byQuery.body);
     expect(pf.at(-1)).toMatchObject({ sandbox: { id, phase: "Paused" } });
-    expect(pf.filter((f) => f.progress?.op === "pause" && f.progress.path === "/workspace").at(-1)!.progress!.bytes).toBeGreaterThan(3_000_000);
+    expect(
+      pf.filter((f) => f.progress?.op === "pause" && f.progress.path === "/workspace").at(-1)!.progress!.bytes,
+    ).toBeGreaterThan(3_000_000);
 
     const refused = await post(`/v1/sandboxes/${id}/resume?progress=false`, { accept: "application/x-ndjson" });
     expect(refused.headers["content-type"]).toMatch(/^application\/json/);
@@ -137,7 +154,11 @@ describe("pause and resume over HTTP", () => {
   });
 
   it("a failure after bytes moved is the stream's last frame; the client rethrows it and the sandbox stays paused holding nothing", async () => {
-    const res = await post("/v1/sandboxes", {}, { size: "nano", metadata: { "sbx.post-resume": "echo hook-broke >&2; exit 3" } });
+    const res = await post(
+      "/v1/sandboxes",
+      {},
+      { size: "nano", metadata: { "sbx.post-resume": "echo hook-broke >&2; exit 3" } },
+    );
     const id = res.json().id as string;
     await post(`/v1/sandboxes/${id}/wait`, {}, { timeoutSeconds: 60 });
     await sh(id, "head -c 1000000 /dev/urandom > /workspace/x");
@@ -164,7 +185,10 @@ describe("pause and resume over HTTP", () => {
       const o = doc.paths[`/v1/sandboxes/{id}/${op}`].post;
       expect(Object.keys(o.responses["200"].content).sort()).toEqual(["application/json", "application/x-ndjson"]);
       expect(o.responses["200"].content["application/x-ndjson"].schema.oneOf).toHaveLength(3);
-      expect(o.parameters.find((p: { name: string }) => p.name === "progress")).toMatchObject({ in: "query", required: false });
+      expect(o.parameters.find((p: { name: string }) => p.name === "progress")).toMatchObject({
+        in: "query",
+        required: false,
+      });
       expect(o.responses["429"]).toBeDefined();
     }
   });
@@ -185,7 +209,11 @@ describe("pause and resume over HTTP", () => {
     expect(paused.some((p) => p.path === "/tmp")).toBe(true);
 
     const resumed: TransferProgress[] = [];
-    expect(await alice.resume("", id, { onProgress: (p) => resumed.push(p) })).toMatchObject({ id, phase: "Running", ready: true });
+    expect(await alice.resume("", id, { onProgress: (p) => resumed.push(p) })).toMatchObject({
+      id,
+      phase: "Running",
+      ready: true,
+    });
     const last = resumed.filter((p) => p.path === "/workspace").at(-1)!;
     expect(last.totalBytes).toBe(pw.at(-1));
     expect(last.bytes).toBe(last.totalBytes);
@@ -207,16 +235,28 @@ describe("auto-resume passes admission", () => {
     const exec = await post(`/v1/sandboxes/${a}/exec`, {}, { command: ["cat", "/workspace/m"] });
     expect(exec.statusCode).toBe(429);
     expect(exec.headers["retry-after"]).toBeDefined();
-    expect(exec.json().error.message).toMatch(new RegExp(`^exec: sandbox ${a} is paused and resuming it needs capacity: admission: not enough capacity for size nano`));
-    const files = await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${a}/files?path=/workspace`, headers: auth("alice") });
+    expect(exec.json().error.message).toMatch(
+      new RegExp(
+        `^exec: sandbox ${a} is paused and resuming it needs capacity: admission: not enough capacity for size nano`,
+      ),
+    );
+    const files = await rt.app.inject({
+      method: "GET",
+      url: `/v1/sandboxes/${a}/files?path=/workspace`,
+      headers: auth("alice"),
+    });
     expect(files.statusCode).toBe(429);
     expect(files.json().error.message).toMatch(/^download files: sandbox .* is paused and resuming it needs capacity/);
-    expect((await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${a}`, headers: auth("alice") })).json().phase).toBe("Paused");
+    expect(
+      (await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${a}`, headers: auth("alice") })).json().phase,
+    ).toBe("Paused");
     expect(rt.manager.admission.usage().used.cpuMillis).toBe(100);
 
     await kill(b);
     expect(await sh(a, "cat /workspace/m")).toBe("marker-5d1e\n");
-    expect((await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${a}`, headers: auth("alice") })).json().phase).toBe("Running");
+    expect(
+      (await rt.app.inject({ method: "GET", url: `/v1/sandboxes/${a}`, headers: auth("alice") })).json().phase,
+    ).toBe("Running");
     expect(rt.manager.admission.has(a)).toBe(true);
     await kill(a);
     expect(rt.manager.admission.usage().reservations).toBe(0);
@@ -295,8 +335,16 @@ describe("auto-resume passes admission", () => {
         await gate;
       },
     });
-    const config = validateRuntimeConfig({ local: { stateDir: join(root, "state") }, budget: { cpu: "150m", memory: "4Gi" } });
-    const { manager } = await buildManager(config, { logger: silentLogger(), clock: systemClock, backend: f.backend, pauseResume: f.snapshotter });
+    const config = validateRuntimeConfig({
+      local: { stateDir: join(root, "state") },
+      budget: { cpu: "150m", memory: "4Gi" },
+    });
+    const { manager } = await buildManager(config, {
+      logger: silentLogger(),
+      clock: systemClock,
+      backend: f.backend,
+      pauseResume: f.snapshotter,
+    });
     await manager.start({ reaper: false });
     try {
       const { id } = await manager.create({ owner: "alice", profile: "base", size: "nano" });

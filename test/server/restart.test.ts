@@ -18,7 +18,12 @@ describe("restart", () => {
     const first = await startLocalRuntime(input, { stateDir });
     const burst = await Promise.all(
       Array.from({ length: 12 }, (_, i) =>
-        first.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth(i % 2 ? "alice" : "bob"), payload: { size: "nano", clientKey: `burst-${i}` } }),
+        first.app.inject({
+          method: "POST",
+          url: "/v1/sandboxes",
+          headers: auth(i % 2 ? "alice" : "bob"),
+          payload: { size: "nano", clientKey: `burst-${i}` },
+        }),
       ),
     );
     const codes = burst.map((r) => r.statusCode).sort();
@@ -47,7 +52,12 @@ describe("restart", () => {
 
     // a keyed retry after the restart lands on the same sandbox, not a new one
     const idx = burst.findIndex((r) => r.statusCode === 201);
-    const retry = await second.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth(idx % 2 ? "alice" : "bob"), payload: { size: "nano", clientKey: `burst-${idx}` } });
+    const retry = await second.app.inject({
+      method: "POST",
+      url: "/v1/sandboxes",
+      headers: auth(idx % 2 ? "alice" : "bob"),
+      payload: { size: "nano", clientKey: `burst-${idx}` },
+    });
     expect(retry.statusCode).toBe(201);
     expect(retry.json().id).toBe(accepted[0].id);
     expect(second.manager.admission.usage().reservations).toBe(holding.length);
@@ -64,7 +74,12 @@ describe("budget reconcile", () => {
     const res = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: {} });
     const id = res.json().id as string;
     // drift in both directions: a reservation for nothing, and a live sandbox without one
-    rt.manager.admission.adopt({ id: "sbx-ghostghostghost0", phase: "Running", cpuRequestMillis: 700, memoryRequestBytes: 1 });
+    rt.manager.admission.adopt({
+      id: "sbx-ghostghostghost0",
+      phase: "Running",
+      cpuRequestMillis: 700,
+      memoryRequestBytes: 1,
+    });
     rt.manager.admission.release(id);
     expect(rt.manager.admission.ids()).toEqual(["sbx-ghostghostghost0"]);
     await rt.manager.reaper.runOnce();
@@ -75,18 +90,29 @@ describe("budget reconcile", () => {
   it("a create the substrate refuses or fails gives its reservation back", async () => {
     const rt = await startLocalRuntime({ catalog: { base: "host", broken: "/nonexistent/rootfs" } }, {});
     cleanups.push(() => rt.close());
-    const res = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: { profile: "broken" } });
+    const res = await rt.app.inject({
+      method: "POST",
+      url: "/v1/sandboxes",
+      headers: auth("alice"),
+      payload: { profile: "broken" },
+    });
     if (res.statusCode === 201) {
       // accepted, then failed while starting: the Failed event releases it
       const id = res.json().id as string;
-      const waited = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${id}/wait`, headers: auth("alice"), payload: { timeoutSeconds: 20 } });
+      const waited = await rt.app.inject({
+        method: "POST",
+        url: `/v1/sandboxes/${id}/wait`,
+        headers: auth("alice"),
+        payload: { timeoutSeconds: 20 },
+      });
       expect(waited.statusCode).toBeGreaterThanOrEqual(400);
     } else {
       expect(res.statusCode).toBeGreaterThanOrEqual(400);
       expect(res.json().error.message).toContain("nonexistent");
     }
     const t0 = Date.now();
-    while (rt.manager.admission.usage().reservations > 0 && Date.now() - t0 < 30_000) await new Promise((r) => setTimeout(r, 50));
+    while (rt.manager.admission.usage().reservations > 0 && Date.now() - t0 < 30_000)
+      await new Promise((r) => setTimeout(r, 50));
     expect(rt.manager.admission.usage().used).toEqual({ cpuMillis: 0, memoryBytes: 0 });
   });
 });

@@ -43,7 +43,9 @@ beforeAll(async () => {
   archives.big = tarOf("big.bin", 2 * HELD_TAIL_BYTES);
   archives.small = tarOf("small.txt", 100);
   app = Fastify({ logger: false });
-  app.get<{ Params: { which: string; fail: string } }>("/:which/:fail", async (req, reply) => sendArchive(reply, producer(archives[req.params.which], req.params.fail === "fail")));
+  app.get<{ Params: { which: string; fail: string } }>("/:which/:fail", async (req, reply) =>
+    sendArchive(reply, producer(archives[req.params.which], req.params.fail === "fail")),
+  );
   url = await app.listen({ host: "127.0.0.1", port: 0 });
 });
 afterAll(async () => {
@@ -51,14 +53,24 @@ afterAll(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-function get(path: string): Promise<{ status: number; body: Buffer; complete: boolean; trailer?: string; error?: string }> {
+function get(
+  path: string,
+): Promise<{ status: number; body: Buffer; complete: boolean; trailer?: string; error?: string }> {
   return new Promise((resolve, reject) => {
     request(`${url}${path}`, (res) => {
       const chunks: Buffer[] = [];
       let error: string | undefined;
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("error", (e) => (error = e.message));
-      res.on("close", () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks), complete: res.complete, trailer: res.trailers["sbx-archive"], error }));
+      res.on("close", () =>
+        resolve({
+          status: res.statusCode!,
+          body: Buffer.concat(chunks),
+          complete: res.complete,
+          trailer: res.trailers["sbx-archive"],
+          error,
+        }),
+      );
     })
       .on("error", reject)
       .end();

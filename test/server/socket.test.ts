@@ -34,7 +34,15 @@ beforeAll(async () => {
   writeFileSync(catalogPath, JSON.stringify({ base: "host" }));
   const config = { ...made.config, catalogPath };
   const logger = silentLogger();
-  svc = await startService({ config, tokens: testTokens(), logger, clock: systemClock, backend: createLocalBackend(config, { logger, clock: systemClock }), port: 0, drainMs: 2000 });
+  svc = await startService({
+    config,
+    tokens: testTokens(),
+    logger,
+    clock: systemClock,
+    backend: createLocalBackend(config, { logger, clock: systemClock }),
+    port: 0,
+    drainMs: 2000,
+  });
   alice = new HttpManager({ server: svc.url, token: TOKENS.alice });
 });
 afterAll(async () => {
@@ -49,8 +57,18 @@ describe("service over a socket with the HTTP client", () => {
     // the command waits for a file the test creates only once the first line has arrived: it
     // can only end if its output streamed while it ran (no clock involved)
     const gate = `/tmp/gate-${Date.now()}`;
-    const session = await alice.exec("", s.id, { command: ["sh", "-c", `echo first; until [ -e ${gate} ]; do sleep 0.02; done; echo second >&2; exit 3`], timeoutMs: 30_000 });
-    const opened = new Promise((resolve, reject) => session.stdout.once("data", () => alice.exec("", s.id, { command: ["touch", gate] }).then((t) => t.result).then(resolve, reject)));
+    const session = await alice.exec("", s.id, {
+      command: ["sh", "-c", `echo first; until [ -e ${gate} ]; do sleep 0.02; done; echo second >&2; exit 3`],
+      timeoutMs: 30_000,
+    });
+    const opened = new Promise((resolve, reject) =>
+      session.stdout.once("data", () =>
+        alice
+          .exec("", s.id, { command: ["touch", gate] })
+          .then((t) => t.result)
+          .then(resolve, reject),
+      ),
+    );
     const { stdout, stderr, result } = await collect(session);
     await opened;
     expect(stdout).toBe("first\n");
@@ -70,7 +88,9 @@ describe("service over a socket with the HTTP client", () => {
     let left = "";
     // the bound is a safety net for a loaded machine (the kill is event-driven), not the assertion
     for (const end = Date.now() + 30_000; Date.now() < end; ) {
-      const ps = await collect(await alice.exec("", s.id, { command: ["sh", "-c", "ps -eo args | grep -c '^sleep 300' || true"] }));
+      const ps = await collect(
+        await alice.exec("", s.id, { command: ["sh", "-c", "ps -eo args | grep -c '^sleep 300' || true"] }),
+      );
       left = ps.stdout.trim();
       if (left === "0") break;
       await new Promise((r) => setTimeout(r, 100));
@@ -81,7 +101,10 @@ describe("service over a socket with the HTTP client", () => {
 
   it("rebuilds domain errors: 404, 400 naming the field, 429 with its retry-after", async () => {
     await expect(alice.get("", "sbx-aaaaaaaaaaaaaaaa")).rejects.toMatchObject({ code: "not_found" });
-    await expect(alice.create({ owner: "", profile: "base", size: "huge" })).rejects.toMatchObject({ code: "validation", details: { field: "size" } });
+    await expect(alice.create({ owner: "", profile: "base", size: "huge" })).rejects.toMatchObject({
+      code: "validation",
+      details: { field: "size" },
+    });
     const made = [];
     for (let i = 0; i < 3; i++) made.push(await alice.create({ owner: "", profile: "base", size: "nano" }));
     const err = await alice.create({ owner: "", profile: "base", size: "nano" }).catch((e) => e);
@@ -112,7 +135,15 @@ describe("graceful shutdown", () => {
   it("stops accepting, lets requests drain for drainMs, then cuts long streams and closes the backend", async () => {
     const made = localConfig();
     const logger = silentLogger();
-    const own = await startService({ config: made.config, tokens: testTokens(), logger, clock: systemClock, backend: createLocalBackend(made.config, { logger, clock: systemClock }), port: 0, drainMs: 500 });
+    const own = await startService({
+      config: made.config,
+      tokens: testTokens(),
+      logger,
+      clock: systemClock,
+      backend: createLocalBackend(made.config, { logger, clock: systemClock }),
+      port: 0,
+      drainMs: 500,
+    });
     try {
       const client = new HttpManager({ server: own.url, token: TOKENS.alice });
       const s = await client.create({ owner: "", profile: "base", size: "nano" });

@@ -43,7 +43,8 @@ function controlPlaneBin(): string {
   if (process.env.SBX_CONTROL_PLANE_BIN) return resolve(process.env.SBX_CONTROL_PLANE_BIN);
   const gomod = readFileSync(join(repo, "tools/control-plane/go.mod"), "utf8");
   const version = /\bk8s\.io\/kubernetes (v[0-9][^\s]*)/.exec(gomod)?.[1];
-  if (!version) throw new Error("control plane: cannot find the k8s.io/kubernetes version in tools/control-plane/go.mod");
+  if (!version)
+    throw new Error("control plane: cannot find the k8s.io/kubernetes version in tools/control-plane/go.mod");
   return join(repo, ".cache/control-plane", version, "bin");
 }
 

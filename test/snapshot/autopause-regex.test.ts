@@ -37,17 +37,29 @@ function create(output: string): Promise<string> {
 }
 
 async function createWith(autoPause: unknown): Promise<string> {
-  const res = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: { size: "nano", autoPause } });
+  const res = await rt.app.inject({
+    method: "POST",
+    url: "/v1/sandboxes",
+    headers: auth("alice"),
+    payload: { size: "nano", autoPause },
+  });
   expect(res.statusCode, res.body).toBe(201);
   const id = res.json().id as string;
-  const ready = await rt.app.inject({ method: "POST", url: `/v1/sandboxes/${id}/wait`, headers: auth("alice"), payload: { timeoutSeconds: 60 } });
+  const ready = await rt.app.inject({
+    method: "POST",
+    url: `/v1/sandboxes/${id}/wait`,
+    headers: auth("alice"),
+    payload: { timeoutSeconds: 60 },
+  });
   expect(ready.statusCode, ready.body).toBe(200);
   return id;
 }
 
 async function status(id: string): Promise<AutoPauseStatus | undefined> {
   try {
-    return JSON.parse(await readFile(join(rt.stateDir, "autopause", `${id}.autopause.json`), "utf8")) as AutoPauseStatus;
+    return JSON.parse(
+      await readFile(join(rt.stateDir, "autopause", `${id}.autopause.json`), "utf8"),
+    ) as AutoPauseStatus;
   } catch {
     return undefined; // not written yet (or mid-rename)
   }
@@ -67,8 +79,12 @@ it("a tenant's ^(a+)+$ against 27 a's and '!' leaves /healthz p99 at most 50 ms;
   const hostile = await create(PATHOLOGICAL);
   const idle = await create("aaaa");
   // the probes have run and the rule has been decided on their output at least once
-  await until("the hostile probe's status", async () => ((await status(hostile))?.probes.Busy?.message === PATHOLOGICAL ? true : undefined));
-  await until("the idle sandbox's predicted pause", async () => ((await status(idle))?.nextPauseReason === "probedIdle" ? true : undefined));
+  await until("the hostile probe's status", async () =>
+    (await status(hostile))?.probes.Busy?.message === PATHOLOGICAL ? true : undefined,
+  );
+  await until("the idle sandbox's predicted pause", async () =>
+    (await status(idle))?.nextPauseReason === "probedIdle" ? true : undefined,
+  );
 
   // The first of up to five windows that meets the bound: the machine is shared (2 cores, a load
   // average of 10 is common), and there the same measurement with no sandbox at all had a p99 of
@@ -94,7 +110,10 @@ it("a tenant's ^(a+)+$ against 27 a's and '!' leaves /healthz p99 at most 50 ms;
   const predicted = (await status(idle))!;
   expect(Date.parse(predicted.nextPauseTime!) - Date.parse(predicted.probes.Busy.lastTransitionTime)).toBe(3_600_000);
 
-  for (const id of [hostile, idle]) expect((await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${id}`, headers: auth("alice") })).statusCode).toBe(204);
+  for (const id of [hostile, idle])
+    expect(
+      (await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${id}`, headers: auth("alice") })).statusCode,
+    ).toBe(204);
 }, 240_000);
 
 it("refuses at create, with a 400 naming the field, a pattern RE2 cannot run: backreferences and lookaround", async () => {
@@ -106,13 +125,21 @@ it("refuses at create, with a 400 naming the field, a pattern RE2 cannot run: ba
       method: "POST",
       url: "/v1/sandboxes",
       headers: auth("alice"),
-      payload: { size: "nano", autoPause: { probes: [{ name: "Busy", command: ["true"] }], pause: { whenProbedIdle: { probe: "Busy", messageRegex: pattern, thresholdDuration: 0 } } } },
+      payload: {
+        size: "nano",
+        autoPause: {
+          probes: [{ name: "Busy", command: ["true"] }],
+          pause: { whenProbedIdle: { probe: "Busy", messageRegex: pattern, thresholdDuration: 0 } },
+        },
+      },
     });
     expect(res.statusCode, res.body).toBe(400);
     const { error } = res.json();
     expect(error.code).toBe("validation");
     expect(error.details.field).toBe("autoPause.pause.whenProbedIdle.messageRegex");
-    expect(error.message).toContain(`autoPause.pause.whenProbedIdle.messageRegex: invalid value ${JSON.stringify(pattern)}: use a non-empty JavaScript regular expression limited to RE2 syntax (matched in linear time: backreferences and lookaround are not supported`);
+    expect(error.message).toContain(
+      `autoPause.pause.whenProbedIdle.messageRegex: invalid value ${JSON.stringify(pattern)}: use a non-empty JavaScript regular expression limited to RE2 syntax (matched in linear time: backreferences and lookaround are not supported`,
+    );
     expect(error.message).toContain(because);
   }
 });
@@ -120,7 +147,12 @@ it("refuses at create, with a 400 naming the field, a pattern RE2 cannot run: ba
 it("keeps at most 1,024 characters of a probe's output, and kills a probe that floods stdout past 1 MiB as failed", async () => {
   const id = await createWith({
     probes: [
-      { name: "Long", command: ["sh", "-c", "head -c 5000 /dev/zero | tr '\\0' b"], periodSeconds: 60, timeoutSeconds: 20 },
+      {
+        name: "Long",
+        command: ["sh", "-c", "head -c 5000 /dev/zero | tr '\\0' b"],
+        periodSeconds: 60,
+        timeoutSeconds: 20,
+      },
       // without the bound this drains until the 20 s timeout, the service reading every byte
       { name: "Flood", command: ["yes"], periodSeconds: 60, timeoutSeconds: 20 },
     ],
@@ -132,7 +164,9 @@ it("keeps at most 1,024 characters of a probe's output, and kills a probe that f
   expect(st.probes.Long).toMatchObject({ ok: true, message: "b".repeat(1024), exitCode: 0 });
   // killed at once (not timed out); what it printed first is kept, bounded like any output
   expect(st.probes.Flood).toMatchObject({ ok: false, message: "y\n".repeat(512), timedOut: false });
-  expect((await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${id}`, headers: auth("alice") })).statusCode).toBe(204);
+  expect(
+    (await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${id}`, headers: auth("alice") })).statusCode,
+  ).toBe(204);
 });
 
 /**
@@ -156,5 +190,8 @@ async function healthzWindow(): Promise<{ p99: number; summary: string }> {
   latencies.sort((a, b) => a - b);
   const p99 = latencies[Math.ceil(latencies.length * 0.99) - 1];
   const ms = (x: number) => `${x.toFixed(1)}ms`;
-  return { p99, summary: `n=${latencies.length} p50=${ms(latencies[latencies.length >> 1])} p99=${ms(p99)} max=${ms(latencies.at(-1)!)}` };
+  return {
+    p99,
+    summary: `n=${latencies.length} p50=${ms(latencies[latencies.length >> 1])} p99=${ms(p99)} max=${ms(latencies.at(-1)!)}`,
+  };
 }

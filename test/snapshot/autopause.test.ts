@@ -104,7 +104,10 @@ it("a failing or timed-out idle probe keeps the sandbox running", async () => {
   f.specs.set(spec.id, spec);
   await backend.provision(spec);
   const policy = validateAutoPause({
-    probes: [{ name: "Active", command: ["sh", "-c", "echo inactive; exit 1"], periodSeconds: 1, timeoutSeconds: 1 }, { name: "Slow", command: ["sh", "-c", "echo inactive; exec sleep 5"], periodSeconds: 1, timeoutSeconds: 1 }],
+    probes: [
+      { name: "Active", command: ["sh", "-c", "echo inactive; exit 1"], periodSeconds: 1, timeoutSeconds: 1 },
+      { name: "Slow", command: ["sh", "-c", "echo inactive; exec sleep 5"], periodSeconds: 1, timeoutSeconds: 1 },
+    ],
     pause: { whenProbedIdle: { probe: "Active", messageRegex: "inactive", thresholdDuration: 0 } },
   });
   const slowPolicy = { ...policy, idle: { ...policy.idle!, probe: "Slow" } };
@@ -132,7 +135,10 @@ it("a failing or timed-out idle probe keeps the sandbox running", async () => {
 it("a restarted controller wakes a paused sandbox from the recorded nextResumeTime (file status store)", async () => {
   const clock = new ManualClock(new Date("2026-01-01T00:00:00Z"));
   const store = new FileStatusStore(join(env.root, "autopause"));
-  const policy = validateAutoPause({ probes: [{ name: "Cron", command: ["true"] }], resume: { whenProbedSchedule: { probe: "Cron", leadTime: 0 } } });
+  const policy = validateAutoPause({
+    probes: [{ name: "Cron", command: ["true"] }],
+    resume: { whenProbedSchedule: { probe: "Cron", leadTime: 0 } },
+  });
   const sandbox: Sandbox = {
     id: "sb-restart",
     owner: "alice",
@@ -164,5 +170,9 @@ it("a restarted controller wakes a paused sandbox from the recorded nextResumeTi
   await clock.advance(60_000);
   await ctl.tick();
   expect(resumed).toEqual(["sb-restart"]);
-  expect(await store.get("sb-restart")).toMatchObject({ probes: {}, resumedAt: "2026-01-01T01:00:00.000Z", lastAction: { action: "resume", reason: "probedSchedule" } });
+  expect(await store.get("sb-restart")).toMatchObject({
+    probes: {},
+    resumedAt: "2026-01-01T01:00:00.000Z",
+    lastAction: { action: "resume", reason: "probedSchedule" },
+  });
 });

@@ -34,7 +34,14 @@ describe("SnapshottingBackend", () => {
     const { f, backend, spec } = setup("sb-view");
     await backend.provision(spec);
     const paused = await backend.pause("sb-view");
-    expect(paused).toMatchObject({ id: "sb-view", owner: "alice", phase: "Paused", ready: false, cpuRequestMillis: 0, memoryRequestBytes: 0 });
+    expect(paused).toMatchObject({
+      id: "sb-view",
+      owner: "alice",
+      phase: "Paused",
+      ready: false,
+      cpuRequestMillis: 0,
+      memoryRequestBytes: 0,
+    });
     expect((await backend.list()).map((s) => [s.id, s.phase])).toEqual([["sb-view", "Paused"]]);
     const resumed = await backend.resume("sb-view");
     expect(resumed).toMatchObject({ phase: "Running", ready: true, cpuRequestMillis: 100 });
@@ -134,7 +141,9 @@ describe("SnapshottingBackend", () => {
     await off.backend.provision(off.spec);
     await off.backend.pause("sb-route-off");
     off.backend.routeAutoResume(async (id, op) => void calls.push(`${id} ${op}`));
-    await expect(off.backend.getArchive("sb-route-off", "/workspace")).rejects.toThrow("download files: sandbox sb-route-off is paused and does not allow auto-resume");
+    await expect(off.backend.getArchive("sb-route-off", "/workspace")).rejects.toThrow(
+      "download files: sandbox sb-route-off is paused and does not allow auto-resume",
+    );
     expect(calls).toHaveLength(2);
     f.oci.close();
     off.f.oci.close();

@@ -8,7 +8,14 @@ import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { PassThrough, type Readable } from "node:stream";
 import { NotFoundError } from "../../runtime/core/errors.ts";
-import type { Backend, ComputeRelease, ExecRequest, ExecSession, Sandbox, SandboxSpec } from "../../runtime/core/types.ts";
+import type {
+  Backend,
+  ComputeRelease,
+  ExecRequest,
+  ExecSession,
+  Sandbox,
+  SandboxSpec,
+} from "../../runtime/core/types.ts";
 
 interface Meta {
   sandbox: Sandbox;
@@ -28,7 +35,10 @@ function alive(pid: number | undefined): boolean {
 export class DirBackend implements Backend {
   readonly name = "dir";
   /** calls the methods below at call time, so a test can replace one of them */
-  readonly compute: ComputeRelease = { releaseCompute: (id) => this.releaseCompute(id), adopt: (spec) => this.adopt(spec) };
+  readonly compute: ComputeRelease = {
+    releaseCompute: (id) => this.releaseCompute(id),
+    adopt: (spec) => this.adopt(spec),
+  };
   constructor(readonly root: string) {}
 
   /** host directory that stands for `/` inside the sandbox */
@@ -102,11 +112,17 @@ export class DirBackend implements Backend {
           child.kill("SIGKILL");
         }, req.timeoutMs)
       : undefined;
-    const result = new Promise<{ exitCode: number; timedOut: boolean; oomKilled: boolean; durationMs: number }>((resolve) =>
-      child.on("close", (code) => {
-        if (timer) clearTimeout(timer);
-        resolve({ exitCode: timedOut ? 124 : (code ?? 137), timedOut, oomKilled: false, durationMs: Date.now() - t0 });
-      }),
+    const result = new Promise<{ exitCode: number; timedOut: boolean; oomKilled: boolean; durationMs: number }>(
+      (resolve) =>
+        child.on("close", (code) => {
+          if (timer) clearTimeout(timer);
+          resolve({
+            exitCode: timedOut ? 124 : (code ?? 137),
+            timedOut,
+            oomKilled: false,
+            durationMs: Date.now() - t0,
+          });
+        }),
     );
     return { stdout: child.stdout!, stderr: child.stderr!, result, kill: () => child.kill("SIGKILL") };
   }
@@ -114,12 +130,18 @@ export class DirBackend implements Backend {
   async getArchive(id: string, path: string): Promise<Readable> {
     const rel = path.replace(/^\/+/, "").replace(/\/+$/, "");
     const i = rel.lastIndexOf("/");
-    const child = spawn("tar", ["-C", join(this.fsRoot(id), i < 0 ? "" : rel.slice(0, i)), "-cf", "-", i < 0 ? rel : rel.slice(i + 1)], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(
+      "tar",
+      ["-C", join(this.fsRoot(id), i < 0 ? "" : rel.slice(0, i)), "-cf", "-", i < 0 ? rel : rel.slice(i + 1)],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
     const out = new PassThrough();
     let err = "";
     child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
     child.stdout!.pipe(out, { end: false });
-    child.on("close", (code) => (code === 0 ? out.end() : out.destroy(new Error(`tar of ${path} exited ${code}: ${err}`))));
+    child.on("close", (code) =>
+      code === 0 ? out.end() : out.destroy(new Error(`tar of ${path} exited ${code}: ${err}`)),
+    );
     return out;
   }
 
@@ -166,7 +188,8 @@ export class DirBackend implements Backend {
   async describe(id: string): Promise<Sandbox | undefined> {
     const m = await this.meta(id);
     if (!m) return undefined;
-    if (m.sandbox.phase === "Running" && !alive(m.pid)) return { ...m.sandbox, phase: "Failed", ready: false, reason: "Error" };
+    if (m.sandbox.phase === "Running" && !alive(m.pid))
+      return { ...m.sandbox, phase: "Failed", ready: false, reason: "Error" };
     return m.sandbox;
   }
 

@@ -18,7 +18,16 @@ export function makeSpec(id: string, metadata: Record<string, string> = {}): San
     id,
     owner: "alice",
     image: { profile: "base", image: "host" },
-    size: { name: "nano", cpuRequestMillis: 100, cpuLimitMillis: 1000, memoryRequestBytes: 128 << 20, memoryLimitBytes: 512 << 20, workspaceBytes: 1 << 30, tmpBytes: 256 << 20, pids: 128 },
+    size: {
+      name: "nano",
+      cpuRequestMillis: 100,
+      cpuLimitMillis: 1000,
+      memoryRequestBytes: 128 << 20,
+      memoryLimitBytes: 512 << 20,
+      workspaceBytes: 1 << 30,
+      tmpBytes: 256 << 20,
+      pids: 128,
+    },
     env: {},
     ttlSeconds: 3600,
     idleTimeoutSeconds: 0,
@@ -36,7 +45,11 @@ export interface Fixture {
   specs: Map<string, SandboxSpec>;
 }
 
-export function makeFixture(root: string, registryUrl: string, extra: Partial<SnapshotterOptions> & { clock?: Clock } = {}): Fixture {
+export function makeFixture(
+  root: string,
+  registryUrl: string,
+  extra: Partial<SnapshotterOptions> & { clock?: Clock } = {},
+): Fixture {
   const backend = new DirBackend(join(root, "sandboxes"));
   const store = new FileRecordStore(join(root, "records"));
   const oci = new OciClient({ registry: registryUrl, chunkBytes: 4 << 20 });

@@ -39,11 +39,25 @@ beforeAll(async () => {
   const config = validateRuntimeConfig({
     local: { stateDir },
     snapshots: { registry: registry.url },
-    sizeClasses: { nano: { cpuRequest: "100m", cpuLimit: "1", memoryRequest: "64Mi", memoryLimit: "512Mi", workspace: "1Gi", tmp: "256Mi", pids: 128 } },
+    sizeClasses: {
+      nano: {
+        cpuRequest: "100m",
+        cpuLimit: "1",
+        memoryRequest: "64Mi",
+        memoryLimit: "512Mi",
+        workspace: "1Gi",
+        tmp: "256Mi",
+        pids: 128,
+      },
+    },
     defaults: { size: "nano" },
   });
   const logger = silentLogger();
-  const parts = await buildManager(config, { logger, clock: systemClock, backend: createLocalBackend(config, { logger, clock: systemClock }) });
+  const parts = await buildManager(config, {
+    logger,
+    clock: systemClock,
+    backend: createLocalBackend(config, { logger, clock: systemClock }),
+  });
   manager = parts.manager;
   backend = parts.pauseResume!;
   await manager.start({ reaper: false });
@@ -56,11 +70,19 @@ afterAll(async () => {
 
 describe("pause/resume on the local backend", () => {
   it("keeps /workspace and /tmp byte for byte (SHA-256) across pause and resume, same id, owner, env and expiry", async () => {
-    const sb = await manager.create({ owner: "alice", profile: "base", size: "nano", env: { GREETING: "kept across pause" }, ttlSeconds: 1234 });
+    const sb = await manager.create({
+      owner: "alice",
+      profile: "base",
+      size: "nano",
+      env: { GREETING: "kept across pause" },
+      ttlSeconds: 1234,
+    });
     await manager.wait("alice", sb.id, { timeoutMs: 60_000 });
-    const fill = "head -c 64000000 /dev/urandom > /workspace/data.bin && mkdir -p /workspace/a/b && echo hi > /workspace/a/b/c.txt && ln -s a/b/c.txt /workspace/link && echo scratch > /tmp/s.txt";
+    const fill =
+      "head -c 64000000 /dev/urandom > /workspace/data.bin && mkdir -p /workspace/a/b && echo hi > /workspace/a/b/c.txt && ln -s a/b/c.txt /workspace/link && echo scratch > /tmp/s.txt";
     await run(manager, "alice", sb.id, fill);
-    const digest = "cd / && find workspace tmp -xdev \\( -type f -o -type l \\) | sort | while read f; do if [ -L \"$f\" ]; then echo \"$f -> $(readlink \"$f\")\"; else sha256sum \"$f\"; fi; done";
+    const digest =
+      'cd / && find workspace tmp -xdev \\( -type f -o -type l \\) | sort | while read f; do if [ -L "$f" ]; then echo "$f -> $(readlink "$f")"; else sha256sum "$f"; fi; done';
     const before = await run(manager, "alice", sb.id, digest);
     expect(before).toContain("workspace/data.bin");
 
@@ -72,7 +94,14 @@ describe("pause/resume on the local backend", () => {
     expect(rec!.snapshot!.sizeBytes).toBeGreaterThan(64_000_000);
 
     const resumed = await manager.resume!("alice", sb.id);
-    expect(resumed).toMatchObject({ id: sb.id, owner: "alice", phase: "Running", ready: true, createdAt: sb.createdAt, expiresAt: sb.expiresAt });
+    expect(resumed).toMatchObject({
+      id: sb.id,
+      owner: "alice",
+      phase: "Running",
+      ready: true,
+      createdAt: sb.createdAt,
+      expiresAt: sb.expiresAt,
+    });
     expect(await run(manager, "alice", sb.id, digest)).toBe(before);
     expect(await run(manager, "alice", sb.id, 'printf %s "$GREETING"')).toBe("kept across pause");
     await manager.kill("alice", sb.id);
@@ -87,12 +116,19 @@ describe("pause/resume on the local backend", () => {
     expect(await run(manager, "alice", sb.id, "cat /workspace/m")).toBe("marker-91c2\n");
     expect((await manager.get("alice", sb.id)).phase).toBe("Running");
 
-    const off = await manager.create({ owner: "alice", profile: "base", size: "nano", metadata: { "sbx.auto-resume": "false" } });
+    const off = await manager.create({
+      owner: "alice",
+      profile: "base",
+      size: "nano",
+      metadata: { "sbx.auto-resume": "false" },
+    });
     await manager.wait("alice", off.id, { timeoutMs: 60_000 });
     await manager.pause!("alice", off.id);
     const err = await manager.exec("alice", off.id, { command: ["true"] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConflictError);
-    expect((err as Error).message).toMatch(new RegExp(`^exec: sandbox ${off.id} is paused and does not allow auto-resume: resume it first`));
+    expect((err as Error).message).toMatch(
+      new RegExp(`^exec: sandbox ${off.id} is paused and does not allow auto-resume: resume it first`),
+    );
     await manager.kill("alice", sb.id);
     await manager.kill("alice", off.id);
   });

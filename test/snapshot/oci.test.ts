@@ -88,7 +88,9 @@ describe("OciClient blobs", () => {
     await fh.write(Buffer.from([data[1000] ^ 0xff]), 0, 1, 1000);
     await fh.close();
     await expect(sha256Of(await client.pullBlob("it/corrupt", pushed.digest))).rejects.toThrow(DigestMismatchError);
-    await expect(sha256Of(await client.pullBlob("it/corrupt", pushed.digest))).rejects.toThrow(/does not match its digest \(expected sha256:/);
+    await expect(sha256Of(await client.pullBlob("it/corrupt", pushed.digest))).rejects.toThrow(
+      /does not match its digest \(expected sha256:/,
+    );
     client.close();
   });
 
@@ -100,7 +102,10 @@ describe("OciClient blobs", () => {
 });
 
 /** A TCP proxy in front of the registry that cuts the first PATCH after forwarding `afterBytes` of it. */
-async function faultyProxy(target: string, afterBytes: number): Promise<{ url: string; cuts: () => number; close: () => Promise<void> }> {
+async function faultyProxy(
+  target: string,
+  afterBytes: number,
+): Promise<{ url: string; cuts: () => number; close: () => Promise<void> }> {
   const [host, port] = target.split(":");
   let cut = 0;
   const sockets = new Set<Socket>();
@@ -169,9 +174,13 @@ describe("OciClient chunked upload failures", () => {
     expect(err).toBeInstanceOf(UpstreamError);
     expect(String((err as Error).message)).toMatch(/blob upload to it\/partial failed at byte 0 .*retry the pause/);
     // the stranded upload is never a blob: nothing under the repository's layer links
-    const layers = await readdir(join(registry.storageDir, "docker/registry/v2/repositories/it/partial/_layers/sha256")).catch(() => []);
+    const layers = await readdir(
+      join(registry.storageDir, "docker/registry/v2/repositories/it/partial/_layers/sha256"),
+    ).catch(() => []);
     expect(layers).toEqual([]);
-    expect(await readdir(join(registry.storageDir, "docker/registry/v2/repositories/it/partial/_uploads"))).toHaveLength(1);
+    expect(
+      await readdir(join(registry.storageDir, "docker/registry/v2/repositories/it/partial/_uploads")),
+    ).toHaveLength(1);
     client.close();
     await proxy.close();
   });
@@ -187,7 +196,14 @@ describe("OciClient manifests", () => {
       mediaType: OCI_MANIFEST as typeof OCI_MANIFEST,
       artifactType: "application/vnd.sbx.snapshot.v1",
       config: { mediaType: "application/vnd.sbx.snapshot.config.v1+json", digest: config.digest, size: config.size },
-      layers: [{ mediaType: "application/vnd.sbx.snapshot.layer.v1.tar", digest: layer.digest, size: layer.size, annotations: { "dev.sbx.path": "/workspace" } }],
+      layers: [
+        {
+          mediaType: "application/vnd.sbx.snapshot.layer.v1.tar",
+          digest: layer.digest,
+          size: layer.size,
+          annotations: { "dev.sbx.path": "/workspace" },
+        },
+      ],
     };
     const put = await client.putManifest("it/manifest", "s1-1", manifest);
     expect(await client.headManifest("it/manifest", "s1-1")).toEqual(put);

@@ -65,7 +65,17 @@ beforeAll(async () => {
   const config = validateRuntimeConfig({
     local: { stateDir },
     snapshots: { registry: registry.url },
-    sizeClasses: { nano: { cpuRequest: "100m", cpuLimit: "1", memoryRequest: "64Mi", memoryLimit: "512Mi", workspace: "1Gi", tmp: "64Mi", pids: 128 } },
+    sizeClasses: {
+      nano: {
+        cpuRequest: "100m",
+        cpuLimit: "1",
+        memoryRequest: "64Mi",
+        memoryLimit: "512Mi",
+        workspace: "1Gi",
+        tmp: "64Mi",
+        pids: 128,
+      },
+    },
     defaults: { size: "nano" },
   });
   const logger = silentLogger();
@@ -74,7 +84,12 @@ beforeAll(async () => {
     return collectRegistryGarbage(registry);
   };
   gc = new SnapshotGc({ collect, logger, clock: systemClock, delayMs: 0 });
-  const parts = await buildManager(config, { logger, clock: systemClock, backend: createLocalBackend(config, { logger, clock: systemClock }), snapshotGc: gc });
+  const parts = await buildManager(config, {
+    logger,
+    clock: systemClock,
+    backend: createLocalBackend(config, { logger, clock: systemClock }),
+    snapshotGc: gc,
+  });
   manager = parts.manager;
   await manager.start({ reaper: false });
 }, 60_000);
@@ -134,7 +149,9 @@ describe("snapshot registry garbage collection", () => {
     const before = inFlightAtCollection.length;
     await Promise.all([pause, gc.collectNow()]);
     expect(inFlightAtCollection.length).toBeGreaterThan(before);
-    expect(inFlightAtCollection, "no collection ever started with a push in flight").toEqual(inFlightAtCollection.map(() => 0));
+    expect(inFlightAtCollection, "no collection ever started with a push in flight").toEqual(
+      inFlightAtCollection.map(() => 0),
+    );
     await manager.resume!("alice", id);
     expect(await sh(id, "sha256sum /workspace/data")).toBe(sum);
     await manager.kill("alice", id);

@@ -27,7 +27,11 @@ function fakeEcr(tokens: { password: string; expiresAt: Date }[]): EcrTokenSourc
     calls: 0,
     async send() {
       const t = tokens[Math.min(src.calls++, tokens.length - 1)]!;
-      return { authorizationData: [{ authorizationToken: Buffer.from(`AWS:${t.password}`).toString("base64"), expiresAt: t.expiresAt }] };
+      return {
+        authorizationData: [
+          { authorizationToken: Buffer.from(`AWS:${t.password}`).toString("base64"), expiresAt: t.expiresAt },
+        ],
+      };
     },
   };
   return src;
@@ -55,15 +59,29 @@ describe("ecrAuth", () => {
   });
 
   it("names the missing permission when AWS refuses", async () => {
-    const auth = ecrAuth({ region: "eu-west-1", clock: new ManualClock(new Date()), client: { send: async () => Promise.reject(new Error("AccessDeniedException: not authorized")) } });
-    await expect(auth.authorize({ scheme: "basic", params: {} })).rejects.toThrow(/ECR login in eu-west-1 failed: AccessDeniedException.*ecr:GetAuthorizationToken/);
+    const auth = ecrAuth({
+      region: "eu-west-1",
+      clock: new ManualClock(new Date()),
+      client: { send: async () => Promise.reject(new Error("AccessDeniedException: not authorized")) },
+    });
+    await expect(auth.authorize({ scheme: "basic", params: {} })).rejects.toThrow(
+      /ECR login in eu-west-1 failed: AccessDeniedException.*ecr:GetAuthorizationToken/,
+    );
   });
 
   it("is what registryLoginFor picks for an ECR host", async () => {
     const ecr = fakeEcr([{ password: "tok", expiresAt: new Date(Date.now() + 3600_000) }]);
-    const auth = registryLoginFor({ registry: "123456789012.dkr.ecr.eu-west-1.amazonaws.com", repository: "p/snapshots", retentionDays: 7 }, { clock: new ManualClock(new Date()), ecrClient: ecr });
+    const auth = registryLoginFor(
+      { registry: "123456789012.dkr.ecr.eu-west-1.amazonaws.com", repository: "p/snapshots", retentionDays: 7 },
+      { clock: new ManualClock(new Date()), ecrClient: ecr },
+    );
     expect(await auth!.authorize({ scheme: "basic", params: {} })).toBe(basic("AWS", "tok"));
-    expect(registryLoginFor({ registry: "http://127.0.0.1:5000", repository: "r", retentionDays: 7 }, { clock: new ManualClock(new Date()) })).toBeUndefined();
+    expect(
+      registryLoginFor(
+        { registry: "http://127.0.0.1:5000", repository: "r", retentionDays: 7 },
+        { clock: new ManualClock(new Date()) },
+      ),
+    ).toBeUndefined();
   });
 });
 
@@ -85,7 +103,10 @@ describe("htpasswd login against a real docker-registry", () => {
   const login = (password: string) => {
     const file = join(dir, `pw-${password}`);
     writeFileSync(file, `${password}\n`);
-    return registryLoginFor({ registry: registry.url, repository: "r", retentionDays: 7, auth: { username: "sbx", passwordFile: file } }, { clock: new ManualClock(new Date()) });
+    return registryLoginFor(
+      { registry: registry.url, repository: "r", retentionDays: 7, auth: { username: "sbx", passwordFile: file } },
+      { clock: new ManualClock(new Date()) },
+    );
   };
 
   it("pushes and pulls with the password from the file, and is refused without it", async () => {
@@ -93,16 +114,29 @@ describe("htpasswd login against a real docker-registry", () => {
     const data = Buffer.from("snapshot bytes behind a login");
     const blob = await oci.pushBlob("sbx-snapshots", Readable.from([data]));
     const back: Buffer[] = [];
-    for await (const c of await oci.pullBlob("sbx-snapshots", blob.digest, { size: blob.size })) back.push(Buffer.from(c));
+    for await (const c of await oci.pullBlob("sbx-snapshots", blob.digest, { size: blob.size }))
+      back.push(Buffer.from(c));
     expect(Buffer.concat(back).equals(data)).toBe(true);
 
-    await expect(new OciClient({ registry: registry.url }).blobExists("sbx-snapshots", blob.digest)).rejects.toThrow(/401/);
-    await expect(new OciClient({ registry: registry.url, auth: login("wrong") }).blobExists("sbx-snapshots", blob.digest)).rejects.toThrow(/401/);
+    await expect(new OciClient({ registry: registry.url }).blobExists("sbx-snapshots", blob.digest)).rejects.toThrow(
+      /401/,
+    );
+    await expect(
+      new OciClient({ registry: registry.url, auth: login("wrong") }).blobExists("sbx-snapshots", blob.digest),
+    ).rejects.toThrow(/401/);
   });
 
   it("names the field and the fix when the password file is missing", () => {
-    expect(() => registryLoginFor({ registry: registry.url, repository: "r", retentionDays: 7, auth: { username: "sbx", passwordFile: join(dir, "nope") } }, { clock: new ManualClock(new Date()) })).toThrow(
-      /config\.snapshots\.auth\.passwordFile.*cannot be read \(ENOENT\).*mount the registry password/,
-    );
+    expect(() =>
+      registryLoginFor(
+        {
+          registry: registry.url,
+          repository: "r",
+          retentionDays: 7,
+          auth: { username: "sbx", passwordFile: join(dir, "nope") },
+        },
+        { clock: new ManualClock(new Date()) },
+      ),
+    ).toThrow(/config\.snapshots\.auth\.passwordFile.*cannot be read \(ENOENT\).*mount the registry password/);
   });
 });

@@ -46,7 +46,10 @@ describe("Snapshotter", () => {
     expect(rec.snapshot!.layers.map((l) => l.path)).toEqual(["/workspace", "/tmp"]);
     expect(rec.snapshot!.sizeBytes).toBeGreaterThan(32 << 20);
     expect(Math.max(...progress)).toBeGreaterThan(32 << 20);
-    expect(await f.oci.headManifest("sbx-snapshots", rec.snapshot!.tag)).toEqual({ digest: rec.snapshot!.digest, size: expect.any(Number) });
+    expect(await f.oci.headManifest("sbx-snapshots", rec.snapshot!.tag)).toEqual({
+      digest: rec.snapshot!.digest,
+      size: expect.any(Number),
+    });
     expect((await f.store.get("sb-roundtrip"))!.state).toBe("paused");
 
     const s = await f.snapshotter.resume("sb-roundtrip");
@@ -123,17 +126,24 @@ describe("Snapshotter", () => {
 
   it("runs the pre-pause and post-resume hooks; a failing pre-pause hook keeps the sandbox running", async () => {
     const f = makeFixture(env.root, env.registry.url);
-    await seeded(f, "sb-hooks", 1, { "sbx.pre-pause": 'echo flushed > "$SBX_FS/workspace/flushed"', "sbx.post-resume": 'echo woke > "$SBX_FS/tmp/woke"' });
+    await seeded(f, "sb-hooks", 1, {
+      "sbx.pre-pause": 'echo flushed > "$SBX_FS/workspace/flushed"',
+      "sbx.post-resume": 'echo woke > "$SBX_FS/tmp/woke"',
+    });
     await f.snapshotter.pause("sb-hooks");
     await f.snapshotter.resume("sb-hooks");
     const fs = f.backend.fsRoot("sb-hooks");
     expect((await treeDigest(join(fs, "workspace"))).entries).toBeGreaterThan(0);
-    await expect(run("cat", [join(fs, "workspace/flushed"), join(fs, "tmp/woke")])).resolves.toMatchObject({ stdout: "flushed\nwoke\n" });
+    await expect(run("cat", [join(fs, "workspace/flushed"), join(fs, "tmp/woke")])).resolves.toMatchObject({
+      stdout: "flushed\nwoke\n",
+    });
 
     await seeded(f, "sb-badhook", 1, { "sbx.pre-pause": "echo db busy >&2; exit 3" });
     const err = await f.snapshotter.pause("sb-badhook").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConflictError);
-    expect((err as Error).message).toMatch(/pre-pause hook of sandbox sb-badhook exited 3: db busy; fix the hook command/);
+    expect((err as Error).message).toMatch(
+      /pre-pause hook of sandbox sb-badhook exited 3: db busy; fix the hook command/,
+    );
     expect(await f.backend.hasCompute("sb-badhook")).toBe(true);
     expect((await f.store.get("sb-badhook"))!.state).toBe("running");
     f.oci.close();
@@ -149,7 +159,9 @@ describe("Snapshotter", () => {
       return release(id);
     };
     const err = await f.snapshotter.pause("sb-release").catch((e: unknown) => e);
-    expect((err as Error).message).toMatch(/^pause sb-release: the snapshot .* is recorded, but releasing the compute failed 3 times: ENOTEMPTY: directory not empty; the next pause call or a restart retries it$/);
+    expect((err as Error).message).toMatch(
+      /^pause sb-release: the snapshot .* is recorded, but releasing the compute failed 3 times: ENOTEMPTY: directory not empty; the next pause call or a restart retries it$/,
+    );
     expect(await f.store.get("sb-release")).toMatchObject({ state: "paused", computeReleased: false });
     // one more failure is absorbed by the retry, then the release goes through
     const rec = await f.snapshotter.pause("sb-release");
@@ -185,7 +197,8 @@ describe("Snapshotter", () => {
     let removal: Promise<void> | undefined;
     const pausing = f.snapshotter.pause("sb-kill-pausing", {
       // the first bytes are on their way to the registry: the sandbox is killed now
-      onProgress: () => (removal ??= f.snapshotter.removeWith("sb-kill-pausing", () => f.backend.delete("sb-kill-pausing"))),
+      onProgress: () =>
+        (removal ??= f.snapshotter.removeWith("sb-kill-pausing", () => f.backend.delete("sb-kill-pausing"))),
     });
     await expect(pausing).rejects.toThrow(/sandbox sb-kill-pausing is being deleted; its pause or resume was stopped/);
     await removal;
@@ -201,7 +214,8 @@ describe("Snapshotter", () => {
     const paused = await f.snapshotter.pause("sb-kill-resuming");
     let removal: Promise<void> | undefined;
     const resuming = f.snapshotter.resume("sb-kill-resuming", {
-      onProgress: () => (removal ??= f.snapshotter.removeWith("sb-kill-resuming", () => f.backend.delete("sb-kill-resuming"))),
+      onProgress: () =>
+        (removal ??= f.snapshotter.removeWith("sb-kill-resuming", () => f.backend.delete("sb-kill-resuming"))),
     });
     await expect(resuming).rejects.toThrow(/being deleted; its pause or resume was stopped/);
     await removal;
@@ -232,7 +246,14 @@ describe("Snapshotter: effect failures it cannot act on are logged with the sand
     const tag = snapshotTag("sb-orphan", 1);
     expect(await f.oci.headManifest("sbx-snapshots", tag)).toBeDefined(); // the orphan the log line is about
     expect(lines).toContainEqual(
-      expect.objectContaining({ level: LEVEL.warn, sandbox: "sb-orphan", owner: "alice", op: "pause", tag, msg: expect.stringContaining("stays in the registry as an orphan") }),
+      expect.objectContaining({
+        level: LEVEL.warn,
+        sandbox: "sb-orphan",
+        owner: "alice",
+        op: "pause",
+        tag,
+        msg: expect.stringContaining("stays in the registry as an orphan"),
+      }),
     );
     f.oci.deleteManifest = deleteManifest;
     f.oci.close();
@@ -241,41 +262,64 @@ describe("Snapshotter: effect failures it cannot act on are logged with the sand
 
 describe("Snapshotter crash safety: the process dies right after each durable step", () => {
   async function crashAt(op: "pause" | "resume", id: string, step: string): Promise<number | null> {
-    const child = spawn(process.execPath, ["--import", "tsx", join(__dirname, "crash-child.ts"), env.root, env.registry.url, op, id, step], { stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", join(__dirname, "crash-child.ts"), env.root, env.registry.url, op, id, step],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
     let stderr = "";
     child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-    const [code, signal] = await new Promise<[number | null, string | null]>((r) => child.on("exit", (c, s) => r([c, s])));
-    if (signal !== "SIGKILL") throw new Error(`crash child for ${op}@${step} was not killed at the step (exit ${code}): ${stderr}`);
+    const [code, signal] = await new Promise<[number | null, string | null]>((r) =>
+      child.on("exit", (c, s) => r([c, s])),
+    );
+    if (signal !== "SIGKILL")
+      throw new Error(`crash child for ${op}@${step} was not killed at the step (exit ${code}): ${stderr}`);
     return code;
   }
 
-  const pauseSteps: PauseStep[] = ["pausing-recorded", "pre-pause-hook", "layer-pushed", "manifest-put", "paused-recorded", "compute-released"];
-  it.each(pauseSteps)("pause killed after %s: after recovery the data is running or in a verified snapshot", async (step) => {
-    const f = makeFixture(env.root, env.registry.url);
-    const id = `sb-crash-${step}`;
-    const before = await seeded(f, id, 2);
-    await crashAt("pause", id, step);
-    await f.snapshotter.recover();
-    const rec = (await f.store.get(id))!;
-    const compute = await f.backend.hasCompute(id);
-    // never neither: running with compute, or paused with a verified snapshot and no compute
-    if (rec.state === "running") {
-      expect(compute).toBe(true);
+  const pauseSteps: PauseStep[] = [
+    "pausing-recorded",
+    "pre-pause-hook",
+    "layer-pushed",
+    "manifest-put",
+    "paused-recorded",
+    "compute-released",
+  ];
+  it.each(pauseSteps)(
+    "pause killed after %s: after recovery the data is running or in a verified snapshot",
+    async (step) => {
+      const f = makeFixture(env.root, env.registry.url);
+      const id = `sb-crash-${step}`;
+      const before = await seeded(f, id, 2);
+      await crashAt("pause", id, step);
+      await f.snapshotter.recover();
+      const rec = (await f.store.get(id))!;
+      const compute = await f.backend.hasCompute(id);
+      // never neither: running with compute, or paused with a verified snapshot and no compute
+      if (rec.state === "running") {
+        expect(compute).toBe(true);
+        expect(await treeDigest(f.backend.fsRoot(id))).toEqual(before);
+      } else {
+        expect(rec.state).toBe("paused");
+        expect(compute).toBe(false);
+        expect((await f.oci.headManifest("sbx-snapshots", rec.snapshot!.tag))?.digest).toBe(rec.snapshot!.digest);
+      }
+      expect(rec.state).toBe(["paused-recorded", "compute-released"].includes(step) ? "paused" : "running");
+      // and the sandbox can go on: pause (idempotent) and resume bring back exactly the data
+      await f.snapshotter.pause(id);
+      await f.snapshotter.resume(id);
       expect(await treeDigest(f.backend.fsRoot(id))).toEqual(before);
-    } else {
-      expect(rec.state).toBe("paused");
-      expect(compute).toBe(false);
-      expect((await f.oci.headManifest("sbx-snapshots", rec.snapshot!.tag))?.digest).toBe(rec.snapshot!.digest);
-    }
-    expect(rec.state).toBe(["paused-recorded", "compute-released"].includes(step) ? "paused" : "running");
-    // and the sandbox can go on: pause (idempotent) and resume bring back exactly the data
-    await f.snapshotter.pause(id);
-    await f.snapshotter.resume(id);
-    expect(await treeDigest(f.backend.fsRoot(id))).toEqual(before);
-    f.oci.close();
-  });
+      f.oci.close();
+    },
+  );
 
-  const resumeSteps: ResumeStep[] = ["resuming-recorded", "slot-acquired", "layer-restored", "post-resume-hook", "running-recorded"];
+  const resumeSteps: ResumeStep[] = [
+    "resuming-recorded",
+    "slot-acquired",
+    "layer-restored",
+    "post-resume-hook",
+    "running-recorded",
+  ];
   it.each(resumeSteps)("resume killed after %s: after recovery the data is intact and resumable", async (step) => {
     const f = makeFixture(env.root, env.registry.url);
     const id = `sb-rcrash-${step}`;

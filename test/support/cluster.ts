@@ -108,10 +108,14 @@ export async function waitForPod(
 ): Promise<V1Pod> {
   const core = kc.makeApiClient(CoreV1Api);
   let last: V1Pod | undefined;
-  await waitFor(`pod ${namespace}/${name}`, async () => {
-    last = await core.readNamespacedPod({ name, namespace });
-    return done(last);
-  }, timeoutMs);
+  await waitFor(
+    `pod ${namespace}/${name}`,
+    async () => {
+      last = await core.readNamespacedPod({ name, namespace });
+      return done(last);
+    },
+    timeoutMs,
+  );
   return last!;
 }
 
@@ -154,7 +158,9 @@ export async function execInPod(
       .exec(namespace, pod, container, command, out, err, input, false, resolve)
       .then((ws) => {
         protocol = ws.protocol;
-        ws.on("close", () => setTimeout(() => reject(new Error(`exec ${command.join(" ")}: closed without a status`)), 1_000));
+        ws.on("close", () =>
+          setTimeout(() => reject(new Error(`exec ${command.join(" ")}: closed without a status`)), 1_000),
+        );
       })
       .catch(reject);
   });
@@ -179,7 +185,9 @@ export function kubectl(args: string[], stdin?: Buffer | string, kubeconfig?: st
   child.stdin.end(stdin ?? "");
   return new Promise((resolve, reject) => {
     child.on("error", reject);
-    child.on("close", (code) => resolve({ code: code ?? -1, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString() }));
+    child.on("close", (code) =>
+      resolve({ code: code ?? -1, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString() }),
+    );
   });
 }
 
@@ -187,7 +195,11 @@ export function kubectl(args: string[], stdin?: Buffer | string, kubeconfig?: st
  * A client config that authenticates as a service account (a TokenRequest token), for
  * tests that check what RBAC lets that identity do.
  */
-export async function serviceAccountKubeConfig(kc: KubeConfig, namespace: string, serviceAccount: string): Promise<KubeConfig> {
+export async function serviceAccountKubeConfig(
+  kc: KubeConfig,
+  namespace: string,
+  serviceAccount: string,
+): Promise<KubeConfig> {
   const core = kc.makeApiClient(CoreV1Api);
   const tr = await core.createNamespacedServiceAccountToken({
     name: serviceAccount,
@@ -224,7 +236,12 @@ export interface TerminateOptions {
  * `pod-container-terminate` (tools/control-plane/kwok-stages.yaml) acts on. Resolves with the pod once
  * the container status shows it.
  */
-export async function terminateContainer(kc: KubeConfig, namespace: string, pod: string, o: TerminateOptions = {}): Promise<V1Pod> {
+export async function terminateContainer(
+  kc: KubeConfig,
+  namespace: string,
+  pod: string,
+  o: TerminateOptions = {},
+): Promise<V1Pod> {
   const core = kc.makeApiClient(CoreV1Api);
   await core.patchNamespacedPod(
     { name: pod, namespace, body: { metadata: { annotations: terminateAnnotations(o) } } },

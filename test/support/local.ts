@@ -21,7 +21,11 @@ export function testTokens(): TokenStore {
   return new TokenStore(new Map(Object.entries(TOKENS).map(([owner, t]) => [hashToken(t), owner])));
 }
 
-export function localConfig(input: RuntimeConfigInput = {}): { config: RuntimeConfig; stateDir: string; cleanup: () => void } {
+export function localConfig(input: RuntimeConfigInput = {}): {
+  config: RuntimeConfig;
+  stateDir: string;
+  cleanup: () => void;
+} {
   const stateDir = mkdtempSync(join(tmpdir(), "sbx-test-"));
   const config = validateRuntimeConfig({ ...input, local: { stateDir }, listen: { host: "127.0.0.1", port: 0 } });
   return { config, stateDir, cleanup: () => rmSync(stateDir, { recursive: true, force: true }) };
@@ -40,7 +44,14 @@ export interface LocalRuntime {
 
 export async function startLocalRuntime(
   input: RuntimeConfigInput = {},
-  opts: { stateDir?: string; clock?: Clock; logger?: Logger; reaper?: boolean; reaperIntervalMs?: number; limits?: Partial<ServerLimits> } = {},
+  opts: {
+    stateDir?: string;
+    clock?: Clock;
+    logger?: Logger;
+    reaper?: boolean;
+    reaperIntervalMs?: number;
+    limits?: Partial<ServerLimits>;
+  } = {},
 ): Promise<LocalRuntime> {
   const made = opts.stateDir ? undefined : localConfig(input);
   const stateDir = opts.stateDir ?? made!.stateDir;
@@ -49,7 +60,13 @@ export async function startLocalRuntime(
   const clock = opts.clock ?? systemClock;
   const backend = createLocalBackend(config, { logger, clock });
   const { manager } = await buildManager(config, { logger, clock, backend, reaperIntervalMs: opts.reaperIntervalMs });
-  const app = buildApp({ manager, tokens: testTokens(), logger, metrics: manager.metrics.registry, limits: opts.limits });
+  const app = buildApp({
+    manager,
+    tokens: testTokens(),
+    logger,
+    metrics: manager.metrics.registry,
+    limits: opts.limits,
+  });
   await manager.start({ reaper: opts.reaper ?? false });
   await app.ready();
   let stopped = false;
@@ -60,7 +77,11 @@ export async function startLocalRuntime(
     await manager.close();
   };
   return {
-    config, stateDir, manager, app, stop,
+    config,
+    stateDir,
+    manager,
+    app,
+    stop,
     close: async () => {
       await stop();
       rmSync(stateDir, { recursive: true, force: true });
@@ -69,7 +90,13 @@ export async function startLocalRuntime(
 }
 
 /** Parse an NDJSON exec response body into stdout, stderr and the final frame. */
-export function parseExecFrames(body: string): { stdout: string; stderr: string; exit?: { exitCode: number; timedOut: boolean; oomKilled: boolean }; error?: { code: string; message: string }; frames: number } {
+export function parseExecFrames(body: string): {
+  stdout: string;
+  stderr: string;
+  exit?: { exitCode: number; timedOut: boolean; oomKilled: boolean };
+  error?: { code: string; message: string };
+  frames: number;
+} {
   let stdout = "";
   let stderr = "";
   let exit: { exitCode: number; timedOut: boolean; oomKilled: boolean } | undefined;

@@ -9,7 +9,10 @@ export interface CapturedLog {
 
 export function captureLogger(): { logger: Logger; lines: CapturedLog[] } {
   const lines: CapturedLog[] = [];
-  const logger = pino({ level: "debug" }, { write: (line: string) => void lines.push(JSON.parse(line) as CapturedLog) });
+  const logger = pino(
+    { level: "debug" },
+    { write: (line: string) => void lines.push(JSON.parse(line) as CapturedLog) },
+  );
   return { logger, lines };
 }
 

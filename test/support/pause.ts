@@ -3,7 +3,15 @@
 // that need a running sandbox, and reads through the service's view. `routeAutoResume` installs
 // the wake the Manager would do (its admission-checked resume); without it the service resumes.
 import type { Readable } from "node:stream";
-import type { Backend, ExecRequest, ExecSession, Sandbox, SandboxSpec, TransferOptions, WaitOptions } from "../../runtime/core/types.ts";
+import type {
+  Backend,
+  ExecRequest,
+  ExecSession,
+  Sandbox,
+  SandboxSpec,
+  TransferOptions,
+  WaitOptions,
+} from "../../runtime/core/types.ts";
 import type { PauseResume } from "../../runtime/snapshot/service.ts";
 
 export interface PauseCaller {

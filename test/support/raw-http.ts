@@ -12,7 +12,13 @@ export interface RawResponse {
 }
 
 /** One request to completion. */
-export function request(base: string, token: string, method: string, path: string, body?: unknown): Promise<RawResponse> {
+export function request(
+  base: string,
+  token: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = http.request(new URL(path, base), { method, agent: false, headers: headers(token, payload) }, (res) => {
@@ -40,7 +46,14 @@ export interface Abandon {
  * Starts a request and disconnects as told. Resolves when the connection is gone, with the
  * status the service answered and the body bytes read.
  */
-export function abandon(base: string, token: string, method: string, path: string, body: unknown, how: Abandon): Promise<{ status: number; bytes: number }> {
+export function abandon(
+  base: string,
+  token: string,
+  method: string,
+  path: string,
+  body: unknown,
+  how: Abandon,
+): Promise<{ status: number; bytes: number }> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     let bytes = 0;

@@ -49,7 +49,15 @@ async function httpOk(url: string): Promise<boolean> {
 }
 
 async function allocatePorts(): Promise<plan.Ports> {
-  const names = ["etcdClient", "etcdPeer", "apiserver", "controllerManager", "scheduler", "kubelet", "registry"] as const;
+  const names = [
+    "etcdClient",
+    "etcdPeer",
+    "apiserver",
+    "controllerManager",
+    "scheduler",
+    "kubelet",
+    "registry",
+  ] as const;
   const ports = new Set<number>();
   while (ports.size < names.length) ports.add(await freePort());
   const list = [...ports];
@@ -63,7 +71,9 @@ function start(group: ProcessGroup, c: plan.Command): Started {
 export async function bootCluster(l: plan.Layout, group: ProcessGroup): Promise<Cluster> {
   const pkiRun = spawnSync(join(l.bin, "sbx-kubelet"), ["pki", `--dir=${join(l.dir, "pki")}`], { encoding: "utf8" });
   if (pkiRun.status !== 0) {
-    throw new Error(`control plane: generating certificates failed: ${pkiRun.stderr || pkiRun.error}. Rebuild with npm run tools:k8s.`);
+    throw new Error(
+      `control plane: generating certificates failed: ${pkiRun.stderr || pkiRun.error}. Rebuild with npm run tools:k8s.`,
+    );
   }
   const p = await allocatePorts();
   const server = `https://127.0.0.1:${p.apiserver}`;
@@ -71,7 +81,12 @@ export async function bootCluster(l: plan.Layout, group: ProcessGroup): Promise<
   const kubeconfigPath = plan.adminKubeconfigPath(l);
   writeFileSync(
     kubeconfigPath,
-    plan.kubeconfigYaml(server, readFileSync(admin.ca, "utf8"), readFileSync(admin.cert!, "utf8"), readFileSync(admin.key!, "utf8")),
+    plan.kubeconfigYaml(
+      server,
+      readFileSync(admin.ca, "utf8"),
+      readFileSync(admin.cert!, "utf8"),
+      readFileSync(admin.key!, "utf8"),
+    ),
     { mode: 0o600 },
   );
 
@@ -81,15 +96,26 @@ export async function bootCluster(l: plan.Layout, group: ProcessGroup): Promise<
   const registry = group.start("docker-registry", REGISTRY_BIN, ["serve", registryConfig]);
 
   const etcd = start(group, plan.etcdCommand(l, p));
-  await waitUntil("etcd to report healthy", etcd, async () => {
-    const res = await fetch(`http://127.0.0.1:${p.etcdClient}/health`, { signal: AbortSignal.timeout(2_000) });
-    return res.ok && ((await res.json()) as { health?: string }).health === "true";
-  }, "Check the etcd log; a port clash is retried by re-running the suite.");
+  await waitUntil(
+    "etcd to report healthy",
+    etcd,
+    async () => {
+      const res = await fetch(`http://127.0.0.1:${p.etcdClient}/health`, { signal: AbortSignal.timeout(2_000) });
+      return res.ok && ((await res.json()) as { health?: string }).health === "true";
+    },
+    "Check the etcd log; a port clash is retried by re-running the suite.",
+  );
 
   const apiserver = start(group, plan.apiserverCommand(l, p));
-  await waitUntil("kube-apiserver /readyz", apiserver, async () => {
-    return (await httpsGet(`${server}/readyz`, admin)).status === 200;
-  }, "Check the kube-apiserver log (flags in tools/control-plane/plan.ts).", 90_000);
+  await waitUntil(
+    "kube-apiserver /readyz",
+    apiserver,
+    async () => {
+      return (await httpsGet(`${server}/readyz`, admin)).status === 200;
+    },
+    "Check the kube-apiserver log (flags in tools/control-plane/plan.ts).",
+    90_000,
+  );
 
   const kwokConfigPath = join(l.dir, "kwok.yaml");
   writeFileSync(kwokConfigPath, plan.kwokConfig(STAGES, p));
@@ -106,23 +132,43 @@ export async function bootCluster(l: plan.Layout, group: ProcessGroup): Promise<
   }
 
   await Promise.all([
-    waitUntil("kube-scheduler /healthz", scheduler, async () =>
-      (await httpsGet(`https://127.0.0.1:${p.scheduler}/healthz`, "insecure")).status === 200,
-    "Check the kube-scheduler log."),
-    waitUntil("kube-controller-manager to create the default service account", kcm, async () => {
-      await core.readNamespacedServiceAccount({ name: "default", namespace: "default" });
-      return true;
-    }, "Check the kube-controller-manager log."),
-    waitUntil("sbx-kubelet /healthz", kubelet, async () =>
-      (await httpsGet(`https://127.0.0.1:${p.kubelet}/healthz`, { ca: admin.ca })).status === 200,
-    "Check the sbx-kubelet log; it needs bubblewrap (/usr/bin/bwrap: apt-get install bubblewrap)."),
-    waitUntil("kwok to mark every node Ready", kwok, async () => {
-      const nodes = (await core.listNode()).items;
-      const ready = nodes.filter((n) => n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"));
-      return ready.length === plan.planNodes().length;
-    }, "Check the kwok log and tools/control-plane/kwok-stages.yaml."),
-    waitUntil("docker-registry to answer /v2/", registry, () => httpOk(`http://127.0.0.1:${p.registry}/v2/`),
-      `Check the registry log; it needs ${REGISTRY_BIN} (apt-get install docker-registry, or scripts/install-debian.sh).`),
+    waitUntil(
+      "kube-scheduler /healthz",
+      scheduler,
+      async () => (await httpsGet(`https://127.0.0.1:${p.scheduler}/healthz`, "insecure")).status === 200,
+      "Check the kube-scheduler log.",
+    ),
+    waitUntil(
+      "kube-controller-manager to create the default service account",
+      kcm,
+      async () => {
+        await core.readNamespacedServiceAccount({ name: "default", namespace: "default" });
+        return true;
+      },
+      "Check the kube-controller-manager log.",
+    ),
+    waitUntil(
+      "sbx-kubelet /healthz",
+      kubelet,
+      async () => (await httpsGet(`https://127.0.0.1:${p.kubelet}/healthz`, { ca: admin.ca })).status === 200,
+      "Check the sbx-kubelet log; it needs bubblewrap (/usr/bin/bwrap: apt-get install bubblewrap).",
+    ),
+    waitUntil(
+      "kwok to mark every node Ready",
+      kwok,
+      async () => {
+        const nodes = (await core.listNode()).items;
+        const ready = nodes.filter((n) => n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"));
+        return ready.length === plan.planNodes().length;
+      },
+      "Check the kwok log and tools/control-plane/kwok-stages.yaml.",
+    ),
+    waitUntil(
+      "docker-registry to answer /v2/",
+      registry,
+      () => httpOk(`http://127.0.0.1:${p.registry}/v2/`),
+      `Check the registry log; it needs ${REGISTRY_BIN} (apt-get install docker-registry, or scripts/install-debian.sh).`,
+    ),
   ]);
 
   return {

@@ -3,10 +3,22 @@
 // CRD installed from the contract, a fresh namespace pair, more simulated sandbox nodes, and a
 // runtime config for that cluster (its pods ignore the image; sbx-kubelet runs host tools).
 import { randomBytes } from "node:crypto";
-import { ApiextensionsV1Api, type CoreV1Api, type KubeConfig, type V1CustomResourceDefinition, type V1Node } from "@kubernetes/client-node";
+import {
+  ApiextensionsV1Api,
+  type CoreV1Api,
+  type KubeConfig,
+  type V1CustomResourceDefinition,
+  type V1Node,
+} from "@kubernetes/client-node";
 import { validateRuntimeConfig, type RuntimeConfig, type RuntimeConfigInput } from "../../runtime/config/schema.ts";
 import { clientsFor, isConflict, isNotFound, PooledKubeConfig, type KubeClients } from "../../runtime/k8s/client.ts";
-import { API_GROUP, SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT, SANDBOX_PLURAL, sandboxCrd } from "../../runtime/k8s/contract.ts";
+import {
+  API_GROUP,
+  SANDBOX_NODE_LABEL,
+  SANDBOX_NODE_TAINT,
+  SANDBOX_PLURAL,
+  sandboxCrd,
+} from "../../runtime/k8s/contract.ts";
 import { nodeManifest } from "./plan.ts";
 
 export function adminClients(path: string): KubeClients {
@@ -25,7 +37,10 @@ export async function installSandboxCrd(kc: KubeConfig): Promise<void> {
   } catch (err) {
     if (!isConflict(err)) throw err;
     const cur = await api.readCustomResourceDefinition({ name });
-    await api.replaceCustomResourceDefinition({ name, body: { ...body, metadata: { ...body.metadata, resourceVersion: cur.metadata!.resourceVersion } } });
+    await api.replaceCustomResourceDefinition({
+      name,
+      body: { ...body, metadata: { ...body.metadata, resourceVersion: cur.metadata!.resourceVersion } },
+    });
   }
   for (let i = 0; i < 100; i++) {
     const crd = await api.readCustomResourceDefinition({ name });
@@ -44,7 +59,12 @@ export async function installSandboxCrd(kc: KubeConfig): Promise<void> {
 function clientModel(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(clientModel);
   if (typeof v !== "object" || v === null) return v;
-  return Object.fromEntries(Object.entries(v).map(([k, x]) => [k === "x-kubernetes-preserve-unknown-fields" ? "x_kubernetes_preserve_unknown_fields" : k, clientModel(x)]));
+  return Object.fromEntries(
+    Object.entries(v).map(([k, x]) => [
+      k === "x-kubernetes-preserve-unknown-fields" ? "x_kubernetes_preserve_unknown_fields" : k,
+      clientModel(x),
+    ]),
+  );
 }
 
 export interface TestNamespaces {
@@ -60,9 +80,11 @@ export async function freshNamespaces(core: CoreV1Api, prefix: string): Promise<
   for (const name of [sandboxes, runtime]) {
     await core.createNamespace({ body: { metadata: { name, labels: { "sbx.dev/test": "true" } } } });
     // The controller-manager makes "default" shortly after; pods are refused until it exists.
-    await core.createNamespacedServiceAccount({ namespace: name, body: { metadata: { name: "default" } } }).catch((err) => {
-      if (!isConflict(err)) throw err;
-    });
+    await core
+      .createNamespacedServiceAccount({ namespace: name, body: { metadata: { name: "default" } } })
+      .catch((err) => {
+        if (!isConflict(err)) throw err;
+      });
   }
   return {
     sandboxes,
@@ -90,19 +112,35 @@ export async function addSandboxNodes(core: CoreV1Api, prefix: string, count: nu
       core.createNode({
         body: nodeManifest({
           name,
-          labels: { "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", type: "kwok", [SANDBOX_NODE_LABEL.key]: SANDBOX_NODE_LABEL.value },
+          labels: {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            type: "kwok",
+            [SANDBOX_NODE_LABEL.key]: SANDBOX_NODE_LABEL.value,
+          },
           taints: [{ ...SANDBOX_NODE_TAINT }],
         }) as V1Node,
       }),
     ),
   );
   for (let i = 0; i < 300; i++) {
-    const nodes = (await core.listNode({ labelSelector: SANDBOX_NODE_LABEL.key })).items.filter((n) => names.includes(n.metadata!.name!));
-    if (nodes.length === count && nodes.every((n) => n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"))) break;
+    const nodes = (await core.listNode({ labelSelector: SANDBOX_NODE_LABEL.key })).items.filter((n) =>
+      names.includes(n.metadata!.name!),
+    );
+    if (
+      nodes.length === count &&
+      nodes.every((n) => n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"))
+    )
+      break;
     await new Promise((r) => setTimeout(r, 100));
   }
   return async () => {
-    await Promise.all(names.map((name) => core.deleteNode({ name }).catch((err) => (isNotFound(err) ? undefined : Promise.reject(err)))));
+    await Promise.all(
+      names.map((name) =>
+        core.deleteNode({ name }).catch((err) => (isNotFound(err) ? undefined : Promise.reject(err))),
+      ),
+    );
   };
 }
 
@@ -112,6 +150,11 @@ export function testConfig(ns: TestNamespaces, over: Partial<RuntimeConfigInput>
     catalog: { base: "registry.local/sbx/base:1" },
     budget: { cpu: "64", memory: "256Gi" },
     ...over,
-    kubernetes: { namespace: ns.sandboxes, runtimeNamespace: ns.runtime, leaseName: "sbx-controller", ...(over.kubernetes ?? {}) },
+    kubernetes: {
+      namespace: ns.sandboxes,
+      runtimeNamespace: ns.runtime,
+      leaseName: "sbx-controller",
+      ...(over.kubernetes ?? {}),
+    },
   });
 }

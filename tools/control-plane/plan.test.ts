@@ -41,7 +41,9 @@ describe("planNodes", () => {
   });
 
   it("gives every node realistic capacity", () => {
-    const m = nodeManifest(planNodes(1)[0]) as { status: { capacity: Record<string, string>; allocatable: Record<string, string> } };
+    const m = nodeManifest(planNodes(1)[0]) as {
+      status: { capacity: Record<string, string>; allocatable: Record<string, string> };
+    };
     expect(m.status.capacity).toMatchObject({ cpu: "4", memory: "16Gi", pods: "110" });
     expect(m.status.allocatable).toEqual(m.status.capacity);
   });

@@ -259,7 +259,11 @@ export function planNodes(sandboxNodes = 3): NodeSpec[] {
       taints: [{ ...SANDBOX_NODE_TAINT }],
     });
   }
-  nodes.push({ name: "sbx-system-0", labels: { ...base("sbx-system-0"), [SANDBOX_NODE_LABEL.key]: "system" }, taints: [] });
+  nodes.push({
+    name: "sbx-system-0",
+    labels: { ...base("sbx-system-0"), [SANDBOX_NODE_LABEL.key]: "system" },
+    taints: [],
+  });
   return nodes;
 }
 

@@ -16,7 +16,9 @@ const repo = resolve(import.meta.dirname, "../..");
  */
 export async function kubeconfig(): Promise<{ path: string; registry?: string; stop: () => Promise<void> }> {
   if (process.env.SBX_TEST_KUBECONFIG) return { path: process.env.SBX_TEST_KUBECONFIG, stop: async () => undefined };
-  const version = /\bk8s\.io\/kubernetes (v[0-9][^\s]*)/.exec(readFileSync(join(repo, "tools/control-plane/go.mod"), "utf8"))?.[1];
+  const version = /\bk8s\.io\/kubernetes (v[0-9][^\s]*)/.exec(
+    readFileSync(join(repo, "tools/control-plane/go.mod"), "utf8"),
+  )?.[1];
   const bin = process.env.SBX_CONTROL_PLANE_BIN ?? join(repo, ".cache/control-plane", version ?? "missing", "bin");
   const dir = mkdtempSync(join(tmpdir(), "sbx-bench-cp-"));
   for (const sub of ["logs", "pki", "etcd", "pods", "registry"]) mkdirSync(join(dir, sub));
@@ -34,6 +36,8 @@ export async function kubeconfig(): Promise<{ path: string; registry?: string; s
     };
   } catch (err) {
     group.killAllNow();
-    throw new Error(`could not boot the control plane from ${bin} (build it with npm run tools:k8s, or set SBX_TEST_KUBECONFIG): ${(err as Error).message}`);
+    throw new Error(
+      `could not boot the control plane from ${bin} (build it with npm run tools:k8s, or set SBX_TEST_KUBECONFIG): ${(err as Error).message}`,
+    );
   }
 }

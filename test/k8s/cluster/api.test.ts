@@ -75,7 +75,10 @@ describe("RBAC", () => {
     await rbac.createNamespacedRole({ namespace: ns.name, body: { metadata: { name: "reader" }, rules: podRules } });
     await rbac.createNamespacedRole({
       namespace: ns.name,
-      body: { metadata: { name: "operator" }, rules: [...podRules, { apiGroups: [""], resources: ["pods/exec"], verbs: ["create", "get"] }] },
+      body: {
+        metadata: { name: "operator" },
+        rules: [...podRules, { apiGroups: [""], resources: ["pods/exec"], verbs: ["create", "get"] }],
+      },
     });
     for (const sa of ["reader", "operator"]) {
       await rbac.createNamespacedRoleBinding({
@@ -93,7 +96,11 @@ describe("RBAC", () => {
     // The reader may read pods but not exec: both client paths are refused.
     await reader.makeApiClient(CoreV1Api).readNamespacedPod({ name: "target", namespace: ns.name });
     await expect(execInPod(reader, ns.name, "target", ["true"])).rejects.toThrow(/403|Forbidden/);
-    const spdy = await kubectl(["exec", "-n", ns.name, "target", "--", "true"], undefined, kubeconfigFile(reader, join(scratch, "reader")));
+    const spdy = await kubectl(
+      ["exec", "-n", ns.name, "target", "--", "true"],
+      undefined,
+      kubeconfigFile(reader, join(scratch, "reader")),
+    );
     expect(spdy.code).not.toBe(0);
     expect(spdy.stderr).toContain(`User "system:serviceaccount:${ns.name}:reader" cannot create resource "pods/exec"`);
 
@@ -116,7 +123,9 @@ describe("ResourceQuota", () => {
       });
       const resources = { requests: { cpu: "600m", memory: "64Mi" }, limits: { cpu: "600m", memory: "64Mi" } };
       await core.createNamespacedPod({ namespace: q.name, body: podManifest("first", { resources }) });
-      const err = await apiError(core.createNamespacedPod({ namespace: q.name, body: podManifest("second", { resources }) }));
+      const err = await apiError(
+        core.createNamespacedPod({ namespace: q.name, body: podManifest("second", { resources }) }),
+      );
       expect(err.code).toBe(403);
       expect(String(err.body)).toContain(
         'pods \\"second\\" is forbidden: exceeded quota: budget, requested: requests.cpu=600m, used: requests.cpu=600m, limited: requests.cpu=1',
@@ -133,9 +142,14 @@ describe("ResourceQuota", () => {
 
 describe("optimistic concurrency", () => {
   it("answers an update carrying a stale resourceVersion with 409 Conflict", async () => {
-    const cm = await core.createNamespacedConfigMap({ namespace: ns.name, body: { metadata: { name: "occ" }, data: { v: "1" } } });
+    const cm = await core.createNamespacedConfigMap({
+      namespace: ns.name,
+      body: { metadata: { name: "occ" }, data: { v: "1" } },
+    });
     await core.replaceNamespacedConfigMap({ name: "occ", namespace: ns.name, body: { ...cm, data: { v: "2" } } });
-    const err = await apiError(core.replaceNamespacedConfigMap({ name: "occ", namespace: ns.name, body: { ...cm, data: { v: "3" } } }));
+    const err = await apiError(
+      core.replaceNamespacedConfigMap({ name: "occ", namespace: ns.name, body: { ...cm, data: { v: "3" } } }),
+    );
     expect(err.code).toBe(409);
     expect(String(err.body)).toContain("the object has been modified");
     const now = await core.readNamespacedConfigMap({ name: "occ", namespace: ns.name });
@@ -154,10 +168,15 @@ describe("watch and informer", () => {
       () => undefined,
     );
     try {
-      await core.createNamespacedConfigMap({ namespace: ns.name, body: { metadata: { name: "watched" }, data: { v: "1" } } });
-      await core.patchNamespacedConfigMap(
-        { name: "watched", namespace: ns.name, body: [{ op: "replace", path: "/data/v", value: "2" }] },
-      );
+      await core.createNamespacedConfigMap({
+        namespace: ns.name,
+        body: { metadata: { name: "watched" }, data: { v: "1" } },
+      });
+      await core.patchNamespacedConfigMap({
+        name: "watched",
+        namespace: ns.name,
+        body: [{ op: "replace", path: "/data/v", value: "2" }],
+      });
       await core.deleteNamespacedConfigMap({ name: "watched", namespace: ns.name });
       await waitFor("three watch events", async () => events.length >= 3, 10_000);
       expect(events).toEqual(["ADDED:1", "MODIFIED:2", "DELETED:2"]);
@@ -178,7 +197,10 @@ describe("watch and informer", () => {
     await informer.start();
     try {
       for (const name of ["c1", "c2", "c3"]) {
-        await core.createNamespacedConfigMap({ namespace: informed.name, body: { metadata: { name }, data: { v: "1" } } });
+        await core.createNamespacedConfigMap({
+          namespace: informed.name,
+          body: { metadata: { name }, data: { v: "1" } },
+        });
       }
       await core.replaceNamespacedConfigMap({
         name: "c2",
@@ -188,10 +210,17 @@ describe("watch and informer", () => {
       await core.deleteNamespacedConfigMap({ name: "c3", namespace: informed.name });
       const server = async () => (await core.listNamespacedConfigMap({ namespace: informed.name })).items;
       const view = (items: readonly V1ConfigMap[]) =>
-        items.map((c) => `${c.metadata!.name}@${c.metadata!.resourceVersion}`).filter((n) => !n.startsWith("kube-root-ca")).sort();
-      await waitFor("the informer cache to match the server", async () => {
-        return JSON.stringify(view(informer.list())) === JSON.stringify(view(await server()));
-      }, 10_000);
+        items
+          .map((c) => `${c.metadata!.name}@${c.metadata!.resourceVersion}`)
+          .filter((n) => !n.startsWith("kube-root-ca"))
+          .sort();
+      await waitFor(
+        "the informer cache to match the server",
+        async () => {
+          return JSON.stringify(view(informer.list())) === JSON.stringify(view(await server()));
+        },
+        10_000,
+      );
       expect(informer.get("c2", informed.name)?.data).toEqual({ v: "2" });
       expect(informer.get("c3", informed.name)).toBeUndefined();
       expect(seen).toEqual(expect.arrayContaining(["add:c1", "add:c2", "add:c3", "update:c2", "delete:c3"]));
@@ -239,7 +268,10 @@ describe("custom resources", () => {
     expect(withStatus.spec.owner).toBe("alice"); // spec is ignored on the status subresource
 
     const invalid = await apiError(
-      custom.createNamespacedCustomObject({ ...ref, body: { ...body, metadata: { name: "sb-2" }, spec: { owner: "x" } } }),
+      custom.createNamespacedCustomObject({
+        ...ref,
+        body: { ...body, metadata: { name: "sb-2" }, spec: { owner: "x" } },
+      }),
     );
     expect(invalid.code).toBe(422);
     expect(String(invalid.body)).toContain("spec.profile: Required value");
@@ -266,22 +298,28 @@ describe("controllers", () => {
     });
     await runPod(kc, gc.name, podManifest("p"));
     await gc.delete();
-    await waitFor("the namespace to be deleted", async () => (await apiError(core.readNamespace({ name: gc.name }))).code === 404, 60_000);
+    await waitFor(
+      "the namespace to be deleted",
+      async () => (await apiError(core.readNamespace({ name: gc.name }))).code === 404,
+      60_000,
+    );
   });
 
   it("schedules tolerating pods onto sandbox nodes and others onto the system node", async () => {
     const sandbox = await runPod(kc, ns.name, podManifest("on-sandbox"));
     const system = await runPod(kc, ns.name, podManifest("on-system", { onSandboxNode: false }));
-    const nodeRole = async (name: string) =>
-      (await core.readNode({ name })).metadata!.labels![SANDBOX_NODE_LABEL.key];
+    const nodeRole = async (name: string) => (await core.readNode({ name })).metadata!.labels![SANDBOX_NODE_LABEL.key];
     expect(await nodeRole(sandbox.spec!.nodeName!)).toBe(SANDBOX_NODE_LABEL.value);
     expect(await nodeRole(system.spec!.nodeName!)).toBe("system");
     // Selecting the sandbox nodes without tolerating their taint leaves a pod unschedulable.
     const untolerated = podManifest("untolerated");
     untolerated.spec!.tolerations = undefined;
     await core.createNamespacedPod({ namespace: ns.name, body: untolerated });
-    const pending = await waitForPod(kc, ns.name, "untolerated", (p) =>
-      !!p.status?.conditions?.some((c) => c.type === "PodScheduled" && c.reason === "Unschedulable"),
+    const pending = await waitForPod(
+      kc,
+      ns.name,
+      "untolerated",
+      (p) => !!p.status?.conditions?.some((c) => c.type === "PodScheduled" && c.reason === "Unschedulable"),
     );
     expect(pending.status?.conditions?.find((c) => c.type === "PodScheduled")?.message).toContain(
       "3 node(s) had untolerated taint(s)",

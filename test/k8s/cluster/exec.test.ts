@@ -43,7 +43,9 @@ async function processesSeenIn(pod: string): Promise<string[]> {
 /** Starts an exec over websocket and returns its socket, without waiting for the command. */
 async function startExec(pod: string, command: string[]): Promise<{ close(): void }> {
   const sink = new PassThrough().resume();
-  return (await new Exec(kc).exec(ns.name, pod, "main", command, sink, sink, null, false)) as unknown as { close(): void };
+  return (await new Exec(kc).exec(ns.name, pod, "main", command, sink, sink, null, false)) as unknown as {
+    close(): void;
+  };
 }
 
 let kc: KubeConfig;
@@ -69,14 +71,22 @@ describe("exec through the API server", () => {
 
   it("returns stdout, stderr and a non-zero exit code over websocket (v5.channel.k8s.io)", async () => {
     const r = await execInPod(kc, ns.name, "a", ["sh", "-c", script]);
-    expect({ out: r.stdout.toString(), err: r.stderr, code: r.exitCode }).toEqual({ out: "out\n", err: "err\n", code: 3 });
+    expect({ out: r.stdout.toString(), err: r.stderr, code: r.exitCode }).toEqual({
+      out: "out\n",
+      err: "err\n",
+      code: 3,
+    });
     expect(r.status.reason).toBe("NonZeroExitCode");
     expect(r.protocol).toBe("v5.channel.k8s.io");
   });
 
   it("reports success with exit code 0", async () => {
     const r = await execInPod(kc, ns.name, "a", ["sh", "-c", "printf ok"]);
-    expect({ out: r.stdout.toString(), code: r.exitCode, status: r.status.status }).toEqual({ out: "ok", code: 0, status: "Success" });
+    expect({ out: r.stdout.toString(), code: r.exitCode, status: r.status.status }).toEqual({
+      out: "ok",
+      code: 0,
+      status: "Success",
+    });
   });
 
   it("returns stdout, stderr and the exit code over SPDY (kubectl exec)", async () => {
@@ -96,7 +106,9 @@ describe("exec through the API server", () => {
     const chunks: Buffer[] = [];
     out.on("data", (c: Buffer) => chunks.push(c));
     const status = await new Promise<V1Status>((resolve, reject) => {
-      new Exec(kc).exec(ns.name, "a", "main", ["sh", "-c", "test -t 1 && echo has-tty"], out, null, null, true, resolve).catch(reject);
+      new Exec(kc)
+        .exec(ns.name, "a", "main", ["sh", "-c", "test -t 1 && echo has-tty"], out, null, null, true, resolve)
+        .catch(reject);
     });
     expect(status.status).toBe("Success");
     expect(Buffer.concat(chunks).toString()).toBe("has-tty\r\n"); // the terminal's ONLCR turns \n into \r\n
@@ -135,7 +147,10 @@ describe("exec through the API server", () => {
       expect(readFileSync(join(dst, "proj/sub/readme.txt"), "utf8")).toBe("hello tar\n");
 
       // The same through kubectl (SPDY), into the other pod.
-      const spdy = await kubectl(["exec", "-i", "-n", ns.name, "b", "--", "tar", "-xf", "-", "-C", "/workspace"], archive);
+      const spdy = await kubectl(
+        ["exec", "-i", "-n", ns.name, "b", "--", "tar", "-xf", "-", "-C", "/workspace"],
+        archive,
+      );
       expect(spdy.code, spdy.stderr).toBe(0);
       const sum = await execInPod(kc, ns.name, "b", ["sh", "-c", "wc -c < /workspace/proj/data.bin"]);
       expect(sum.stdout.toString().trim()).toBe(String(binary.length));
@@ -150,7 +165,9 @@ describe("processes, as in a container", () => {
   it("runs every exec of a pod in the PID namespace of its main process, apart from other pods", async () => {
     const stream = await startExec("a", ["sh", "-c", "exec sleep 3301"]);
     try {
-      await waitFor("the first exec to be visible from a second one", async () => (await processesSeenIn("a")).includes("sleep 3301"));
+      await waitFor("the first exec to be visible from a second one", async () =>
+        (await processesSeenIn("a")).includes("sleep 3301"),
+      );
       const seen = await processesSeenIn("a");
       expect(seen).toContain("sleep infinity"); // the pod's main process
       expect(seen.filter((p) => /^\S*bwrap /.test(p))).toHaveLength(1); // the sandbox's init, PID 1
@@ -176,13 +193,23 @@ describe("processes, as in a container", () => {
   });
 
   it("gives execs the container's env and workingDir, as its main process has them", async () => {
-    const pod = podManifest("envwd", { command: ["sh", "-c", 'echo "main: $GREETING $PWD $HOSTNAME"; exec sleep infinity'] });
-    Object.assign(pod.spec!.containers[0], { env: [{ name: "GREETING", value: "hi there" }], workingDir: "/workspace" });
+    const pod = podManifest("envwd", {
+      command: ["sh", "-c", 'echo "main: $GREETING $PWD $HOSTNAME"; exec sleep infinity'],
+    });
+    Object.assign(pod.spec!.containers[0], {
+      env: [{ name: "GREETING", value: "hi there" }],
+      workingDir: "/workspace",
+    });
     await runPod(kc, ns.name, pod);
     const r = await execInPod(kc, ns.name, "envwd", ["sh", "-c", 'echo "exec: $GREETING $PWD $HOSTNAME"']);
     expect(r.stdout.toString()).toBe("exec: hi there /workspace envwd\n");
-    await waitFor("the main process's line", async () => (await core.readNamespacedPodLog({ name: "envwd", namespace: ns.name })).length > 0);
-    expect(await core.readNamespacedPodLog({ name: "envwd", namespace: ns.name })).toBe("main: hi there /workspace envwd\n");
+    await waitFor(
+      "the main process's line",
+      async () => (await core.readNamespacedPodLog({ name: "envwd", namespace: ns.name })).length > 0,
+    );
+    expect(await core.readNamespacedPodLog({ name: "envwd", namespace: ns.name })).toBe(
+      "main: hi there /workspace envwd\n",
+    );
   });
 
   it("gives each exec its own process group: `kill -9 0` ends only that exec", async () => {
@@ -200,7 +227,11 @@ describe("processes, as in a container", () => {
 
 describe("logs and lifecycle", () => {
   it("serves the main process's output as the container log", async () => {
-    await runPod(kc, ns.name, podManifest("logger", { command: ["sh", "-c", "echo hello-from-main; echo on-stderr >&2; sleep infinity"] }));
+    await runPod(
+      kc,
+      ns.name,
+      podManifest("logger", { command: ["sh", "-c", "echo hello-from-main; echo on-stderr >&2; sleep infinity"] }),
+    );
     let log = "";
     await waitFor("the container log", async () => {
       log = await core.readNamespacedPodLog({ name: "logger", namespace: ns.name });

@@ -78,7 +78,9 @@ describe("OCI registry", () => {
 
   it("stores an OCI image manifest and returns it byte for byte by tag and by digest", async () => {
     const repo = "sbx/snapshots";
-    const config = Buffer.from(JSON.stringify({ architecture: "amd64", os: "linux", rootfs: { type: "layers", diff_ids: [] } }));
+    const config = Buffer.from(
+      JSON.stringify({ architecture: "amd64", os: "linux", rootfs: { type: "layers", diff_ids: [] } }),
+    );
     const layer = randomBytes(10_000);
     const configDigest = await pushMonolithic(repo, config);
     const layerDigest = await pushChunked(repo, layer, 4096);
@@ -97,7 +99,11 @@ describe("OCI registry", () => {
         3,
       ),
     );
-    const put = await fetch(`${base()}/v2/${repo}/manifests/sb-1`, { method: "PUT", headers: { "content-type": mediaType }, body: manifest });
+    const put = await fetch(`${base()}/v2/${repo}/manifests/sb-1`, {
+      method: "PUT",
+      headers: { "content-type": mediaType },
+      body: manifest,
+    });
     expect(put.status).toBe(201);
     const digest = digestOf(manifest);
     expect(put.headers.get("docker-content-digest")).toBe(digest);

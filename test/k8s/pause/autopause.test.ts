@@ -9,7 +9,13 @@ import { mergePatch, type KubeClients } from "../../../runtime/k8s/client.ts";
 import { API_GROUP, API_VERSION, LABELS, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
 import type { SandboxResource } from "../../../runtime/k8s/resource.ts";
 import { registryUrl, waitFor } from "../../support/cluster.ts";
-import { adminClients, freshNamespaces, installSandboxCrd, testKubeconfigPath, type TestNamespaces } from "../runtime/support.ts";
+import {
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "../runtime/support.ts";
 import { output, startPauseManager, type PauseRuntimeArgs } from "./runtime.ts";
 
 let clients: KubeClients;
@@ -23,7 +29,13 @@ beforeAll(async () => {
   clients = adminClients(kubeconfigPath);
   await installSandboxCrd(clients.kc);
   ns = await freshNamespaces(clients.core, "pza");
-  args = { kubeconfigPath, namespaces: { sandboxes: ns.sandboxes, runtime: ns.runtime }, registry: registryUrl(), identity: "replica-1", maintenance: true };
+  args = {
+    kubeconfigPath,
+    namespaces: { sandboxes: ns.sandboxes, runtime: ns.runtime },
+    registry: registryUrl(),
+    identity: "replica-1",
+    maintenance: true,
+  };
 }, 60_000);
 
 afterAll(async () => {
@@ -32,7 +44,13 @@ afterAll(async () => {
 });
 
 const cr = async (id: string) =>
-  (await clients.custom.getNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: ns.sandboxes, plural: SANDBOX_PLURAL, name: id })) as SandboxResource;
+  (await clients.custom.getNamespacedCustomObject({
+    group: API_GROUP,
+    version: API_VERSION,
+    namespace: ns.sandboxes,
+    plural: SANDBOX_PLURAL,
+    name: id,
+  })) as SandboxResource;
 
 describe("automatic pause and wake on Kubernetes", () => {
   it("pauses on an idle probe, keeps the wake time in the Sandbox status across a restart, and wakes on schedule", async () => {
@@ -65,21 +83,38 @@ describe("automatic pause and wake on Kubernetes", () => {
       const r = await output(await rt!.manager.exec(OWNER, id, { command: ["sh", "-c", script] }));
       expect(r.exitCode).toBe(0);
     };
-    await write(`echo busy > /workspace/state && echo ${farTask} > /workspace/next-task && echo precious > /workspace/data`);
+    await write(
+      `echo busy > /workspace/state && echo ${farTask} > /workspace/next-task && echo precious > /workspace/data`,
+    );
 
     // probe results and the predicted wake time are in the Sandbox's status
     const farIso = new Date(farTask * 1000).toISOString();
-    await waitFor("probe status and nextResumeTime in the Sandbox status", async () => {
-      const s = (await cr(id)).status;
-      return s?.probes?.Active?.message === "busy" && s?.nextResumeTime === farIso && s?.nextPauseTime === undefined;
-    }, 20_000);
+    await waitFor(
+      "probe status and nextResumeTime in the Sandbox status",
+      async () => {
+        const s = (await cr(id)).status;
+        return s?.probes?.Active?.message === "busy" && s?.nextResumeTime === farIso && s?.nextPauseTime === undefined;
+      },
+      20_000,
+    );
 
     await write("echo idle > /workspace/state");
-    await waitFor("paused by the idle probe", async () => (await rt!.manager.get(OWNER, id)).phase === "Paused", 30_000);
+    await waitFor(
+      "paused by the idle probe",
+      async () => (await rt!.manager.get(OWNER, id)).phase === "Paused",
+      30_000,
+    );
     // the controller records its action right after the pause returns
-    await waitFor("the pause recorded in the Sandbox status", async () => (await cr(id)).status?.autoPause?.lastAction?.action === "pause", 10_000);
+    await waitFor(
+      "the pause recorded in the Sandbox status",
+      async () => (await cr(id)).status?.autoPause?.lastAction?.action === "pause",
+      10_000,
+    );
     expect((await cr(id)).status?.nextResumeTime).toBe(farIso);
-    expect((await clients.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.sandbox}=${id}` })).items).toEqual([]);
+    expect(
+      (await clients.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.sandbox}=${id}` }))
+        .items,
+    ).toEqual([]);
 
     // the runtime stops; with no replica running, the recorded wake time moves to soon
     await rt.close();
@@ -88,7 +123,14 @@ describe("automatic pause and wake on Kubernetes", () => {
     const wakeAt = Math.floor(Date.now() / 1000) + 5;
     const wakeIso = new Date(wakeAt * 1000).toISOString();
     await clients.custom.patchNamespacedCustomObjectStatus(
-      { group: API_GROUP, version: API_VERSION, namespace: ns.sandboxes, plural: SANDBOX_PLURAL, name: id, body: { status: { nextResumeTime: wakeIso, autoPause: { nextResumeTime: wakeIso } } } },
+      {
+        group: API_GROUP,
+        version: API_VERSION,
+        namespace: ns.sandboxes,
+        plural: SANDBOX_PLURAL,
+        name: id,
+        body: { status: { nextResumeTime: wakeIso, autoPause: { nextResumeTime: wakeIso } } },
+      },
       mergePatch,
     );
 
@@ -97,9 +139,15 @@ describe("automatic pause and wake on Kubernetes", () => {
     await waitFor("new leader", async () => rt!.backend.leads(), 20_000);
     await waitFor("woken on schedule", async () => (await rt!.manager.get(OWNER, id)).phase === "Running", 60_000);
     expect(Date.now() / 1000).toBeGreaterThanOrEqual(wakeAt - 1);
-    const r = await output(await rt.manager.exec(OWNER, id, { command: ["cat", "/workspace/data", "/workspace/state"] }));
+    const r = await output(
+      await rt.manager.exec(OWNER, id, { command: ["cat", "/workspace/data", "/workspace/state"] }),
+    );
     expect(r.stdout).toBe("precious\nbusy\n");
-    await waitFor("the wake recorded in the Sandbox status", async () => (await cr(id)).status?.autoPause?.lastAction?.action === "resume", 10_000);
+    await waitFor(
+      "the wake recorded in the Sandbox status",
+      async () => (await cr(id)).status?.autoPause?.lastAction?.action === "resume",
+      10_000,
+    );
     await rt.manager.kill(OWNER, id);
   }, 180_000);
 });

@@ -12,8 +12,22 @@ import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import type { PauseStep, ResumeStep } from "../../../runtime/snapshot/snapshotter.ts";
 import { OciClient } from "../../../runtime/snapshot/oci.ts";
 import { registryUrl, waitFor } from "../../support/cluster.ts";
-import { adminClients, freshNamespaces, installSandboxCrd, testKubeconfigPath, type TestNamespaces } from "../runtime/support.ts";
-import { FILL_SCRIPT, output, sandboxSpec, startPauseRuntime, TREE_DIGEST_SCRIPT, type PauseRuntime, type PauseRuntimeArgs } from "./runtime.ts";
+import {
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "../runtime/support.ts";
+import {
+  FILL_SCRIPT,
+  output,
+  sandboxSpec,
+  startPauseRuntime,
+  TREE_DIGEST_SCRIPT,
+  type PauseRuntime,
+  type PauseRuntimeArgs,
+} from "./runtime.ts";
 
 const GRACE_MS = 3_000;
 let clients: KubeClients;
@@ -27,7 +41,12 @@ beforeAll(async () => {
   clients = adminClients(kubeconfigPath);
   await installSandboxCrd(clients.kc);
   ns = await freshNamespaces(clients.core, "pzc");
-  const base = { kubeconfigPath, namespaces: { sandboxes: ns.sandboxes, runtime: ns.runtime }, registry: registryUrl(), warm: 1 };
+  const base = {
+    kubeconfigPath,
+    namespaces: { sandboxes: ns.sandboxes, runtime: ns.runtime },
+    registry: registryUrl(),
+    warm: 1,
+  };
   rt = await startPauseRuntime({ ...base, identity: "replica-a", inFlightGraceMs: GRACE_MS });
   childArgs = { ...base, identity: "replica-b" };
   oci = new OciClient({ registry: registryUrl() });
@@ -46,11 +65,18 @@ async function sh(id: string, script: string): Promise<string> {
 }
 
 async function crashChild(op: "pause" | "resume", id: string, step: string): Promise<void> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "crash-child.ts"), JSON.stringify(childArgs), op, id, step], { stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", join(import.meta.dirname, "crash-child.ts"), JSON.stringify(childArgs), op, id, step],
+    { stdio: ["ignore", "ignore", "pipe"] },
+  );
   let stderr = "";
   child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once("exit", (c, s) => resolve([c, s])));
-  if (signal !== "SIGKILL") throw new Error(`crash child for ${op}@${step} was not killed at the step (exit ${code}): ${stderr}`);
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+    child.once("exit", (c, s) => resolve([c, s])),
+  );
+  if (signal !== "SIGKILL")
+    throw new Error(`crash child for ${op}@${step} was not killed at the step (exit ${code}): ${stderr}`);
 }
 
 async function startWithData(id: string): Promise<string> {
@@ -78,7 +104,10 @@ async function expectSettled(id: string, digest: string): Promise<void> {
   if (rec?.state === "paused") {
     expect(rec.computeReleased).toBe(true);
     expect((await oci.headManifest(rec.snapshot!.repository, rec.snapshot!.tag))?.digest).toBe(rec.snapshot!.digest);
-    const pods = await clients.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.sandbox}=${id}` });
+    const pods = await clients.core.listNamespacedPod({
+      namespace: ns.sandboxes,
+      labelSelector: `${LABELS.sandbox}=${id}`,
+    });
     expect(pods.items.filter((p) => !p.metadata?.deletionTimestamp)).toEqual([]);
   } else {
     expect(await sh(id, TREE_DIGEST_SCRIPT)).toBe(digest);
@@ -88,24 +117,45 @@ async function expectSettled(id: string, digest: string): Promise<void> {
   await rt.snap.delete(id);
 }
 
-const PAUSE_STEPS: PauseStep[] = ["pausing-recorded", "pre-pause-hook", "layer-pushed", "manifest-put", "paused-recorded", "compute-released"];
-const RESUME_STEPS: ResumeStep[] = ["resuming-recorded", "slot-acquired", "layer-restored", "post-resume-hook", "running-recorded"];
+const PAUSE_STEPS: PauseStep[] = [
+  "pausing-recorded",
+  "pre-pause-hook",
+  "layer-pushed",
+  "manifest-put",
+  "paused-recorded",
+  "compute-released",
+];
+const RESUME_STEPS: ResumeStep[] = [
+  "resuming-recorded",
+  "slot-acquired",
+  "layer-restored",
+  "post-resume-hook",
+  "running-recorded",
+];
 
 describe("Kubernetes pause/resume: the replica doing it dies after each durable step", () => {
-  it.each(PAUSE_STEPS)("pause killed after %s loses nothing", async (step) => {
-    const id = `pzc-p-${step}`;
-    const digest = await startWithData(id);
-    await crashChild("pause", id, step);
-    await recoverAfterCrash(id, "pause");
-    await expectSettled(id, digest);
-  }, 180_000);
+  it.each(PAUSE_STEPS)(
+    "pause killed after %s loses nothing",
+    async (step) => {
+      const id = `pzc-p-${step}`;
+      const digest = await startWithData(id);
+      await crashChild("pause", id, step);
+      await recoverAfterCrash(id, "pause");
+      await expectSettled(id, digest);
+    },
+    180_000,
+  );
 
-  it.each(RESUME_STEPS)("resume killed after %s loses nothing", async (step) => {
-    const id = `pzc-r-${step}`;
-    const digest = await startWithData(id);
-    await rt.snap.snapshotter.pause(id);
-    await crashChild("resume", id, step);
-    await recoverAfterCrash(id, "resume");
-    await expectSettled(id, digest);
-  }, 180_000);
+  it.each(RESUME_STEPS)(
+    "resume killed after %s loses nothing",
+    async (step) => {
+      const id = `pzc-r-${step}`;
+      const digest = await startWithData(id);
+      await rt.snap.snapshotter.pause(id);
+      await crashChild("resume", id, step);
+      await recoverAfterCrash(id, "resume");
+      await expectSettled(id, digest);
+    },
+    180_000,
+  );
 });

@@ -13,7 +13,13 @@ import { SNAPSHOT_RECORD_ANNOTATION } from "../../../runtime/k8s/snapshotRecords
 import type { SnapshotRecord } from "../../../runtime/snapshot/record.ts";
 import { OciClient } from "../../../runtime/snapshot/oci.ts";
 import { registryUrl, waitFor } from "../../support/cluster.ts";
-import { adminClients, freshNamespaces, installSandboxCrd, testKubeconfigPath, type TestNamespaces } from "../runtime/support.ts";
+import {
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "../runtime/support.ts";
 import { FILL_SCRIPT, output, startPauseManager, TREE_DIGEST_SCRIPT } from "./runtime.ts";
 
 let clients: KubeClients;
@@ -29,7 +35,13 @@ beforeAll(async () => {
   clients = adminClients(kubeconfigPath);
   await installSandboxCrd(clients.kc);
   ns = await freshNamespaces(clients.core, "pz");
-  rt = await startPauseManager({ kubeconfigPath, namespaces: ns, registry: registryUrl(), identity: "pause-test", warm: 2 });
+  rt = await startPauseManager({
+    kubeconfigPath,
+    namespaces: ns,
+    registry: registryUrl(),
+    identity: "pause-test",
+    warm: 2,
+  });
   ({ manager, backend } = rt);
   oci = new OciClient({ registry: registryUrl() });
   await waitFor("leadership", async () => backend.controller.isLeader(), 20_000);
@@ -42,9 +54,16 @@ afterAll(async () => {
 });
 
 const cr = async (id: string) =>
-  (await clients.custom.getNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: ns.sandboxes, plural: SANDBOX_PLURAL, name: id })) as SandboxResource;
+  (await clients.custom.getNamespacedCustomObject({
+    group: API_GROUP,
+    version: API_VERSION,
+    namespace: ns.sandboxes,
+    plural: SANDBOX_PLURAL,
+    name: id,
+  })) as SandboxResource;
 
-const podsOf = async (id: string) => (await clients.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.sandbox}=${id}` })).items;
+const podsOf = async (id: string) =>
+  (await clients.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.sandbox}=${id}` })).items;
 
 async function sh(id: string, script: string): Promise<string> {
   const r = await output(await manager.exec(OWNER, id, { command: ["sh", "-c", script], timeoutMs: 120_000 }));
@@ -54,7 +73,14 @@ async function sh(id: string, script: string): Promise<string> {
 
 async function expectPausedOnCluster(id: string): Promise<SnapshotRecord> {
   const paused = await manager.get(OWNER, id);
-  expect(paused).toMatchObject({ id, owner: OWNER, phase: "Paused", ready: false, cpuRequestMillis: 0, memoryRequestBytes: 0 });
+  expect(paused).toMatchObject({
+    id,
+    owner: OWNER,
+    phase: "Paused",
+    ready: false,
+    cpuRequestMillis: 0,
+    memoryRequestBytes: 0,
+  });
   // compute really gone, identity kept
   expect(await podsOf(id)).toEqual([]);
   const obj = await cr(id);
@@ -63,14 +89,26 @@ async function expectPausedOnCluster(id: string): Promise<SnapshotRecord> {
   const record = JSON.parse(obj.metadata.annotations![SNAPSHOT_RECORD_ANNOTATION]) as SnapshotRecord;
   expect(record).toMatchObject({ id, owner: OWNER, state: "paused", computeReleased: true, holder: "pause-test" });
   // status.snapshot names a manifest the registry really holds
-  expect(obj.status?.snapshot).toEqual({ ref: record.snapshot!.ref, digest: record.snapshot!.digest, sizeBytes: record.snapshot!.sizeBytes, createdAt: record.snapshot!.createdAt });
-  expect((await oci.headManifest(record.snapshot!.repository, record.snapshot!.tag))?.digest).toBe(record.snapshot!.digest);
+  expect(obj.status?.snapshot).toEqual({
+    ref: record.snapshot!.ref,
+    digest: record.snapshot!.digest,
+    sizeBytes: record.snapshot!.sizeBytes,
+    createdAt: record.snapshot!.createdAt,
+  });
+  expect((await oci.headManifest(record.snapshot!.repository, record.snapshot!.tag))?.digest).toBe(
+    record.snapshot!.digest,
+  );
   return record;
 }
 
 describe("pause and resume on Kubernetes", () => {
   it("keeps every byte across pause and a resume onto a warm pod, with the same id, owner and env", async () => {
-    const created = await manager.create({ owner: OWNER, profile: "base", size: "nano", env: { SANDBOX_GREETING: "kept across pause" } });
+    const created = await manager.create({
+      owner: OWNER,
+      profile: "base",
+      size: "nano",
+      env: { SANDBOX_GREETING: "kept across pause" },
+    });
     const id = created.id;
     await manager.wait(OWNER, id, { timeoutMs: 60_000 });
     await sh(id, FILL_SCRIPT(24));
@@ -92,7 +130,7 @@ describe("pause and resume on Kubernetes", () => {
     expect(after.spec.podName).toBeTruthy(); // a claimed warm pod, not a cold one named after the sandbox
     expect(after.spec.podName).not.toBe(firstPod);
     expect(await sh(id, TREE_DIGEST_SCRIPT)).toBe(before);
-    expect(await sh(id, "printf %s \"$SANDBOX_GREETING\"")).toBe("kept across pause");
+    expect(await sh(id, 'printf %s "$SANDBOX_GREETING"')).toBe("kept across pause");
     await waitFor("status.snapshot cleared", async () => (await cr(id)).status?.snapshot === undefined, 10_000);
     await manager.kill(OWNER, id);
   }, 240_000);
@@ -129,7 +167,15 @@ describe("pause and resume on Kubernetes", () => {
     await manager.pause!(OWNER, id);
     const record = await expectPausedOnCluster(id);
     await manager.kill(OWNER, id);
-    await waitFor("Sandbox object gone", async () => (await cr(id).then(() => false, () => true)), 20_000);
+    await waitFor(
+      "Sandbox object gone",
+      async () =>
+        await cr(id).then(
+          () => false,
+          () => true,
+        ),
+      20_000,
+    );
     expect(await oci.headManifest(record.snapshot!.repository, record.snapshot!.digest)).toBeUndefined();
     await expect(manager.get(OWNER, id)).rejects.toMatchObject({ code: "not_found" });
   }, 240_000);

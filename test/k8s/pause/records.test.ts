@@ -11,7 +11,15 @@ import { API_GROUP, API_VERSION, SANDBOX_PLURAL } from "../../../runtime/k8s/con
 import type { SandboxResource } from "../../../runtime/k8s/resource.ts";
 import { toStoredSpec, type SnapshotRecord, type SnapshotRecordStore } from "../../../runtime/snapshot/record.ts";
 import { waitFor } from "../../support/cluster.ts";
-import { adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, type TestNamespaces } from "../runtime/support.ts";
+import {
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testBackend,
+  testConfig,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "../runtime/support.ts";
 import { sandboxSpec } from "./runtime.ts";
 
 let clients: KubeClients;
@@ -45,7 +53,19 @@ function record(id: string, state: SnapshotRecord["state"], over: Partial<Snapsh
     state,
     generation: 1,
     spec: toStoredSpec(spec),
-    sandbox: { id, owner: spec.owner, profile: "base", size: "nano", phase: "Running", ready: true, createdAt: spec.createdAt.toISOString(), expiresAt: spec.createdAt.toISOString(), metadata: {}, cpuRequestMillis: 100, memoryRequestBytes: 1 },
+    sandbox: {
+      id,
+      owner: spec.owner,
+      profile: "base",
+      size: "nano",
+      phase: "Running",
+      ready: true,
+      createdAt: spec.createdAt.toISOString(),
+      expiresAt: spec.createdAt.toISOString(),
+      metadata: {},
+      cpuRequestMillis: 100,
+      memoryRequestBytes: 1,
+    },
     autoResume: true,
     updatedAt: new Date().toISOString(),
     ...over,
@@ -64,22 +84,46 @@ describe("SandboxRecordStore (the record in the Sandbox object)", () => {
     await store(a).put(record(id, "pausing", { holder: "replica-a" }));
 
     // b last saw "no record": its write must not go through
-    await expect(store(b).put(record(id, "pausing", { holder: "replica-b" }))).rejects.toMatchObject({ code: "conflict" });
+    await expect(store(b).put(record(id, "pausing", { holder: "replica-b" }))).rejects.toMatchObject({
+      code: "conflict",
+    });
     await waitFor("replica b sees a's record", async () => (await store(b).get(id))?.holder === "replica-a", 10_000);
 
     // an unrelated write to the object (activity) between a's read and write is not a conflict
-    await clients.custom.patchNamespacedCustomObject({ ...crApi(), name: id, body: { metadata: { annotations: { "sbx.dev/last-activity": new Date().toISOString() } } } }, mergePatch);
-    const snapshot = { repository: "r", tag: "t", ref: "reg/r@sha256:00", digest: "sha256:00", sizeBytes: 42, createdAt: new Date().toISOString(), layers: [] };
+    await clients.custom.patchNamespacedCustomObject(
+      {
+        ...crApi(),
+        name: id,
+        body: { metadata: { annotations: { "sbx.dev/last-activity": new Date().toISOString() } } },
+      },
+      mergePatch,
+    );
+    const snapshot = {
+      repository: "r",
+      tag: "t",
+      ref: "reg/r@sha256:00",
+      digest: "sha256:00",
+      sizeBytes: 42,
+      createdAt: new Date().toISOString(),
+      layers: [],
+    };
     await store(a).put(record(id, "paused", { holder: "replica-a", snapshot }));
 
     const obj = (await clients.custom.getNamespacedCustomObject({ ...crApi(), name: id })) as SandboxResource;
-    expect(obj.status?.snapshot).toEqual({ ref: snapshot.ref, digest: snapshot.digest, sizeBytes: 42, createdAt: snapshot.createdAt });
+    expect(obj.status?.snapshot).toEqual({
+      ref: snapshot.ref,
+      digest: snapshot.digest,
+      sizeBytes: 42,
+      createdAt: snapshot.createdAt,
+    });
     await waitFor("replica b sees the paused record", async () => (await store(b).get(id))?.state === "paused", 10_000);
     expect((await store(b).list()).map((r) => r.id)).toContain(id);
 
     // now b has seen the latest record, so its write goes through
     await store(b).put(record(id, "resuming", { holder: "replica-b", snapshot }));
-    await expect(store(a).put(record(id, "running", { holder: "replica-a" }))).rejects.toMatchObject({ code: "conflict" });
+    await expect(store(a).put(record(id, "running", { holder: "replica-a" }))).rejects.toMatchObject({
+      code: "conflict",
+    });
 
     await store(b).delete(id);
     const after = (await clients.custom.getNamespacedCustomObject({ ...crApi(), name: id })) as SandboxResource;

@@ -50,14 +50,22 @@ export function pauseConfig(a: Pick<PauseRuntimeArgs, "namespaces" | "registry" 
 export async function startPauseRuntime(a: PauseRuntimeArgs): Promise<PauseRuntime> {
   const config = pauseConfig(a);
   const backend = testBackend(config, adminClients(a.kubeconfigPath), { identity: a.identity });
-  const pr = createPauseResume(backend, { config, clock: systemClock, logger: silentLogger(), onStep: a.onStep, inFlightGraceMs: a.inFlightGraceMs });
+  const pr = createPauseResume(backend, {
+    config,
+    clock: systemClock,
+    logger: silentLogger(),
+    onStep: a.onStep,
+    inFlightGraceMs: a.inFlightGraceMs,
+  });
   const snap = pauseCaller(backend, pr);
   await snap.start();
   return { config, backend, snap, close: () => snap.close() };
 }
 
 /** The whole runtime as the service runs it: Manager (admission, audit) over the snapshotting backend. */
-export async function startPauseManager(a: PauseRuntimeArgs): Promise<{ config: RuntimeConfig; backend: KubernetesBackend; manager: SandboxManager; close(): Promise<void> }> {
+export async function startPauseManager(
+  a: PauseRuntimeArgs,
+): Promise<{ config: RuntimeConfig; backend: KubernetesBackend; manager: SandboxManager; close(): Promise<void> }> {
   const config = pauseConfig(a);
   const backend = testBackend(config, adminClients(a.kubeconfigPath), { identity: a.identity });
   const logger = process.env.SBX_TEST_LOG ? createLogger({ level: process.env.SBX_TEST_LOG }) : silentLogger();

@@ -10,7 +10,15 @@ import { startService, type Service } from "../../../runtime/server/service.ts";
 import { waitFor } from "../../support/cluster.ts";
 import { parseExecFrames, TOKENS, testTokens } from "../../support/local.ts";
 import { abandon, openFds, request, settle, type Abandon } from "../../support/raw-http.ts";
-import { adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, type TestNamespaces } from "./support.ts";
+import {
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testBackend,
+  testConfig,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "./support.ts";
 
 /** generous: a kill costs a second exec through the API server on a busy 2-core machine */
 const SETTLE_MS = 20_000;
@@ -25,7 +33,16 @@ beforeAll(async () => {
   ns = await freshNamespaces(clients.core, "rt-abandon");
   const config = testConfig(ns, { listen: { host: "127.0.0.1", port: 0 } });
   backend = testBackend(config, clients);
-  svc = await startService({ config, tokens: testTokens(), logger: silentLogger(), clock: systemClock, backend, host: "127.0.0.1", port: 0, reaperIntervalMs: 60_000 });
+  svc = await startService({
+    config,
+    tokens: testTokens(),
+    logger: silentLogger(),
+    clock: systemClock,
+    backend,
+    host: "127.0.0.1",
+    port: 0,
+    reaperIntervalMs: 60_000,
+  });
   await waitFor("leader", async () => backend.controller.isLeader(), 15_000);
 }, 120_000);
 
@@ -65,23 +82,32 @@ describe("a client that disconnects (Kubernetes)", () => {
     // a sparse 100 GiB file: tar would read zeros for minutes
     ["a download cut after its first bytes", "GET", "files?path=/workspace/big", undefined, { afterBytes: 1 }],
   ];
-  it.each(cases)("%s: leaves no process in the pod and no fd in the service", async (name, method, route, body, how) => {
-    const id = await createSandbox();
-    expect((await exec(id, { command: ["sh", "-c", "truncate -s 100G /workspace/big"] })).exit?.exitCode).toBe(0);
-    const before = await podProcesses(id);
-    const fdsBefore = await settle(openFds, () => true, 0);
-    for (let i = 0; i < 3; i++) {
-      const r = await abandon(svc.url, token, method, `/v1/sandboxes/${id}/${route}`, body, how);
-      expect(r.status).toBe(200);
-    }
-    const t0 = Date.now();
-    const left = await settle(() => podProcesses(id), (p) => p.length <= before.length, SETTLE_MS);
-    const fds = await settle(openFds, (n) => n <= fdsBefore, SETTLE_MS);
-    console.log(`${name}: clean ${Date.now() - t0} ms after the 3rd disconnect (processes ${left.length}/${before.length}, fds ${fds}/${fdsBefore})`);
-    expect(left, `before: ${before.join("; ")}`).toHaveLength(before.length);
-    expect(fds).toBeLessThanOrEqual(fdsBefore);
-    await request(svc.url, token, "DELETE", `/v1/sandboxes/${id}`);
-  });
+  it.each(cases)(
+    "%s: leaves no process in the pod and no fd in the service",
+    async (name, method, route, body, how) => {
+      const id = await createSandbox();
+      expect((await exec(id, { command: ["sh", "-c", "truncate -s 100G /workspace/big"] })).exit?.exitCode).toBe(0);
+      const before = await podProcesses(id);
+      const fdsBefore = await settle(openFds, () => true, 0);
+      for (let i = 0; i < 3; i++) {
+        const r = await abandon(svc.url, token, method, `/v1/sandboxes/${id}/${route}`, body, how);
+        expect(r.status).toBe(200);
+      }
+      const t0 = Date.now();
+      const left = await settle(
+        () => podProcesses(id),
+        (p) => p.length <= before.length,
+        SETTLE_MS,
+      );
+      const fds = await settle(openFds, (n) => n <= fdsBefore, SETTLE_MS);
+      console.log(
+        `${name}: clean ${Date.now() - t0} ms after the 3rd disconnect (processes ${left.length}/${before.length}, fds ${fds}/${fdsBefore})`,
+      );
+      expect(left, `before: ${before.join("; ")}`).toHaveLength(before.length);
+      expect(fds).toBeLessThanOrEqual(fdsBefore);
+      await request(svc.url, token, "DELETE", `/v1/sandboxes/${id}`);
+    },
+  );
 });
 
 describe("timeouts (Kubernetes)", () => {
@@ -91,7 +117,8 @@ describe("timeouts (Kubernetes)", () => {
     // the last four also start a process that leaves the command's process group (setsid);
     // it sleeps longer, so that a kill that comes late (a second exec on Kubernetes) is in time
     const marker = (i: number, s: number, suffix = "") => `sleep ${s}; echo done > /workspace/marker-${i}${suffix}`;
-    const script = (i: number) => (i < 16 ? marker(i, 2) : `setsid sh -c '${marker(i, 6, "-escaped")}' & ${marker(i, 2)}`);
+    const script = (i: number) =>
+      i < 16 ? marker(i, 2) : `setsid sh -c '${marker(i, 6, "-escaped")}' & ${marker(i, 2)}`;
     const results = await Promise.all(
       timeouts.map((timeoutMs, i) => exec(id, { command: ["sh", "-c", script(i)], timeoutMs })),
     );

@@ -14,7 +14,16 @@ import type { Sandbox } from "../../../runtime/core/types.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { waitFor } from "../../support/cluster.ts";
-import { addSandboxNodes, adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, type TestNamespaces } from "./support.ts";
+import {
+  addSandboxNodes,
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testBackend,
+  testConfig,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "./support.ts";
 
 const CAPACITY = 1000;
 const ATTEMPTS = 1500;
@@ -32,10 +41,24 @@ beforeAll(async () => {
   removeNodes = await addSandboxNodes(clients.core, "burst", 26); // 26 x 4 CPU: room for 1,000 x 100m
   ns = await freshNamespaces(clients.core, "rt-burst");
   // The namespace quota is the hard ceiling behind admission, as in production.
-  await clients.core.createNamespacedResourceQuota({ namespace: ns.sandboxes, body: { metadata: { name: "sandboxes" }, spec: { hard: { pods: String(CAPACITY), "requests.cpu": "100", "requests.memory": "125Gi" } } } });
-  config = testConfig(ns, { budget: { cpu: "100", memory: "125Gi" }, defaults: { size: "nano", idleTimeoutSeconds: 0 } });
+  await clients.core.createNamespacedResourceQuota({
+    namespace: ns.sandboxes,
+    body: {
+      metadata: { name: "sandboxes" },
+      spec: { hard: { pods: String(CAPACITY), "requests.cpu": "100", "requests.memory": "125Gi" } },
+    },
+  });
+  config = testConfig(ns, {
+    budget: { cpu: "100", memory: "125Gi" },
+    defaults: { size: "nano", idleTimeoutSeconds: 0 },
+  });
   backend = testBackend(config, clients);
-  ({ manager } = await buildManager(config, { logger: silentLogger(), clock: systemClock, backend, reaperIntervalMs: 60_000 }));
+  ({ manager } = await buildManager(config, {
+    logger: silentLogger(),
+    clock: systemClock,
+    backend,
+    reaperIntervalMs: 60_000,
+  }));
   await manager.start({ reaper: false });
   await waitFor("leadership", async () => backend.controller.isLeader(), 15_000);
 }, 600_000);
@@ -62,7 +85,9 @@ describe("1,500 concurrent creates against capacity for 1,000", () => {
     backend.subscribe((e) => {
       if (e.type === "delete") live.delete(e.id);
       else live.set(e.sandbox.id, e.sandbox);
-      const held = [...live.values()].filter((s) => s.phase !== "Failed" && s.phase !== "Succeeded").reduce((a, s) => a + s.cpuRequestMillis, 0);
+      const held = [...live.values()]
+        .filter((s) => s.phase !== "Failed" && s.phase !== "Succeeded")
+        .reduce((a, s) => a + s.cpuRequestMillis, 0);
       if (held > budget.cpuMillis) liveOver++;
       check();
     });
@@ -93,7 +118,11 @@ describe("1,500 concurrent creates against capacity for 1,000", () => {
     // Every admitted sandbox becomes ready; nothing stays Pending.
     const ids = new Set(accepted.map((s) => s.id));
     const t1 = Date.now();
-    await waitFor(`${CAPACITY} sandboxes ready`, async () => (await backend.list()).filter((s) => ids.has(s.id) && s.ready).length === CAPACITY, 480_000);
+    await waitFor(
+      `${CAPACITY} sandboxes ready`,
+      async () => (await backend.list()).filter((s) => ids.has(s.id) && s.ready).length === CAPACITY,
+      480_000,
+    );
     const readyMs = Date.now() - t1;
     clearInterval(sampler);
     const pods = (await clients.core.listNamespacedPod({ namespace: ns.sandboxes })).items;
@@ -105,14 +134,26 @@ describe("1,500 concurrent creates against capacity for 1,000", () => {
     // The hard ceiling agrees: the quota never counts more pods than the budget holds. (Its
     // status is recalculated by the controller-manager on its own schedule and can lag below.)
     let usedPods = Number.NaN;
-    await waitFor("quota status counted", async () => {
-      const quota = await clients.core.readNamespacedResourceQuota({ name: "sandboxes", namespace: ns.sandboxes });
-      const raw = quota.status?.used?.pods;
-      usedPods = raw ? parseMemory("quota.status.used.pods", raw) : Number.NaN; // a quantity: 1000 reads "1k"
-      return Number.isFinite(usedPods) && usedPods > 0;
-    }, 120_000);
+    await waitFor(
+      "quota status counted",
+      async () => {
+        const quota = await clients.core.readNamespacedResourceQuota({ name: "sandboxes", namespace: ns.sandboxes });
+        const raw = quota.status?.used?.pods;
+        usedPods = raw ? parseMemory("quota.status.used.pods", raw) : Number.NaN; // a quantity: 1000 reads "1k"
+        return Number.isFinite(usedPods) && usedPods > 0;
+      },
+      120_000,
+    );
     expect(usedPods).toBeLessThanOrEqual(CAPACITY);
-    console.log(JSON.stringify({ accepted: accepted.length, rejected: rejected.length, acceptAllMs: acceptMs, allReadyMs: readyMs, durableLagP99Ms: p99(backend.records.lagMs) }));
+    console.log(
+      JSON.stringify({
+        accepted: accepted.length,
+        rejected: rejected.length,
+        acceptAllMs: acceptMs,
+        allReadyMs: readyMs,
+        durableLagP99Ms: p99(backend.records.lagMs),
+      }),
+    );
 
     // Killing one returns its capacity: the next create is admitted.
     await manager.kill(accepted[0].owner, accepted[0].id);

@@ -12,7 +12,14 @@ import { createKubernetesBackend, type KubernetesBackend } from "../../../runtim
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { LABELS, POOL } from "../../../runtime/k8s/contract.ts";
 import { waitFor } from "../../support/cluster.ts";
-import { adminClients, freshNamespaces, installSandboxCrd, testConfig, testKubeconfigPath, type TestNamespaces } from "./support.ts";
+import {
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testConfig,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "./support.ts";
 
 const INLINE_IMAGE = "registry.local/sbx/base:1";
 const FILE_IMAGE = "registry.local/sbx/extra:1";
@@ -39,7 +46,11 @@ beforeAll(async () => {
   });
   const logger = silentLogger();
   const catalog = new ImageCatalog({ inline: config.catalog, path: config.catalogPath, logger });
-  backend = createKubernetesBackend(config, { logger, clock: systemClock, catalog }, { clients, retryPeriodMs: 500, leaseDurationMs: 4000, activityFlushMs: 500 });
+  backend = createKubernetesBackend(
+    config,
+    { logger, clock: systemClock, catalog },
+    { clients, retryPeriodMs: 500, leaseDurationMs: 4000, activityFlushMs: 500 },
+  );
   await backend.start();
   await waitFor("leadership", async () => backend.controller.isLeader(), 15_000);
 });
@@ -54,12 +65,19 @@ describe("the Kubernetes backend reads the one catalog", () => {
   it("warm pools fill for an inline profile and for a catalogPath profile, with their images", async () => {
     const ready = async () => Object.fromEntries((await backend.poolStatus!()).map((p) => [p.profile, p.ready]));
     // generous: pod start on a busy 2-core machine
-    await waitFor("one ready warm pod per pool", async () => {
-      const r = await ready();
-      return r.base === 1 && r.extra === 1;
-    }, 90_000);
-    const pods = (await clients.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.pool}=${POOL.warm}` })).items;
-    const imageOf = (profile: string) => pods.find((p) => p.metadata?.labels?.[LABELS.profile] === profile)?.spec?.containers[0].image;
+    await waitFor(
+      "one ready warm pod per pool",
+      async () => {
+        const r = await ready();
+        return r.base === 1 && r.extra === 1;
+      },
+      90_000,
+    );
+    const pods = (
+      await clients.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.pool}=${POOL.warm}` })
+    ).items;
+    const imageOf = (profile: string) =>
+      pods.find((p) => p.metadata?.labels?.[LABELS.profile] === profile)?.spec?.containers[0].image;
     expect(imageOf("base")).toBe(INLINE_IMAGE);
     expect(imageOf("extra")).toBe(FILE_IMAGE);
   });

@@ -12,7 +12,15 @@ import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { createStsCredentialBroker } from "../../../runtime/k8s/credentials.ts";
 import { waitFor } from "../../support/cluster.ts";
-import { adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, type TestNamespaces } from "./support.ts";
+import {
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testBackend,
+  testConfig,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "./support.ts";
 
 let sts: Server;
 const policies = new Map<string, string>();
@@ -29,7 +37,9 @@ beforeAll(async () => {
       const p = new URLSearchParams(body);
       policies.set(p.get("RoleSessionName")!, p.get("Policy")!);
       res.writeHead(200, { "content-type": "text/xml" });
-      res.end(`<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>ASIA-${p.get("RoleSessionName")}</AccessKeyId><SecretAccessKey>s</SecretAccessKey><SessionToken>tok-${p.get("RoleSessionName")}</SessionToken><Expiration>${new Date(Date.now() + 900_000).toISOString()}</Expiration></Credentials></AssumeRoleResult></AssumeRoleResponse>`);
+      res.end(
+        `<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>ASIA-${p.get("RoleSessionName")}</AccessKeyId><SecretAccessKey>s</SecretAccessKey><SessionToken>tok-${p.get("RoleSessionName")}</SessionToken><Expiration>${new Date(Date.now() + 900_000).toISOString()}</Expiration></Credentials></AssumeRoleResult></AssumeRoleResponse>`,
+      );
     });
   });
   await new Promise<void>((r) => sts.listen(0, "127.0.0.1", r));
@@ -37,9 +47,17 @@ beforeAll(async () => {
   clients = adminClients(await testKubeconfigPath());
   await installSandboxCrd(clients.kc);
   ns = await freshNamespaces(clients.core, "rt-creds");
-  const credentials = { baseRoleArn: "arn:aws:iam::123456789012:role/sbx-base", bucket: "sbx-data", region: "us-east-1", durationSeconds: 900 };
+  const credentials = {
+    baseRoleArn: "arn:aws:iam::123456789012:role/sbx-base",
+    bucket: "sbx-data",
+    region: "us-east-1",
+    durationSeconds: 900,
+  };
   config = testConfig(ns, { credentials, warmPool: [{ profile: "base", size: "nano", count: 1 }] });
-  const broker = createStsCredentialBroker(credentials, new STSClient({ region: "us-east-1", endpoint, credentials: { accessKeyId: "AKIAMANAGER", secretAccessKey: "x" } }));
+  const broker = createStsCredentialBroker(
+    credentials,
+    new STSClient({ region: "us-east-1", endpoint, credentials: { accessKeyId: "AKIAMANAGER", secretAccessKey: "x" } }),
+  );
   backend = testBackend(config, clients, { broker });
   await backend.start();
   await waitFor("leader", async () => backend.controller.isLeader(), 15_000);
@@ -51,10 +69,22 @@ afterAll(async () => {
   await new Promise<void>((r) => sts.close(() => r()));
 });
 
-const spec = (id: string): SandboxSpec => ({ id, owner: "carol", image: { profile: "base", image: config.catalog.base }, size: config.sizeClasses.nano, env: {}, ttlSeconds: 600, idleTimeoutSeconds: 0, metadata: {}, createdAt: new Date() });
+const spec = (id: string): SandboxSpec => ({
+  id,
+  owner: "carol",
+  image: { profile: "base", image: config.catalog.base },
+  size: config.sizeClasses.nano,
+  env: {},
+  ttlSeconds: 600,
+  idleTimeoutSeconds: 0,
+  metadata: {},
+  createdAt: new Date(),
+});
 
 async function readInside(id: string): Promise<string> {
-  const s = await backend.exec(id, { command: ["sh", "-c", 'cat "$AWS_SHARED_CREDENTIALS_FILE"; echo "prefix=$SBX_PREFIX"'] });
+  const s = await backend.exec(id, {
+    command: ["sh", "-c", 'cat "$AWS_SHARED_CREDENTIALS_FILE"; echo "prefix=$SBX_PREFIX"'],
+  });
   const out: Buffer[] = [];
   s.stdout.on("data", (c: Buffer) => out.push(c));
   expect((await s.result).exitCode).toBe(0);
@@ -69,7 +99,9 @@ describe("credential delivery", () => {
     const inside = await readInside("cred-cold");
     expect(inside).toContain("aws_session_token = tok-sbx-cred-cold");
     expect(inside).toContain("prefix=sandboxes/cred-cold/");
-    expect(JSON.parse(policies.get("sbx-cred-cold")!).Statement[0].Resource).toBe("arn:aws:s3:::sbx-data/sandboxes/cred-cold/*");
+    expect(JSON.parse(policies.get("sbx-cred-cold")!).Statement[0].Resource).toBe(
+      "arn:aws:s3:::sbx-data/sandboxes/cred-cold/*",
+    );
     const pod = await clients.core.readNamespacedPod({ name: "cred-cold", namespace: ns.sandboxes });
     expect(JSON.stringify(pod)).not.toContain("tok-sbx-cred-cold");
   });
@@ -81,8 +113,26 @@ describe("credential delivery", () => {
     const inside = await readInside("cred-warm");
     expect(inside).toContain("aws_session_token = tok-sbx-cred-warm");
     expect(inside).not.toContain("cred-cold");
-    await waitFor("record written", async () => !!(await clients.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "cred-warm" }).catch(() => undefined)));
-    const cr = await clients.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "cred-warm" });
+    await waitFor(
+      "record written",
+      async () =>
+        !!(await clients.custom
+          .getNamespacedCustomObject({
+            group: "sbx.dev",
+            version: "v1alpha1",
+            namespace: ns.sandboxes,
+            plural: "sandboxes",
+            name: "cred-warm",
+          })
+          .catch(() => undefined)),
+    );
+    const cr = await clients.custom.getNamespacedCustomObject({
+      group: "sbx.dev",
+      version: "v1alpha1",
+      namespace: ns.sandboxes,
+      plural: "sandboxes",
+      name: "cred-warm",
+    });
     expect(cr.spec.podName).toMatch(/^warm-base-nano-/);
     expect(cr.metadata.annotations["sbx.dev/credentials-expires-at"]).toBeTruthy();
     const pod = await clients.core.readNamespacedPod({ name: cr.spec.podName, namespace: ns.sandboxes });

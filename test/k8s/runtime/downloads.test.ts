@@ -8,7 +8,16 @@ import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { waitFor } from "../../support/cluster.ts";
-import { adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, testSandboxSpec, type TestNamespaces } from "./support.ts";
+import {
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testBackend,
+  testConfig,
+  testKubeconfigPath,
+  testSandboxSpec,
+  type TestNamespaces,
+} from "./support.ts";
 
 let clients: KubeClients;
 let ns: TestNamespaces;
@@ -38,7 +47,9 @@ beforeAll(async () => {
   await waitFor("leadership", async () => backend.controller.isLeader(), 15_000);
   await backend.provision(testSandboxSpec(config, ID));
   await backend.awaitReady(ID, { timeoutMs: 60_000 });
-  const setup = await sh("mkdir -p /workspace/d /workspace/closed && echo ok > /workspace/d/a && echo s > /workspace/d/b && chmod 000 /workspace/d/b /workspace/closed && truncate -s 2G /workspace/huge");
+  const setup = await sh(
+    "mkdir -p /workspace/d /workspace/closed && echo ok > /workspace/d/a && echo s > /workspace/d/b && chmod 000 /workspace/d/b /workspace/closed && truncate -s 2G /workspace/huge",
+  );
   expect(setup.exitCode, setup.stderr).toBe(0);
   // the premise: the sandbox's user (uid 0 without capabilities here) is bound by file modes
   expect((await sh("cat /workspace/d/b")).exitCode).not.toBe(0);
@@ -52,8 +63,16 @@ afterAll(async () => {
 
 describe("Kubernetes downloads that fail say so", () => {
   it.each([
-    { path: "/workspace/d", code: "validation", says: ['path: invalid value "/workspace/d"', '"/workspace/d/b" under it is not readable'] },
-    { path: "/workspace/d/b", code: "validation", says: ["it is not readable by the sandbox's user (permission denied)"] },
+    {
+      path: "/workspace/d",
+      code: "validation",
+      says: ['path: invalid value "/workspace/d"', '"/workspace/d/b" under it is not readable'],
+    },
+    {
+      path: "/workspace/d/b",
+      code: "validation",
+      says: ["it is not readable by the sandbox's user (permission denied)"],
+    },
     { path: "/workspace/closed", code: "validation", says: ["it is not readable"] },
     { path: "/workspace/missing", code: "not_found", says: [`path "${ID}:/workspace/missing" not found`] },
   ])("$path is refused before any byte ($code)", async ({ path, code, says }) => {
@@ -83,6 +102,8 @@ describe("Kubernetes downloads that fail say so", () => {
     stream.resume();
     const err = await failed;
     expect(err).toMatchObject({ code: "upstream" });
-    expect(err.message).toMatch(new RegExp(`^get files from sandbox ${ID} at /workspace/huge: tar exited (137|-1|\\d+)`));
+    expect(err.message).toMatch(
+      new RegExp(`^get files from sandbox ${ID} at /workspace/huge: tar exited (137|-1|\\d+)`),
+    );
   }, 60_000);
 });

@@ -12,7 +12,16 @@ import type { SandboxEvent, SandboxSpec } from "../../../runtime/core/types.ts";
 import { LABELS, SANDBOX_CONTAINER } from "../../../runtime/k8s/contract.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import { terminateContainer, waitFor } from "../../support/cluster.ts";
-import { adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, testSandboxSpec, type TestNamespaces } from "./support.ts";
+import {
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testBackend,
+  testConfig,
+  testKubeconfigPath,
+  testSandboxSpec,
+  type TestNamespaces,
+} from "./support.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 
@@ -23,7 +32,11 @@ let backend: KubernetesBackend;
 const events: SandboxEvent[] = [];
 
 const spec = (id: string, over: Partial<SandboxSpec> = {}): SandboxSpec =>
-  testSandboxSpec(config, id, { env: { SANDBOX_GREETING: "hello from the record" }, metadata: { purpose: "lifecycle" }, ...over });
+  testSandboxSpec(config, id, {
+    env: { SANDBOX_GREETING: "hello from the record" },
+    metadata: { purpose: "lifecycle" },
+    ...over,
+  });
 
 async function collect(stream: Readable): Promise<string> {
   const chunks: Buffer[] = [];
@@ -59,17 +72,36 @@ afterAll(async () => {
 describe("Kubernetes backend lifecycle", () => {
   it("creates, becomes ready by watch, runs commands, moves files, shows logs and kills", async () => {
     const accepted = await backend.provision(spec("life-1"));
-    expect(accepted).toMatchObject({ id: "life-1", owner: "alice", phase: "Pending", ready: false, warm: false, cpuRequestMillis: 100 });
+    expect(accepted).toMatchObject({
+      id: "life-1",
+      owner: "alice",
+      phase: "Pending",
+      ready: false,
+      warm: false,
+      cpuRequestMillis: 100,
+    });
 
     const ready = await backend.awaitReady("life-1", { timeoutMs: 60_000 });
     expect(ready).toMatchObject({ id: "life-1", phase: "Running", ready: true });
     expect(ready.node).toMatch(/^sbx-sandbox-/);
 
     // The record is durable and the pod is the hardened one, owned by the record.
-    const cr = await clients.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "life-1" });
+    const cr = await clients.custom.getNamespacedCustomObject({
+      group: "sbx.dev",
+      version: "v1alpha1",
+      namespace: ns.sandboxes,
+      plural: "sandboxes",
+      name: "life-1",
+    });
     expect(cr.spec).toMatchObject({ owner: "alice", profile: "base", size: "nano", desiredState: "Running" });
     await waitFor("status Running recorded", async () => {
-      const c = await clients.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "life-1" });
+      const c = await clients.custom.getNamespacedCustomObject({
+        group: "sbx.dev",
+        version: "v1alpha1",
+        namespace: ns.sandboxes,
+        plural: "sandboxes",
+        name: "life-1",
+      });
       return c.status?.phase === "Running" && c.status?.podName === "life-1";
     });
     const pod = await clients.core.readNamespacedPod({ name: "life-1", namespace: ns.sandboxes });
@@ -79,12 +111,23 @@ describe("Kubernetes backend lifecycle", () => {
     expect(JSON.stringify(pod.spec)).not.toContain("hello from the record"); // env arrives per exec, not in the spec
 
     // exec: stdout, stderr, exit code, the record's env, per-call env and cwd
-    const r1 = await run("life-1", ["sh", "-c", 'echo "out $SANDBOX_GREETING $EXTRA $PWD"; echo err >&2; exit 3'], { env: { EXTRA: "x1" }, cwd: "/tmp" });
-    expect(r1).toMatchObject({ stdout: "out hello from the record x1 /tmp\n", stderr: "err\n", exitCode: 3, timedOut: false });
+    const r1 = await run("life-1", ["sh", "-c", 'echo "out $SANDBOX_GREETING $EXTRA $PWD"; echo err >&2; exit 3'], {
+      env: { EXTRA: "x1" },
+      cwd: "/tmp",
+    });
+    expect(r1).toMatchObject({
+      stdout: "out hello from the record x1 /tmp\n",
+      stderr: "err\n",
+      exitCode: 3,
+      timedOut: false,
+    });
 
     // streaming: the first line arrives before the command ends. The command waits for a file
     // the test creates only after that line arrived, so it cannot end otherwise (no clock).
-    const s = await backend.exec("life-1", { command: ["sh", "-c", "echo first; until [ -e /tmp/gate ]; do sleep 0.05; done; echo second"], timeoutMs: 60_000 });
+    const s = await backend.exec("life-1", {
+      command: ["sh", "-c", "echo first; until [ -e /tmp/gate ]; do sleep 0.05; done; echo second"],
+      timeoutMs: 60_000,
+    });
     const out = collect(s.stdout);
     void collect(s.stderr);
     await new Promise<void>((resolve) => s.stdout.once("data", () => resolve()));
@@ -126,7 +169,13 @@ describe("Kubernetes backend lifecycle", () => {
     await backend.touch("life-1", at);
     expect((await backend.describe("life-1"))!.lastActivityAt).toBe(at.toISOString());
     await waitFor("activity annotation", async () => {
-      const c = await clients.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "life-1" });
+      const c = await clients.custom.getNamespacedCustomObject({
+        group: "sbx.dev",
+        version: "v1alpha1",
+        namespace: ns.sandboxes,
+        plural: "sandboxes",
+        name: "life-1",
+      });
       return c.metadata.annotations?.["sbx.dev/last-activity"] === at.toISOString();
     });
 
@@ -155,7 +204,10 @@ describe("Kubernetes backend lifecycle", () => {
     const processes = async () => (await run("kill-1", ["sh", "-c", PROCESS_LIST])).stdout.split("\n");
 
     // a tree that ignores SIGHUP, with a long timeout so only kill() can end it
-    const session = await backend.exec("kill-1", { command: ["sh", "-c", "trap '' HUP; sleep 3401 & sleep 3402 & echo started; wait"], timeoutMs: 600_000 });
+    const session = await backend.exec("kill-1", {
+      command: ["sh", "-c", "trap '' HUP; sleep 3401 & sleep 3402 & echo started; wait"],
+      timeoutMs: 600_000,
+    });
     const out = collect(session.stdout);
     void collect(session.stderr);
     await waitFor("the tree to start", async () => (await processes()).includes("sleep 3402"), 15_000);
@@ -174,14 +226,19 @@ describe("Kubernetes backend lifecycle", () => {
     expect(await run("kill-1", ["echo", "after the kill"])).toMatchObject({ stdout: "after the kill\n", exitCode: 0 });
     const timed = await run("kill-1", ["sh", "-c", "sleep 3403 & sleep 3404"], { timeoutMs: 1000 });
     expect(timed).toMatchObject({ exitCode: 124, timedOut: true, oomKilled: false });
-    await waitFor("the timed-out group to be gone", async () => !(await processes()).some((p) => /^sleep 340[34]$/.test(p)), 10_000);
+    await waitFor(
+      "the timed-out group to be gone",
+      async () => !(await processes()).some((p) => /^sleep 340[34]$/.test(p)),
+      10_000,
+    );
     await backend.delete("kill-1");
   });
 
   it("a download abandoned midway, or an upload whose input fails, ends its tar in the sandbox", async () => {
     await backend.provision(spec("tar-1"));
     await backend.awaitReady("tar-1", { timeoutMs: 60_000 });
-    const tars = async () => (await run("tar-1", ["sh", "-c", PROCESS_LIST])).stdout.split("\n").filter((p) => /(^|\/)tar /.test(p));
+    const tars = async () =>
+      (await run("tar-1", ["sh", "-c", PROCESS_LIST])).stdout.split("\n").filter((p) => /(^|\/)tar /.test(p));
     // 512 MiB (sparse: costs no disk): far more than the pipes and buffers on the way hold
     await run("tar-1", ["truncate", "-s", "512M", "/workspace/sparse.bin"]);
     const download = await backend.getArchive("tar-1", "/workspace");
@@ -215,13 +272,35 @@ describe("Kubernetes backend lifecycle", () => {
     const pod = await terminateContainer(clients.kc, ns.sandboxes, "oom-1", { container: SANDBOX_CONTAINER });
     expect(pod.status!.phase).toBe("Running");
     await waitFor("Failed", async () => (await backend.describe("oom-1"))?.phase === "Failed");
-    expect(await backend.describe("oom-1")).toMatchObject({ phase: "Failed", reason: "OOMKilled", exitCode: 137, ready: false });
-    expect(events.some((e) => e.type === "upsert" && e.sandbox.id === "oom-1" && e.sandbox.phase === "Failed" && e.sandbox.reason === "OOMKilled")).toBe(true);
-    await expect(backend.awaitReady("oom-1", { timeoutMs: 1000 })).rejects.toMatchObject({ code: "failed", details: { reason: "OOMKilled" } });
+    expect(await backend.describe("oom-1")).toMatchObject({
+      phase: "Failed",
+      reason: "OOMKilled",
+      exitCode: 137,
+      ready: false,
+    });
+    expect(
+      events.some(
+        (e) =>
+          e.type === "upsert" &&
+          e.sandbox.id === "oom-1" &&
+          e.sandbox.phase === "Failed" &&
+          e.sandbox.reason === "OOMKilled",
+      ),
+    ).toBe(true);
+    await expect(backend.awaitReady("oom-1", { timeoutMs: 1000 })).rejects.toMatchObject({
+      code: "failed",
+      details: { reason: "OOMKilled" },
+    });
     await expect(backend.exec("oom-1", { command: ["true"] })).rejects.toMatchObject({ code: "failed" });
     // the terminal status is durable on the record
     await waitFor("status recorded", async () => {
-      const c = await clients.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "oom-1" });
+      const c = await clients.custom.getNamespacedCustomObject({
+        group: "sbx.dev",
+        version: "v1alpha1",
+        namespace: ns.sandboxes,
+        plural: "sandboxes",
+        name: "oom-1",
+      });
       return c.status?.phase === "Failed" && c.status?.reason === "OOMKilled" && c.status?.exitCode === 137;
     });
     await backend.delete("oom-1");
@@ -231,13 +310,22 @@ describe("Kubernetes backend lifecycle", () => {
     await backend.provision(spec("ext-1"));
     await backend.awaitReady("ext-1", { timeoutMs: 60_000 });
     await waitFor("Running recorded", async () => {
-      const c = await clients.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "ext-1" });
+      const c = await clients.custom.getNamespacedCustomObject({
+        group: "sbx.dev",
+        version: "v1alpha1",
+        namespace: ns.sandboxes,
+        plural: "sandboxes",
+        name: "ext-1",
+      });
       return c.status?.podName === "ext-1";
     });
     await clients.core.deleteNamespacedPod({ name: "ext-1", namespace: ns.sandboxes, gracePeriodSeconds: 0 });
     await waitFor("delete event", async () => events.some((e) => e.type === "delete" && e.id === "ext-1"), 30_000);
     expect(await backend.describe("ext-1")).toBeUndefined();
-    const pods = await clients.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.sandbox}=ext-1` });
+    const pods = await clients.core.listNamespacedPod({
+      namespace: ns.sandboxes,
+      labelSelector: `${LABELS.sandbox}=ext-1`,
+    });
     expect(pods.items).toHaveLength(0); // not resurrected
   });
 

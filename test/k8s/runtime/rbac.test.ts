@@ -10,7 +10,15 @@ import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import { clientsFor, PooledKubeConfig, statusCode, type KubeClients } from "../../../runtime/k8s/client.ts";
 import { managerSandboxNamespaceRules, runtimeNamespaceRules } from "../../../runtime/k8s/contract.ts";
 import { serviceAccountKubeConfig, waitFor } from "../../support/cluster.ts";
-import { adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, type TestNamespaces } from "./support.ts";
+import {
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testBackend,
+  testConfig,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "./support.ts";
 
 let admin: KubeClients;
 let ns: TestNamespaces;
@@ -18,11 +26,21 @@ let config: RuntimeConfig;
 let backend: KubernetesBackend;
 let saKc: KubeConfig;
 
-async function grant(rbac: RbacAuthorizationV1Api, namespace: string, name: string, rules: ReturnType<typeof managerSandboxNamespaceRules>, saNamespace: string) {
+async function grant(
+  rbac: RbacAuthorizationV1Api,
+  namespace: string,
+  name: string,
+  rules: ReturnType<typeof managerSandboxNamespaceRules>,
+  saNamespace: string,
+) {
   await rbac.createNamespacedRole({ namespace, body: { metadata: { name }, rules } });
   await rbac.createNamespacedRoleBinding({
     namespace,
-    body: { metadata: { name }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name }, subjects: [{ kind: "ServiceAccount", name: "sbx-manager", namespace: saNamespace }] },
+    body: {
+      metadata: { name },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name },
+      subjects: [{ kind: "ServiceAccount", name: "sbx-manager", namespace: saNamespace }],
+    },
   });
 }
 
@@ -31,7 +49,10 @@ beforeAll(async () => {
   await installSandboxCrd(admin.kc);
   ns = await freshNamespaces(admin.core, "rt-rbac");
   config = testConfig(ns, { warmPool: [{ profile: "base", size: "nano", count: 2 }] });
-  await admin.core.createNamespacedServiceAccount({ namespace: ns.runtime, body: { metadata: { name: "sbx-manager" } } });
+  await admin.core.createNamespacedServiceAccount({
+    namespace: ns.runtime,
+    body: { metadata: { name: "sbx-manager" } },
+  });
   const rbac = admin.kc.makeApiClient(RbacAuthorizationV1Api);
   await grant(rbac, ns.sandboxes, "sbx-manager", managerSandboxNamespaceRules(), ns.runtime);
   await grant(rbac, ns.runtime, "sbx-manager-runtime", runtimeNamespaceRules(), ns.runtime);
@@ -48,7 +69,17 @@ afterAll(async () => {
   await ns?.cleanup();
 });
 
-const spec = (id: string): SandboxSpec => ({ id, owner: "rbac", image: { profile: "base", image: config.catalog.base }, size: config.sizeClasses.nano, env: {}, ttlSeconds: 600, idleTimeoutSeconds: 0, metadata: {}, createdAt: new Date() });
+const spec = (id: string): SandboxSpec => ({
+  id,
+  owner: "rbac",
+  image: { profile: "base", image: config.catalog.base },
+  size: config.sizeClasses.nano,
+  env: {},
+  ttlSeconds: 600,
+  idleTimeoutSeconds: 0,
+  metadata: {},
+  createdAt: new Date(),
+});
 
 describe("manager with exactly the contract's RBAC", () => {
   it("is not an admin: refused outside its rules", async () => {
@@ -70,7 +101,13 @@ describe("manager with exactly the contract's RBAC", () => {
     const logs = await backend.logs("rbac-cold", {});
     logs.resume();
     await waitFor("status written (sandboxes/status)", async () => {
-      const c = await admin.custom.getNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes", name: "rbac-cold" });
+      const c = await admin.custom.getNamespacedCustomObject({
+        group: "sbx.dev",
+        version: "v1alpha1",
+        namespace: ns.sandboxes,
+        plural: "sandboxes",
+        name: "rbac-cold",
+      });
       return c.status?.phase === "Running";
     });
     await backend.touch("rbac-cold", new Date());

@@ -16,7 +16,16 @@ import type { SandboxManager } from "../../../runtime/core/manager.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { waitFor } from "../../support/cluster.ts";
-import { addSandboxNodes, adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, type TestNamespaces } from "./support.ts";
+import {
+  addSandboxNodes,
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testBackend,
+  testConfig,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "./support.ts";
 
 const CAPACITY = 300; // nano sandboxes the budget holds
 let clients: KubeClients;
@@ -27,7 +36,12 @@ const managers: { manager: SandboxManager; backend: KubernetesBackend }[] = [];
 
 async function startManager(identity: string) {
   const backend = testBackend(config, adminClients(await testKubeconfigPath()), { identity });
-  const { manager } = await buildManager(config, { logger: silentLogger(), clock: systemClock, backend, reaperIntervalMs: 60_000 });
+  const { manager } = await buildManager(config, {
+    logger: silentLogger(),
+    clock: systemClock,
+    backend,
+    reaperIntervalMs: 60_000,
+  });
   await manager.start({ reaper: false });
   managers.push({ manager, backend });
   return { manager, backend };
@@ -38,7 +52,10 @@ beforeAll(async () => {
   await installSandboxCrd(clients.kc);
   removeNodes = await addSandboxNodes(clients.core, "restart", 8);
   ns = await freshNamespaces(clients.core, "rt-restart");
-  await clients.core.createNamespacedResourceQuota({ namespace: ns.sandboxes, body: { metadata: { name: "sandboxes" }, spec: { hard: { pods: String(CAPACITY), "requests.cpu": "30" } } } });
+  await clients.core.createNamespacedResourceQuota({
+    namespace: ns.sandboxes,
+    body: { metadata: { name: "sandboxes" }, spec: { hard: { pods: String(CAPACITY), "requests.cpu": "30" } } },
+  });
   config = testConfig(ns, { budget: { cpu: "30", memory: "64Gi" }, defaults: { size: "nano", idleTimeoutSeconds: 0 } });
 }, 300_000);
 
@@ -49,7 +66,12 @@ afterAll(async () => {
 }, 300_000);
 
 async function recordsInCluster(): Promise<string[]> {
-  const list = await clients.custom.listNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes" });
+  const list = await clients.custom.listNamespacedCustomObject({
+    group: "sbx.dev",
+    version: "v1alpha1",
+    namespace: ns.sandboxes,
+    plural: "sandboxes",
+  });
   return (list.items as { metadata: { name: string } }[]).map((i) => i.metadata.name);
 }
 
@@ -79,16 +101,26 @@ describe("manager restarted in the middle of a burst", () => {
     current = await startManager("second");
     const rebuilt = current.manager.admission.usage();
     const listed = await current.backend.list();
-    expect(rebuilt.used.cpuMillis).toBe(listed.filter((s) => s.phase !== "Failed" && s.phase !== "Succeeded").reduce((a, s) => a + s.cpuRequestMillis, 0));
+    expect(rebuilt.used.cpuMillis).toBe(
+      listed.filter((s) => s.phase !== "Failed" && s.phase !== "Succeeded").reduce((a, s) => a + s.cpuRequestMillis, 0),
+    );
 
     await new Promise((r) => setTimeout(r, 3000)); // the burst goes on against the new manager
     stop = true;
     await Promise.all(clientsLoop);
     await current.backend.records.drain();
-    await waitFor("informer caught up", async () => (await recordsInCluster()).length === (await current.backend.list()).length, 30_000);
+    await waitFor(
+      "informer caught up",
+      async () => (await recordsInCluster()).length === (await current.backend.list()).length,
+      30_000,
+    );
 
     // Settle: every record either runs or was refused by the quota; none stays Pending.
-    await waitFor("settled", async () => (await current.backend.list()).every((s) => s.ready || s.phase === "Failed"), 240_000);
+    await waitFor(
+      "settled",
+      async () => (await current.backend.list()).every((s) => s.ready || s.phase === "Failed"),
+      240_000,
+    );
     const live = await current.backend.list();
     const names = await recordsInCluster();
     const holding = live.filter((s) => s.phase !== "Failed" && s.phase !== "Succeeded");
@@ -96,14 +128,35 @@ describe("manager restarted in the middle of a burst", () => {
     const used = current.manager.admission.usage();
     const allPods = (await clients.core.listNamespacedPod({ namespace: ns.sandboxes })).items;
     const quota = await clients.core.readNamespacedResourceQuota({ name: "sandboxes", namespace: ns.sandboxes });
-    console.log(JSON.stringify({ pods: allPods.length, quota: quota.status, holding: holding.length, refused: refused.length, names: names.length, phases: [...new Set(holding.map((s) => `${s.phase}/${s.ready}`))] }));
+    console.log(
+      JSON.stringify({
+        pods: allPods.length,
+        quota: quota.status,
+        holding: holding.length,
+        refused: refused.length,
+        names: names.length,
+        phases: [...new Set(holding.map((s) => `${s.phase}/${s.ready}`))],
+      }),
+    );
     expect(used.used.cpuMillis).toBe(holding.reduce((a, s) => a + s.cpuRequestMillis, 0));
     expect(used.reservations).toBe(holding.length);
     expect(holding.length).toBeLessThanOrEqual(CAPACITY);
     expect(names.length).toBeLessThanOrEqual(CAPACITY + 32); // the write pool's concurrency bounds the crash window
     for (const s of refused) expect(s.reason).toBe("QuotaExceeded");
-    const running = (await clients.core.listNamespacedPod({ namespace: ns.sandboxes })).items.filter((p) => p.status?.phase === "Running");
+    const running = (await clients.core.listNamespacedPod({ namespace: ns.sandboxes })).items.filter(
+      (p) => p.status?.phase === "Running",
+    );
     expect(running.length).toBe(holding.length);
-    console.log(JSON.stringify({ accepted, rejected, records: names.length, running: running.length, refusedByQuota: refused.length, unwrittenAtCrash: lostWindow, usedCpuMillis: used.used.cpuMillis }));
+    console.log(
+      JSON.stringify({
+        accepted,
+        rejected,
+        records: names.length,
+        running: running.length,
+        refusedByQuota: refused.length,
+        unwrittenAtCrash: lostWindow,
+        usedCpuMillis: used.used.cpuMillis,
+      }),
+    );
   }, 600_000);
 });

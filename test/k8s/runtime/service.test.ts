@@ -12,7 +12,15 @@ import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import { startService, type Service } from "../../../runtime/server/service.ts";
 import { waitFor } from "../../support/cluster.ts";
 import { TOKENS, testTokens } from "../../support/local.ts";
-import { adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, type TestNamespaces } from "./support.ts";
+import {
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testBackend,
+  testConfig,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "./support.ts";
 
 const repo = resolve(import.meta.dirname, "../../..");
 let ns: TestNamespaces;
@@ -20,9 +28,16 @@ let backend: KubernetesBackend;
 let service: Service;
 let work: string;
 
-function sbx(args: string[], token: string = TOKENS.alice): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function sbx(
+  args: string[],
+  token: string = TOKENS.alice,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((done, reject) => {
-    const p = spawn(process.execPath, [join(repo, "bin/sbx.mjs"), ...args], { cwd: work, env: { ...process.env, SBX_SERVER: service.url, SBX_TOKEN: token }, stdio: ["ignore", "pipe", "pipe"] });
+    const p = spawn(process.execPath, [join(repo, "bin/sbx.mjs"), ...args], {
+      cwd: work,
+      env: { ...process.env, SBX_SERVER: service.url, SBX_TOKEN: token },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     p.stdout.on("data", (c) => (stdout += c));
@@ -39,7 +54,16 @@ beforeAll(async () => {
   ns = await freshNamespaces(clients.core, "rt-svc");
   const config = testConfig(ns, { listen: { host: "127.0.0.1", port: 0 } });
   backend = testBackend(config, clients);
-  service = await startService({ config, tokens: testTokens(), logger: silentLogger(), clock: systemClock, backend, host: "127.0.0.1", port: 0, reaperIntervalMs: 60_000 });
+  service = await startService({
+    config,
+    tokens: testTokens(),
+    logger: silentLogger(),
+    clock: systemClock,
+    backend,
+    host: "127.0.0.1",
+    port: 0,
+    reaperIntervalMs: 60_000,
+  });
   await waitFor("leader", async () => backend.controller.isLeader(), 15_000);
 }, 120_000);
 
@@ -85,7 +109,11 @@ describe("service and CLI on the Kubernetes backend", () => {
   }, 180_000);
 
   it("answers 404 on every route for another owner's sandbox", async () => {
-    const res = await fetch(`${service.url}/v1/sandboxes`, { method: "POST", headers: { authorization: `Bearer ${TOKENS.alice}`, "content-type": "application/json" }, body: JSON.stringify({ size: "nano" }) });
+    const res = await fetch(`${service.url}/v1/sandboxes`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKENS.alice}`, "content-type": "application/json" },
+      body: JSON.stringify({ size: "nano" }),
+    });
     expect(res.status).toBeLessThan(300);
     const { id } = (await res.json()) as { id: string };
     await backend.awaitReady(id, { timeoutMs: 60_000 });
@@ -93,10 +121,22 @@ describe("service and CLI on the Kubernetes backend", () => {
     const routes: [string, string, RequestInit?][] = [
       ["GET", `/v1/sandboxes/${id}`],
       ["DELETE", `/v1/sandboxes/${id}`],
-      ["POST", `/v1/sandboxes/${id}/wait`, { body: JSON.stringify({}), headers: { ...bob, "content-type": "application/json" } }],
-      ["POST", `/v1/sandboxes/${id}/exec`, { body: JSON.stringify({ command: ["true"] }), headers: { ...bob, "content-type": "application/json" } }],
+      [
+        "POST",
+        `/v1/sandboxes/${id}/wait`,
+        { body: JSON.stringify({}), headers: { ...bob, "content-type": "application/json" } },
+      ],
+      [
+        "POST",
+        `/v1/sandboxes/${id}/exec`,
+        { body: JSON.stringify({ command: ["true"] }), headers: { ...bob, "content-type": "application/json" } },
+      ],
       ["GET", `/v1/sandboxes/${id}/files?path=/workspace`],
-      ["PUT", `/v1/sandboxes/${id}/files?path=/workspace`, { body: new Uint8Array(1024), headers: { ...bob, "content-type": "application/x-tar" } }],
+      [
+        "PUT",
+        `/v1/sandboxes/${id}/files?path=/workspace`,
+        { body: new Uint8Array(1024), headers: { ...bob, "content-type": "application/x-tar" } },
+      ],
       ["GET", `/v1/sandboxes/${id}/logs`],
     ];
     for (const [method, url, init] of routes) {
@@ -104,7 +144,10 @@ describe("service and CLI on the Kubernetes backend", () => {
       expect(r.status, `${method} ${url}`).toBe(404);
     }
     expect((await backend.describe(id))?.ready).toBe(true); // untouched
-    const del = await fetch(`${service.url}/v1/sandboxes/${id}`, { method: "DELETE", headers: { authorization: `Bearer ${TOKENS.alice}` } });
+    const del = await fetch(`${service.url}/v1/sandboxes/${id}`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${TOKENS.alice}` },
+    });
     expect(del.status).toBeLessThan(300);
   }, 120_000);
 });

@@ -8,9 +8,20 @@ import type { SandboxSpec } from "../../../runtime/core/types.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { createLogger, silentLogger } from "../../../runtime/core/log.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
-import { createKubernetesBackend, type KubernetesBackend, type KubernetesBackendOverrides } from "../../../runtime/kubernetes.ts";
+import {
+  createKubernetesBackend,
+  type KubernetesBackend,
+  type KubernetesBackendOverrides,
+} from "../../../runtime/kubernetes.ts";
 
-export { addSandboxNodes, adminClients, freshNamespaces, installSandboxCrd, testConfig, type TestNamespaces } from "../../../tools/control-plane/fixtures.ts";
+export {
+  addSandboxNodes,
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testConfig,
+  type TestNamespaces,
+} from "../../../tools/control-plane/fixtures.ts";
 
 /** The suite's kubeconfig: vitest's provided value, else SBX_TEST_KUBECONFIG. Fails loudly when neither is set. */
 export async function testKubeconfigPath(): Promise<string> {
@@ -22,7 +33,10 @@ export async function testKubeconfigPath(): Promise<string> {
     injected = undefined; // outside vitest (benchmarks)
   }
   const path = injected ?? process.env.SBX_TEST_KUBECONFIG;
-  if (!path) throw new Error("no test kubeconfig: run through `npx vitest run --project k8s` (its global setup starts the control plane) or set SBX_TEST_KUBECONFIG to a kubeconfig path");
+  if (!path)
+    throw new Error(
+      "no test kubeconfig: run through `npx vitest run --project k8s` (its global setup starts the control plane) or set SBX_TEST_KUBECONFIG to a kubeconfig path",
+    );
   return path;
 }
 
@@ -42,9 +56,17 @@ export function testSandboxSpec(config: RuntimeConfig, id: string, over: Partial
   };
 }
 
-export function testBackend(config: RuntimeConfig, clients: KubeClients, overrides: KubernetesBackendOverrides = {}): KubernetesBackend {
+export function testBackend(
+  config: RuntimeConfig,
+  clients: KubeClients,
+  overrides: KubernetesBackendOverrides = {},
+): KubernetesBackend {
   const logger = process.env.SBX_TEST_LOG ? createLogger({ level: process.env.SBX_TEST_LOG }) : silentLogger();
-  return createKubernetesBackend(config, { logger, clock: systemClock }, { clients, retryPeriodMs: 500, leaseDurationMs: 4000, activityFlushMs: 500, ...overrides });
+  return createKubernetesBackend(
+    config,
+    { logger, clock: systemClock },
+    { clients, retryPeriodMs: 500, leaseDurationMs: 4000, activityFlushMs: 500, ...overrides },
+  );
 }
 
 export { RbacAuthorizationV1Api };

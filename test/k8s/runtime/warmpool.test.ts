@@ -9,7 +9,15 @@ import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { LABELS, POOL } from "../../../runtime/k8s/contract.ts";
 import { waitFor } from "../../support/cluster.ts";
-import { adminClients, freshNamespaces, installSandboxCrd, testBackend, testConfig, testKubeconfigPath, type TestNamespaces } from "./support.ts";
+import {
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testBackend,
+  testConfig,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "./support.ts";
 
 const POOL_SIZE = 30;
 const CLAIMERS = 40;
@@ -73,20 +81,41 @@ describe("warm pool claims", () => {
     // Ground truth from the API server: each claimed pod carries exactly one sandbox, and
     // each record points at a distinct pod.
     await waitFor("records written", async () => {
-      const list = await clients.custom.listNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes" });
+      const list = await clients.custom.listNamespacedCustomObject({
+        group: "sbx.dev",
+        version: "v1alpha1",
+        namespace: ns.sandboxes,
+        plural: "sandboxes",
+      });
       return list.items.length === won.length;
     });
-    const records = (await clients.custom.listNamespacedCustomObject({ group: "sbx.dev", version: "v1alpha1", namespace: ns.sandboxes, plural: "sandboxes" })).items as { metadata: { name: string }; spec: { podName: string } }[];
+    const records = (
+      await clients.custom.listNamespacedCustomObject({
+        group: "sbx.dev",
+        version: "v1alpha1",
+        namespace: ns.sandboxes,
+        plural: "sandboxes",
+      })
+    ).items as { metadata: { name: string }; spec: { podName: string } }[];
     const podOfRecord = records.map((r) => r.spec.podName);
     expect(new Set(podOfRecord).size).toBe(records.length);
-    const claimedPods = (await clients.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.pool}=${POOL.claimed}` })).items;
+    const claimedPods = (
+      await clients.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.pool}=${POOL.claimed}` })
+    ).items;
     expect(claimedPods).toHaveLength(won.length);
     const bySandbox = new Map(claimedPods.map((p) => [p.metadata!.labels![LABELS.sandbox], p.metadata!.name!]));
     expect(bySandbox.size).toBe(won.length);
     for (const r of records) expect(bySandbox.get(r.metadata.name)).toBe(r.spec.podName);
     const stats = { a: a.warmPool.stats, b: b.warmPool.stats };
     expect(stats.a.claims + stats.b.claims).toBe(won.length);
-    console.log(JSON.stringify({ claims: won.length, misses: CLAIMERS - won.length, stats, p50: won.map((w) => w.ms).sort((x, y) => x - y)[Math.floor(won.length / 2)] }));
+    console.log(
+      JSON.stringify({
+        claims: won.length,
+        misses: CLAIMERS - won.length,
+        stats,
+        p50: won.map((w) => w.ms).sort((x, y) => x - y)[Math.floor(won.length / 2)],
+      }),
+    );
 
     // A claimed sandbox runs commands right away.
     const s = await a.exec(won[0].id, { command: ["sh", "-c", "echo claimed"] });
@@ -95,15 +124,25 @@ describe("warm pool claims", () => {
   });
 
   it("refills with fresh pods and never offers a claimed pod again", async () => {
-    const claimedBefore = new Set((await clients.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.pool}=${POOL.claimed}` })).items.map((p) => p.metadata!.name!));
+    const claimedBefore = new Set(
+      (
+        await clients.core.listNamespacedPod({
+          namespace: ns.sandboxes,
+          labelSelector: `${LABELS.pool}=${POOL.claimed}`,
+        })
+      ).items.map((p) => p.metadata!.name!),
+    );
     await waitFor("pool refilled", async () => (await a.poolStatus!())[0].ready === POOL_SIZE, 120_000);
-    const warm = (await clients.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.pool}=${POOL.warm}` })).items.filter((p) => !p.metadata?.deletionTimestamp);
+    const warm = (
+      await clients.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.pool}=${POOL.warm}` })
+    ).items.filter((p) => !p.metadata?.deletionTimestamp);
     expect(warm).toHaveLength(POOL_SIZE);
     for (const p of warm) expect(claimedBefore.has(p.metadata!.name!)).toBe(false);
 
     // Killing a warm sandbox deletes its pod: it does not go back to the pool.
     const victim = [...claimedBefore][0];
-    const sandboxOfVictim = (await clients.core.readNamespacedPod({ name: victim, namespace: ns.sandboxes })).metadata!.labels![LABELS.sandbox];
+    const sandboxOfVictim = (await clients.core.readNamespacedPod({ name: victim, namespace: ns.sandboxes })).metadata!
+      .labels![LABELS.sandbox];
     await a.delete(sandboxOfVictim);
     await waitFor("victim pod gone", async () => {
       try {
