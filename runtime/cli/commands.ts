@@ -1,34 +1,16 @@
 // The CLI's verbs, each a function over the Manager seam, so the same code runs against the
 // service (HttpManager) and in-process (SandboxManager). Human output by default, --json for
 // scripts; the return value is the process exit code.
-import type { Readable, Writable } from "node:stream";
 import { finished } from "node:stream/promises";
 import { SbxError, ValidationError } from "../core/errors.ts";
-import type { Manager, Sandbox } from "../core/types.ts";
+import type { Sandbox } from "../core/types.ts";
 import { durationFlag, intFlag, keyValues, need, parse } from "./args.ts";
+import { bench } from "./bench.ts";
+import { type Command, type CommandContext, print, table } from "./command.ts";
 import { copyIn, copyOut } from "./copy.ts";
 import { ProgressDisplay } from "./progress.ts";
-import { summarize } from "./stats.ts";
 
-export interface Io {
-  stdout: Writable;
-  stderr: Writable;
-  stdin: Readable;
-}
-
-export interface CommandContext {
-  manager: Manager;
-  owner: string;
-  io: Io;
-}
-
-type Command = (ctx: CommandContext, argv: string[]) => Promise<number>;
-
-function print(ctx: CommandContext, json: boolean, value: unknown, human: string): void {
-  ctx.io.stdout.write(
-    json ? `${JSON.stringify(value, null, 2)}\n` : human.endsWith("\n") || human === "" ? human : `${human}\n`,
-  );
-}
+export type { CommandContext, Io } from "./command.ts";
 
 function age(iso: string | undefined, now = Date.now()): string {
   if (!iso) return "-";
@@ -36,18 +18,6 @@ function age(iso: string | undefined, now = Date.now()): string {
   const abs = Math.abs(s);
   const txt = abs < 120 ? `${abs}s` : abs < 7200 ? `${Math.round(abs / 60)}m` : `${Math.round(abs / 3600)}h`;
   return s < 0 ? `in ${txt}` : txt;
-}
-
-export function table(rows: string[][]): string {
-  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
-  return rows
-    .map((r) =>
-      r
-        .map((cell, c) => cell.padEnd(widths[c]))
-        .join("  ")
-        .trimEnd(),
-    )
-    .join("\n");
 }
 
 function describeHuman(s: Sandbox): string {
@@ -293,80 +263,6 @@ const pool: Command = async (ctx, argv) => {
   ];
   print(ctx, !!a.values.json, pools, pools.length ? table(rows) : "no warm pools configured");
   return 0;
-};
-
-const bench: Command = async (ctx, argv) => {
-  const usage = "sbx bench create [--count 100] [--concurrency 10] [--profile P] [--size S] [--keep] [--json]";
-  const a = parse(
-    argv,
-    {
-      count: { type: "string" },
-      concurrency: { type: "string" },
-      profile: { type: "string" },
-      size: { type: "string" },
-      keep: { type: "boolean" },
-    },
-    usage,
-  );
-  if (a.positionals[0] !== "create") throw new ValidationError("bench", a.positionals[0] ?? "", `usage: ${usage}`);
-  const count = intFlag("--count", a.values.count, 1) ?? 100;
-  const concurrency = intFlag("--concurrency", a.values.concurrency, 1) ?? 10;
-  const samples: number[] = [];
-  const errors: Record<string, number> = {};
-  const ids: string[] = [];
-  let next = 0;
-  const t0 = performance.now();
-  const worker = async () => {
-    while (next < count) {
-      next++;
-      const start = performance.now();
-      try {
-        const s = await ctx.manager.create({
-          owner: ctx.owner,
-          profile: a.values.profile as string,
-          size: a.values.size as string,
-        });
-        samples.push(performance.now() - start);
-        ids.push(s.id);
-      } catch (err) {
-        const code = err instanceof SbxError ? err.code : "internal";
-        errors[code] = (errors[code] ?? 0) + 1;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
-  const wallMs = performance.now() - t0;
-  if (!a.values.keep)
-    await Promise.all(
-      ids.map((id) =>
-        ctx.manager
-          .kill(ctx.owner, id)
-          .catch((err) => ctx.io.stderr.write(`sbx: kill ${id}: ${(err as Error).message}\n`)),
-      ),
-    );
-  const report = {
-    op: "create-accept",
-    concurrency,
-    requested: count,
-    ok: samples.length,
-    errors,
-    wallMs: Math.round(wallMs),
-    ...summarize(samples),
-  };
-  const rows = [
-    ["CONCURRENCY", "OK", "ERRORS", "P50 ms", "P90 ms", "P99 ms", "MAX ms"],
-    [
-      String(concurrency),
-      String(report.ok),
-      String(count - report.ok),
-      String(report.p50Ms),
-      String(report.p90Ms),
-      String(report.p99Ms),
-      String(report.maxMs),
-    ],
-  ];
-  print(ctx, !!a.values.json, report, table(rows));
-  return count === report.ok ? 0 : 1;
 };
 
 export const COMMANDS: Record<string, Command> = {

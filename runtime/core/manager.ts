@@ -12,12 +12,14 @@ import { AdmissionFollower } from "./admission-follow.ts";
 import type { AuditEntry, AuditOp, AuditStore } from "./audit.ts";
 import type { ImageCatalog } from "./catalog.ts";
 import type { Clock } from "./clock.ts";
-import { CapacityError, ConflictError, NotFoundError, SbxError, ValidationError } from "./errors.ts";
+import { CreatePath } from "./create-path.ts";
+import { CapacityError, ConflictError, NotFoundError, SbxError } from "./errors.ts";
+import { validateExecInput } from "./exec-input.ts";
 import type { Logger } from "./log.ts";
 import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
 import { Reaper } from "./reaper.ts";
 import { resumeAdmission } from "./resume-admission.ts";
-import { resolveSpec, validateOwner } from "./spec.ts";
+import { validateOwner } from "./spec.ts";
 import type {
   Backend,
   CreateRequest,
@@ -30,7 +32,6 @@ import type {
   PoolStatus,
   Sandbox,
   SandboxView,
-  SandboxSpec,
   TransferOptions,
   WaitOptions,
 } from "./types.ts";
@@ -58,7 +59,8 @@ export class SandboxManager implements Manager {
   readonly admission: Admission;
   readonly metrics: Metrics;
   readonly reaper: Reaper;
-  private readonly creating = new Map<string, Promise<Sandbox>>();
+  /** the create path and the creates in flight (create-path.ts) */
+  private readonly creates: CreatePath;
   private readonly activity: ActivityTouches;
   private readonly follower: AdmissionFollower;
   private lastList: readonly Sandbox[] = [];
@@ -87,6 +89,20 @@ export class SandboxManager implements Manager {
       { admission: () => this.admission.usage(), sandboxes: () => this.lastList },
       { defaultMetrics: deps.processMetrics ?? false },
     );
+    this.creates = new CreatePath({
+      backend: deps.backend,
+      config,
+      catalog: deps.catalog,
+      clock: deps.clock,
+      logger: deps.logger,
+      sandboxes: this.sandboxes,
+      admission: this.admission,
+      follower: this.follower,
+      activity: this.activity,
+      metrics: this.metrics,
+      canPause: !!deps.pauseResume,
+      audit: (...a) => this.audit(...a),
+    });
     this.reaper = new Reaper({
       backend: this.sandboxes,
       admission: this.admission,
@@ -97,7 +113,7 @@ export class SandboxManager implements Manager {
         idleTimeoutSeconds: config.defaults.idleTimeoutSeconds,
         finishedGraceSeconds: config.defaults.finishedGraceSeconds,
       },
-      inFlight: () => new Set(this.creating.keys()),
+      inFlight: () => this.creates.inFlight(),
       onList: (all) => (this.lastList = all),
       onReap: (a) => {
         this.metrics.reaped.inc({ reason: a.reason });
@@ -121,7 +137,7 @@ export class SandboxManager implements Manager {
     this.unsubscribe = this.sandboxes.subscribe((e) => this.follower.onEvent(e));
     const live = await this.sandboxes.list();
     this.lastList = live;
-    const { adopted } = this.admission.rebuild(live, new Set(this.creating.keys()));
+    const { adopted } = this.admission.rebuild(live, this.creates.inFlight());
     this.log.info(
       {
         op: "start",
@@ -145,106 +161,8 @@ export class SandboxManager implements Manager {
     await this.deps.audit.close();
   }
 
-  async create(req: CreateRequest): Promise<Sandbox> {
-    const t0 = process.hrtime.bigint();
-    let spec: SandboxSpec;
-    try {
-      spec = resolveSpec(req, this.deps.config, (p) => this.deps.catalog.resolve(p), this.deps.clock.now());
-    } catch (err) {
-      this.audit("create", String(req.owner), undefined, err);
-      throw err;
-    }
-    if (spec.autoPause && !this.pr) {
-      const err = new ValidationError(
-        "autoPause",
-        "(policy)",
-        "this service cannot pause sandboxes: configure snapshots.registry, or create without autoPause",
-      );
-      this.audit("create", spec.owner, undefined, err);
-      throw err;
-    }
-    // Same (owner, clientKey) => same id: concurrent retries in this process share one create.
-    const pending = this.creating.get(spec.id);
-    if (pending) return pending;
-    const p = this.doCreate(spec, t0);
-    this.creating.set(spec.id, p);
-    try {
-      return await p;
-    } finally {
-      this.creating.delete(spec.id);
-    }
-  }
-
-  private async doCreate(spec: SandboxSpec, t0: bigint): Promise<Sandbox> {
-    const backend = this.sandboxes;
-    const log = this.log.child({ sandbox: spec.id, owner: spec.owner, op: "create" });
-    let path = "cold";
-    try {
-      if (spec.clientKey !== undefined) {
-        const existing = await backend.describe(spec.id);
-        if (existing) {
-          path = "existing";
-          this.metrics.createAccept.observe({ outcome: "ok", path }, secondsSince(t0));
-          return this.sameOwner(existing, spec.owner);
-        }
-      }
-      try {
-        this.admission.admit(spec);
-      } catch (err) {
-        if (err instanceof CapacityError) this.metrics.admissionRejects.inc();
-        throw err;
-      }
-      this.follower.revived(spec.id);
-      let sandbox: Sandbox;
-      try {
-        sandbox = (await this.claim(spec)) ?? (await this.provision(spec));
-        if (sandbox.warm) path = "warm";
-      } catch (err) {
-        this.admission.release(spec.id);
-        // Another replica (or a restarted us) created this keyed sandbox first: that is the answer.
-        if (err instanceof ConflictError && spec.clientKey !== undefined) {
-          const existing = await backend.describe(spec.id);
-          if (existing) {
-            path = "existing";
-            return this.sameOwner(existing, spec.owner);
-          }
-        }
-        throw err;
-      }
-      this.activity.created(sandbox.id, spec.idleTimeoutSeconds);
-      if (sandbox.id !== spec.id) {
-        // A backend that hands out its own ids: move the reservation to the id callers will use.
-        this.admission.release(spec.id);
-        this.admission.adopt(sandbox);
-      }
-      this.audit("create", spec.owner, sandbox.id, undefined, {
-        profile: spec.image.profile,
-        size: spec.size.name,
-        path,
-      });
-      log.info({ path, phase: sandbox.phase }, "sandbox accepted");
-      this.metrics.createAccept.observe({ outcome: "ok", path }, secondsSince(t0));
-      return sandbox;
-    } catch (err) {
-      this.audit("create", spec.owner, spec.id, err, { profile: spec.image.profile, size: spec.size.name });
-      this.metrics.createAccept.observe({ outcome: errorCode(err), path }, secondsSince(t0));
-      if (!(err instanceof SbxError) || err.code === "upstream") log.error({ err }, "create failed");
-      throw err;
-    }
-  }
-
-  private async claim(spec: SandboxSpec): Promise<Sandbox | undefined> {
-    const s = await observed(
-      this.metrics.claim,
-      () => this.deps.backend.claim(spec),
-      (r) => (r ? "hit" : "miss"),
-      () => "error",
-    );
-    return s ? { ...s, warm: true } : undefined;
-  }
-
-  private provision(spec: SandboxSpec): Promise<Sandbox> {
-    return observed(this.metrics.provision, () => this.deps.backend.provision(spec));
+  create(req: CreateRequest): Promise<Sandbox> {
+    return this.creates.create(req);
   }
 
   async wait(owner: string, id: string, opts: WaitOptions): Promise<Sandbox> {
@@ -255,6 +173,8 @@ export class SandboxManager implements Manager {
   async exec(owner: string, id: string, req: ExecRequest): Promise<ExecSession> {
     const details = { command: req.command };
     try {
+      // here, not only in the HTTP route: the CLI's direct Kubernetes mode calls the Manager itself
+      validateExecInput(req);
       await this.usable(owner, id, "exec");
       const t0 = process.hrtime.bigint();
       const session = await this.deps.backend.exec(id, req);
@@ -411,11 +331,6 @@ export class SandboxManager implements Manager {
   private async usable(owner: string, id: string, what: string): Promise<void> {
     await this.owned(owner, id);
     if (this.pr && (await this.pr.wakeNeeded(id, what))) await this.autoResume(id, what);
-  }
-
-  private sameOwner(s: Sandbox, owner: string): Sandbox {
-    if (s.owner !== owner) throw new NotFoundError("sandbox", s.id);
-    return s;
   }
 
   private forget(id: string): void {

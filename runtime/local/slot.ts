@@ -1,5 +1,6 @@
 // One running local sandbox ("slot"): launch with bubblewrap, readiness, the watch connection
-// that tells us when it dies, and teardown. Policy (TTL, pool, events) lives in backend.ts.
+// that tells us when it dies, and teardown. Policy (TTL, death, events) lives in slot-table.ts,
+// the pool and the verbs in backend.ts.
 import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import type net from "node:net";

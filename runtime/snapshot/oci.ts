@@ -1,13 +1,13 @@
 // A small OCI distribution client over node:http(s): streaming blob push and pull with
 // digests computed on the fly, manifest put/get/head/delete. No dependencies, constant
 // memory: a push holds at most two upload chunks (default 16 MiB each), a pull holds nothing.
+// The HTTP exchange itself (auth challenges, redirects, error mapping) is registry-http.ts.
 import { createHash } from "node:crypto";
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
-import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { finished, type Readable } from "node:stream";
-import { NotFoundError, UpstreamError } from "../core/errors.ts";
-import { parseChallenge, type RegistryAuth } from "./auth.ts";
+import { UpstreamError } from "../core/errors.ts";
+import type { RegistryAuth } from "./auth.ts";
 import { DigestMismatchError, sha256Digest, VerifyingStream } from "./digest.ts";
+import { RegistryHttp } from "./registry-http.ts";
 
 export const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 
@@ -42,38 +42,28 @@ export interface PushOptions {
   signal?: AbortSignal;
 }
 
-interface Response {
-  status: number;
-  headers: IncomingMessage["headers"];
-  res: IncomingMessage;
-}
-
 export class OciClient {
   readonly base: URL;
-  private readonly auth?: RegistryAuth;
   private readonly chunkBytes: number;
   private readonly chunkRetries: number;
-  private readonly agent: HttpAgent;
-  private authHeader?: string;
+  private readonly http: RegistryHttp;
 
   constructor(opts: OciClientOptions) {
     this.base = new URL(/^https?:\/\//.test(opts.registry) ? opts.registry : `https://${opts.registry}`);
-    this.auth = opts.auth;
     this.chunkBytes = opts.chunkBytes ?? 16 * 1024 * 1024;
     this.chunkRetries = opts.chunkRetries ?? 2;
-    this.agent =
-      this.base.protocol === "https:" ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+    this.http = new RegistryHttp(this.base, opts.auth);
   }
 
   close(): void {
-    this.agent.destroy();
+    this.http.close();
   }
 
   /** Streams `source` into a blob of `repo`. Returns its digest and size once the registry committed it. */
   async pushBlob(repo: string, source: Readable, opts: PushOptions = {}): Promise<{ digest: string; size: number }> {
-    const start = await this.call("POST", `/v2/${repo}/blobs/uploads/`, {}, undefined, [202]);
+    const start = await this.http.call("POST", `/v2/${repo}/blobs/uploads/`, {}, undefined, [202]);
     start.res.resume();
-    let location = this.location(start, `start upload to ${repo}`);
+    let location = this.http.location(start, `start upload to ${repo}`);
     const hash = createHash("sha256");
     // Two chunk buffers: one fills from the source while the other is being PATCHed, so reading
     // out of the sandbox and uploading overlap. Memory: 2 x chunkBytes.
@@ -118,7 +108,7 @@ export class OciClient {
       const digest = `sha256:${hash.digest("hex")}`;
       const url = new URL(location, this.base);
       url.searchParams.set("digest", digest);
-      const done = await this.call("PUT", url.pathname + url.search, { "content-length": "0" }, undefined, [201]);
+      const done = await this.http.call("PUT", url.pathname + url.search, { "content-length": "0" }, undefined, [201]);
       done.res.resume();
       const got = done.headers["docker-content-digest"];
       if (got && got !== digest)
@@ -130,16 +120,18 @@ export class OciClient {
       return { digest, size: offset };
     } catch (err) {
       await inflight?.catch(() => undefined);
-      await this.call(
-        "DELETE",
-        new URL(location, this.base).pathname + new URL(location, this.base).search,
-        {},
-        undefined,
-        [204, 404],
-      ).then(
-        (r) => r.res.resume(),
-        () => undefined, // best effort: the registry purges abandoned uploads itself
-      );
+      await this.http
+        .call(
+          "DELETE",
+          new URL(location, this.base).pathname + new URL(location, this.base).search,
+          {},
+          undefined,
+          [204, 404],
+        )
+        .then(
+          (r) => r.res.resume(),
+          () => undefined, // best effort: the registry purges abandoned uploads itself
+        );
       throw err;
     }
   }
@@ -155,7 +147,7 @@ export class OciClient {
     for (let attempt = 0; ; attempt++) {
       const url = new URL(location, this.base);
       try {
-        const r = await this.call(
+        const r = await this.http.call(
           "PATCH",
           url.pathname + url.search,
           {
@@ -173,7 +165,7 @@ export class OciClient {
             `blob upload to ${repo}: registry reports range ${range} after sending bytes 0-${offset + data.length - 1}; retry the pause`,
           );
         }
-        return this.location(r, `upload chunk to ${repo}`);
+        return this.http.location(r, `upload chunk to ${repo}`);
       } catch (err) {
         const received = await this.uploadedBytes(location);
         if (attempt < this.chunkRetries && received === offset) continue;
@@ -187,7 +179,7 @@ export class OciClient {
   private async uploadedBytes(location: string): Promise<number | undefined> {
     try {
       const url = new URL(location, this.base);
-      const r = await this.call("GET", url.pathname + url.search, {}, undefined, [204]);
+      const r = await this.http.call("GET", url.pathname + url.search, {}, undefined, [204]);
       r.res.resume();
       // docker-registry reports an empty upload as "0-0" too; treating it as 0 is safe because a
       // resend from the wrong offset is refused (416) and then fails cleanly
@@ -204,7 +196,7 @@ export class OciClient {
     digest: string,
     opts: { size?: number; onProgress?: (bytes: number) => void } = {},
   ): Promise<Readable> {
-    const r = await this.call("GET", `/v2/${repo}/blobs/${digest}`, {}, undefined, [200], {
+    const r = await this.http.call("GET", `/v2/${repo}/blobs/${digest}`, {}, undefined, [200], {
       followRedirects: true,
       notFound: ["blob", `${repo}@${digest}`],
     });
@@ -214,7 +206,7 @@ export class OciClient {
   }
 
   async blobExists(repo: string, digest: string): Promise<boolean> {
-    const r = await this.call("HEAD", `/v2/${repo}/blobs/${digest}`, {}, undefined, [200, 404], {
+    const r = await this.http.call("HEAD", `/v2/${repo}/blobs/${digest}`, {}, undefined, [200, 404], {
       followRedirects: true,
     });
     r.res.resume();
@@ -225,11 +217,11 @@ export class OciClient {
   async pushSmallBlob(repo: string, data: Buffer): Promise<Descriptor & { mediaType: "" }> {
     const digest = sha256Digest(data);
     if (!(await this.blobExists(repo, digest))) {
-      const start = await this.call("POST", `/v2/${repo}/blobs/uploads/`, {}, undefined, [202]);
+      const start = await this.http.call("POST", `/v2/${repo}/blobs/uploads/`, {}, undefined, [202]);
       start.res.resume();
-      const url = new URL(this.location(start, `start upload to ${repo}`), this.base);
+      const url = new URL(this.http.location(start, `start upload to ${repo}`), this.base);
       url.searchParams.set("digest", digest);
-      const r = await this.call(
+      const r = await this.http.call(
         "PUT",
         url.pathname + url.search,
         { "content-type": "application/octet-stream", "content-length": String(data.length) },
@@ -258,7 +250,7 @@ export class OciClient {
   async putManifest(repo: string, tag: string, manifest: OciManifest): Promise<{ digest: string; size: number }> {
     const body = Buffer.from(JSON.stringify(manifest));
     const digest = sha256Digest(body);
-    const r = await this.call(
+    const r = await this.http.call(
       "PUT",
       `/v2/${repo}/manifests/${tag}`,
       { "content-type": OCI_MANIFEST, "content-length": String(body.length) },
@@ -278,7 +270,7 @@ export class OciClient {
 
   /** The manifest at `ref` (tag or digest), verified against its digest. */
   async getManifest(repo: string, ref: string): Promise<{ manifest: OciManifest; digest: string; size: number }> {
-    const r = await this.call("GET", `/v2/${repo}/manifests/${ref}`, { accept: OCI_MANIFEST }, undefined, [200], {
+    const r = await this.http.call("GET", `/v2/${repo}/manifests/${ref}`, { accept: OCI_MANIFEST }, undefined, [200], {
       notFound: ["manifest", `${repo}:${ref}`],
     });
     const parts: Buffer[] = [];
@@ -293,7 +285,13 @@ export class OciClient {
 
   /** Digest and size of the manifest at `ref`, or undefined when absent. */
   async headManifest(repo: string, ref: string): Promise<{ digest: string; size: number } | undefined> {
-    const r = await this.call("HEAD", `/v2/${repo}/manifests/${ref}`, { accept: OCI_MANIFEST }, undefined, [200, 404]);
+    const r = await this.http.call(
+      "HEAD",
+      `/v2/${repo}/manifests/${ref}`,
+      { accept: OCI_MANIFEST },
+      undefined,
+      [200, 404],
+    );
     r.res.resume();
     if (r.status === 404) return undefined;
     return { digest: String(r.headers["docker-content-digest"] ?? ""), size: Number(r.headers["content-length"] ?? 0) };
@@ -301,66 +299,8 @@ export class OciClient {
 
   /** Deletes the manifest (by digest, as the distribution spec requires). Absent is fine. */
   async deleteManifest(repo: string, digest: string): Promise<void> {
-    const r = await this.call("DELETE", `/v2/${repo}/manifests/${digest}`, {}, undefined, [202, 404]);
+    const r = await this.http.call("DELETE", `/v2/${repo}/manifests/${digest}`, {}, undefined, [202, 404]);
     r.res.resume();
-  }
-
-  private location(r: Response, what: string): string {
-    const loc = r.headers.location;
-    if (!loc)
-      throw new UpstreamError(
-        `registry ${this.base.host}: ${what}: response ${r.status} has no Location header; is this an OCI distribution registry?`,
-      );
-    return String(loc);
-  }
-
-  private async call(
-    method: string,
-    path: string,
-    headers: Record<string, string>,
-    body: Buffer | undefined,
-    expect: number[],
-    opts: { followRedirects?: boolean; notFound?: [string, string] } = {},
-  ): Promise<Response> {
-    let url = new URL(path, this.base);
-    let sameOrigin = true;
-    for (let hop = 0; hop < 6; hop++) {
-      const h: Record<string, string> = { ...headers };
-      if (this.authHeader && sameOrigin) h.authorization = this.authHeader;
-      let r = await send(method, url, h, body, sameOrigin ? this.agent : undefined);
-      if (r.status === 401 && sameOrigin && this.auth) {
-        r.res.resume();
-        const challenge = parseChallenge(String(r.headers["www-authenticate"] ?? ""));
-        const header = challenge && (await this.auth.authorize(challenge));
-        if (header) {
-          this.authHeader = header;
-          r = await send(method, url, { ...h, authorization: header }, body, this.agent);
-        }
-      }
-      if (opts.followRedirects && [301, 302, 303, 307, 308].includes(r.status) && r.headers.location) {
-        r.res.resume();
-        const next = new URL(String(r.headers.location), url);
-        sameOrigin = next.origin === this.base.origin;
-        url = next;
-        continue;
-      }
-      if (expect.includes(r.status)) return r;
-      const text = await readText(r.res, 2000);
-      if (r.status === 404 && opts.notFound) throw new NotFoundError(opts.notFound[0], opts.notFound[1]);
-      const hint =
-        r.status === 401 || r.status === 403
-          ? "check the snapshot registry credentials and that they may push and pull this repository"
-          : "check the registry's health and logs";
-      throw new UpstreamError(
-        `registry ${this.base.host}: ${method} ${url.pathname} answered ${r.status} (expected ${expect.join("/")}): ${text.trim()}: ${hint}`,
-        {
-          status: r.status,
-        },
-      );
-    }
-    throw new UpstreamError(
-      `registry ${this.base.host}: ${method} ${path}: too many redirects; check the registry's storage redirect settings`,
-    );
   }
 }
 
@@ -397,33 +337,4 @@ export function eachChunk(source: Readable, onChunk: (chunk: Buffer) => Promise<
     finished(source, (err) => (err ? fail(err) : failed || resolve()));
     source.on("data", onData);
   });
-}
-
-function send(
-  method: string,
-  url: URL,
-  headers: Record<string, string>,
-  body: Buffer | undefined,
-  agent: HttpAgent | undefined,
-): Promise<Response> {
-  return new Promise((resolve, reject) => {
-    const fn = url.protocol === "https:" ? httpsRequest : httpRequest;
-    const req = fn(url, { method, headers, agent }, (res) =>
-      resolve({ status: res.statusCode ?? 0, headers: res.headers, res }),
-    );
-    req.on("error", (e) =>
-      reject(
-        new UpstreamError(
-          `registry ${url.host}: ${method} ${url.pathname}: ${e.message}: check that the registry is reachable`,
-        ),
-      ),
-    );
-    req.end(body);
-  });
-}
-
-async function readText(res: IncomingMessage, max: number): Promise<string> {
-  let s = "";
-  for await (const p of res as AsyncIterable<Buffer>) if (s.length < max) s += p.toString("utf8");
-  return s.slice(0, max);
 }

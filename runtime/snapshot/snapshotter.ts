@@ -22,17 +22,17 @@ import {
 } from "../core/types.ts";
 import { allowsAutoResume } from "./autoResume.ts";
 import { computeAlive, planRecovery, type RecoveryObserved, type RecoveryPlan } from "./recoveryPlan.ts";
-import { pushLayer, restoreLayer, verifySnapshot, type LayerIo } from "./layers.ts";
-import { buildSnapshotManifest, readSnapshotLayers, snapshotTag, type SnapshotConfig } from "./manifest.ts";
+import { restoreLayer, type LayerIo } from "./layers.ts";
+import { snapshotTag } from "./manifest.ts";
 import type { OciClient } from "./oci.ts";
 import {
   fromStoredSpec,
   toStoredSpec,
   type SnapshotInfo,
-  type SnapshotLayer,
   type SnapshotRecord,
   type SnapshotRecordStore,
 } from "./record.ts";
+import { RegistrySnapshots } from "./registry-snapshots.ts";
 import { runHook } from "./hooks.ts";
 
 export const DEFAULT_WRITABLE_PATHS = ["/workspace", "/tmp"];
@@ -91,13 +91,14 @@ export interface SnapshotterOptions {
 type OnProgress = (p: TransferProgress) => void;
 
 export class Snapshotter {
-  private readonly paths: string[];
-
   private readonly io: LayerIo;
+  /** the registry side: push, read back, delete (registry-snapshots.ts) */
+  private readonly snapshots: RegistrySnapshots;
 
   constructor(private readonly o: SnapshotterOptions) {
     this.io = { backend: o.backend, oci: o.oci, repository: o.repository };
-    this.paths = o.writablePaths ?? DEFAULT_WRITABLE_PATHS;
+    const paths = o.writablePaths ?? DEFAULT_WRITABLE_PATHS;
+    this.snapshots = new RegistrySnapshots({ io: this.io, paths, clock: o.clock, logger: o.logger });
   }
 
   /** The pause/resume record, or undefined for a sandbox that was never paused. */
@@ -119,7 +120,7 @@ export class Snapshotter {
     await deleteSandbox();
     if (!rec) return;
     if (rec.snapshot) await this.o.oci.deleteManifest(this.o.repository, rec.snapshot.digest);
-    if (rec.pending) await this.deleteTag(rec.pending.tag);
+    if (rec.pending) await this.snapshots.deleteTag(rec.pending.tag);
     await this.o.store.delete(id);
   }
 
@@ -175,16 +176,19 @@ export class Snapshotter {
       if (hook) await runHook(this.o.backend, id, "pre-pause", hook, this.o.hookTimeoutMs ?? 60_000);
       await this.step(id, "pre-pause-hook");
       signal.throwIfAborted();
-      const push = () => this.pushSnapshot(rec!, tag, onProgress, signal);
+      const hooks = { onProgress, step: (st: PauseStep) => this.step(id, st) };
+      const push = () => this.snapshots.push(rec!, tag, hooks, signal);
       snapshot = await (this.o.gc ? this.o.gc.whilePushing(push) : push());
     } catch (err) {
       await this.put({ ...rec, state: "running", pending: undefined });
-      await this.deleteTag(tag).catch((e: unknown) =>
-        this.o.logger.warn(
-          { sandbox: id, owner: rec!.owner, op: "pause", tag, err: e },
-          "deleting the manifest of a failed pause failed; it stays in the registry as an orphan until retention or a manual delete",
-        ),
-      );
+      await this.snapshots
+        .deleteTag(tag)
+        .catch((e: unknown) =>
+          this.o.logger.warn(
+            { sandbox: id, owner: rec!.owner, op: "pause", tag, err: e },
+            "deleting the manifest of a failed pause failed; it stays in the registry as an orphan until retention or a manual delete",
+          ),
+        );
       throw err;
     }
     const previous = rec.snapshot;
@@ -192,55 +196,8 @@ export class Snapshotter {
     await this.step(id, "paused-recorded");
     rec = await this.release(rec);
     await this.step(id, "compute-released");
-    if (previous && previous.digest !== snapshot.digest) await this.dropSnapshot(previous);
+    if (previous && previous.digest !== snapshot.digest) await this.snapshots.drop(previous);
     return rec;
-  }
-
-  private async pushSnapshot(
-    rec: SnapshotRecord,
-    tag: string,
-    onProgress: OnProgress | undefined,
-    signal: AbortSignal,
-  ): Promise<SnapshotInfo> {
-    const { oci, repository } = this.o;
-    // paths stream concurrently: each is its own archive exec and its own upload
-    const layers: SnapshotLayer[] = await Promise.all(
-      this.paths.map(async (path) => {
-        const layer = await pushLayer(this.io, rec.id, path, signal, (bytes) =>
-          onProgress?.({ op: "pause", path, bytes }),
-        );
-        await this.step(rec.id, "layer-pushed");
-        return layer;
-      }),
-    );
-    const createdAt = this.o.clock.now().toISOString();
-    const config: SnapshotConfig = {
-      sandbox: rec.id,
-      owner: rec.owner,
-      generation: rec.generation,
-      createdAt,
-      paths: this.paths,
-      spec: rec.spec,
-    };
-    const cfg = await oci.pushSmallBlob(repository, Buffer.from(JSON.stringify(config)));
-    const manifest = buildSnapshotManifest(cfg, layers, { sandbox: rec.id, createdAt });
-    const put = await oci.putManifest(repository, tag, manifest);
-    await this.step(rec.id, "manifest-put");
-    const info: SnapshotInfo = {
-      repository,
-      tag,
-      ref: `${oci.base.host}/${repository}@${put.digest}`,
-      digest: put.digest,
-      sizeBytes: layers.reduce((n, l) => n + l.size, 0),
-      createdAt,
-      layers,
-    };
-    const problem = await verifySnapshot(oci, info);
-    if (problem)
-      throw new UpstreamError(
-        `pause ${rec.id}: snapshot ${info.ref} failed verification after push (${problem}); the sandbox keeps running, retry the pause`,
-      );
-    return info;
   }
 
   /** The snapshot is already recorded, so a failure here loses nothing: retry, then report. */
@@ -312,7 +269,7 @@ export class Snapshotter {
     await this.put({ ...rec, state: "running", snapshot: undefined, computeReleased: false });
     await this.step(id, "running-recorded");
     // off the critical path: the sandbox is running; a failure only leaves garbage for retention
-    void this.dropSnapshot(snapshot);
+    void this.snapshots.drop(snapshot);
     const s = await this.o.backend.describe(id);
     if (!s) throw new NotFoundError("sandbox", id);
     return s;
@@ -341,7 +298,7 @@ export class Snapshotter {
     const observed: RecoveryObserved = { livePhase, ...(pendingManifest ? { pendingManifest } : {}) };
     // a live sandbox goes back to running whatever the manifest holds: no need to read it
     if (pendingManifest && tag && !computeAlive(livePhase)) {
-      const snap = await this.snapshotFromTag(tag, pendingManifest.digest);
+      const snap = await this.snapshots.fromTag(tag, pendingManifest.digest);
       if (snap) observed.pendingSnapshot = snap;
     }
     return observed;
@@ -380,38 +337,6 @@ export class Snapshotter {
         await this.o.backend.compute?.releaseCompute(rec.id);
         return this.put({ ...rec, state: "paused", computeReleased: true });
     }
-  }
-
-  private async snapshotFromTag(tag: string, digest: string): Promise<SnapshotInfo | undefined> {
-    const { manifest } = await this.o.oci.getManifest(this.o.repository, digest);
-    const layers = readSnapshotLayers(manifest);
-    if (typeof layers === "string" || layers.length !== this.paths.length) return undefined;
-    const info: SnapshotInfo = {
-      repository: this.o.repository,
-      tag,
-      ref: `${this.o.oci.base.host}/${this.o.repository}@${digest}`,
-      digest,
-      sizeBytes: layers.reduce((n, l) => n + l.size, 0),
-      createdAt: manifest.annotations?.["org.opencontainers.image.created"] ?? this.o.clock.now().toISOString(),
-      layers,
-    };
-    return (await verifySnapshot(this.o.oci, info)) ? undefined : info;
-  }
-
-  private async dropSnapshot(s: SnapshotInfo): Promise<void> {
-    await this.o.oci
-      .deleteManifest(s.repository, s.digest)
-      .catch((err: unknown) =>
-        this.o.logger.warn(
-          { op: "snapshot-gc", snapshot: s.ref, err },
-          "deleting a superseded snapshot failed; retention removes it later",
-        ),
-      );
-  }
-
-  private async deleteTag(tag: string): Promise<void> {
-    const head = await this.o.oci.headManifest(this.o.repository, tag);
-    if (head) await this.o.oci.deleteManifest(this.o.repository, head.digest);
   }
 
   private async put(rec: SnapshotRecord): Promise<SnapshotRecord> {
