@@ -1,6 +1,8 @@
 // The autoPause parser is strict and total: every malformed document is a ValidationError (a 400)
 // naming the exact field path, a short preview of the bad value and the fix; nothing else is
 // ever thrown, whatever JSON comes in.
+// Over 400 lines on purpose: one table row per field and bad shape of the document (63 rows), so a
+// reader sees the parser's whole contract in one place.
 import { describe, expect, it } from "vitest";
 import { ValidationError } from "../core/errors.ts";
 import { validateAutoPause } from "./spec.ts";

@@ -213,17 +213,24 @@ class LocalBackend implements Backend {
 
   async exec(id: string, req: ExecRequest): Promise<ExecSession> {
     const slot = this.usable(id);
-    return execInSlot(this.env!.layout, slot, id, req, () => this.slots.failed(slot));
+    return execInSlot(this.env!.layout, slot, id, req, () => this.slots.failed(slot), this.deps.logger);
   }
 
   async putArchive(id: string, dir: string, tar: Readable): Promise<void> {
     const slot = this.usable(id);
-    await archiveIn((req) => execInSlot(this.env!.layout, slot, id, req, () => this.slots.failed(slot)), dir, tar);
+    await archiveIn(
+      (req) => execInSlot(this.env!.layout, slot, id, req, () => this.slots.failed(slot), this.deps.logger),
+      dir,
+      tar,
+    );
   }
 
   async getArchive(id: string, p: string): Promise<Readable> {
     const slot = this.usable(id);
-    return archiveOut((req) => execInSlot(this.env!.layout, slot, id, req, () => this.slots.failed(slot)), p);
+    return archiveOut(
+      (req) => execInSlot(this.env!.layout, slot, id, req, () => this.slots.failed(slot), this.deps.logger),
+      p,
+    );
   }
 
   async logs(id: string, opts: LogOptions): Promise<Readable> {

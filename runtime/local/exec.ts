@@ -5,6 +5,7 @@ import { performance } from "node:perf_hooks";
 import { PassThrough } from "node:stream";
 import { CapacityError, UpstreamError, ValidationError } from "../core/errors.ts";
 import type { ExecRequest, ExecResult, ExecSession } from "../core/types.ts";
+import type { Logger } from "../core/log.ts";
 import {
   childDirs,
   killCgroup,
@@ -49,6 +50,7 @@ export async function execInSlot(
   sandboxId: string,
   req: ExecRequest,
   onSandboxGone: () => Error,
+  log?: Logger,
 ): Promise<ExecSession> {
   validateExecRequest(req);
   const t0 = performance.now();
@@ -58,7 +60,12 @@ export async function execInSlot(
   const cwd = req.cwd ?? IN_SANDBOX.workspace;
   const pidsBefore = readPids(layout, slot.dirs);
   const h = helperExec(slot.paths.socket, { cgroup, cwd, argv: req.command, env }, req.stdin);
-  const ender = commandEnder(layout, dirs, h);
+  const ender = commandEnder(layout, dirs, h, (err) =>
+    log?.warn(
+      { sandbox: sandboxId, op: "exec", cgroup, err },
+      "could not confirm the command's processes are gone; dropped its helper connection so the relay kills its group",
+    ),
+  );
   const timer = req.timeoutMs === undefined ? undefined : setTimeout(() => ender.end("timeout"), req.timeoutMs);
   const start = await h.started;
   if (start.kind === "failed") {
@@ -122,7 +129,7 @@ type EndReason = "timeout" | "kill";
  * relay then kills the command's group) and the result reports the connection lost, never a
  * timeout.
  */
-function commandEnder(layout: CgroupLayout, dirs: CgroupDirs, h: HelperExec) {
+function commandEnder(layout: CgroupLayout, dirs: CgroupDirs, h: HelperExec, onUnconfirmed: (err?: unknown) => void) {
   let exited = false;
   void h.exited.then(() => (exited = true));
   let ending: Promise<EndReason | undefined> | undefined;
@@ -132,8 +139,13 @@ function commandEnder(layout: CgroupLayout, dirs: CgroupDirs, h: HelperExec) {
         if (s.kind !== "started" || exited) return undefined;
         // unblock the relay first: a command stuck on an output pipe the relay holds cannot die
         h.release();
-        const gone = await killCgroup(layout, dirs).catch(() => false);
+        let failure: unknown;
+        const gone = await killCgroup(layout, dirs).catch((err) => {
+          failure = err;
+          return false;
+        });
         if (!gone) {
+          onUnconfirmed(failure);
           h.destroy();
           return undefined;
         }
