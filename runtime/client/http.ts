@@ -4,7 +4,7 @@
 import { createInterface } from "node:readline";
 import { PassThrough, Readable } from "node:stream";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
-import { CapacityError, SbxError, UpstreamError, type ErrorCode } from "../core/errors.ts";
+import { CapacityError, HTTP_STATUS, SbxError, UpstreamError, type ErrorCode } from "../core/errors.ts";
 import type {
   CreateRequest,
   ExecRequest,
@@ -27,17 +27,8 @@ export interface HttpManagerOptions {
   timeoutMs?: number;
 }
 
-const KNOWN_CODES = new Set<ErrorCode>([
-  "validation",
-  "unauthenticated",
-  "not_found",
-  "conflict",
-  "capacity",
-  "timeout",
-  "upstream",
-  "failed",
-  "too_large",
-]);
+/** every code the service answers with (errors.ts maps each to its status) */
+const KNOWN_CODES = new Set(Object.keys(HTTP_STATUS) as ErrorCode[]);
 
 interface ErrorBody {
   code?: string;

@@ -1,6 +1,7 @@
 // JSON Schemas for the HTTP API: fastify validates requests with them, and the OpenAPI
 // document is built from the same objects, so the description cannot drift from the checks.
 
+import { HTTP_STATUS } from "../core/errors.ts";
 import { EXEC_LIMITS } from "../core/exec-input.ts";
 import { LIMITS } from "../core/spec.ts";
 
@@ -203,18 +204,7 @@ export const errorSchema = {
       properties: {
         code: {
           type: "string",
-          enum: [
-            "validation",
-            "unauthenticated",
-            "not_found",
-            "conflict",
-            "capacity",
-            "timeout",
-            "upstream",
-            "failed",
-            "too_large",
-            "internal",
-          ],
+          enum: [...Object.keys(HTTP_STATUS), "internal"],
         },
         message: { type: "string" },
         details: {
