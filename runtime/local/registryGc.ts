@@ -42,11 +42,14 @@ export async function collectRegistryGarbage(
   reg: CollectableRegistry,
   opts: { timeoutMs?: number } = {},
 ): Promise<CollectionReport> {
-  const before = await diskUsage(reg.storageDir);
-  const summary = await runGarbageCollect(reg, opts.timeoutMs ?? 10 * 60_000);
   const repos = join(reg.storageDir, "docker", "registry", "v2", "repositories");
   const blobs = join(reg.storageDir, "docker", "registry", "v2", "blobs", "sha256");
-  let swept = existsSync(repos) ? await sweepRepositories(repos, blobs) : 0;
+  // nothing was ever pushed (a fresh state dir): the registry's collector fails on the missing
+  // repositories folder instead of finding nothing, and there is nothing to collect anyway
+  if (!existsSync(repos)) return { reclaimedBytes: 0, detail: "nothing pushed yet" };
+  const before = await diskUsage(reg.storageDir);
+  const summary = await runGarbageCollect(reg, opts.timeoutMs ?? 10 * 60_000);
+  let swept = await sweepRepositories(repos, blobs);
   // the collector leaves the emptied two-hex-digit directories blobs are filed under
   swept += await removeChildren(blobs, (prefix) => readdirSync(join(blobs, prefix)).length === 0);
   const after = await diskUsage(reg.storageDir);

@@ -157,3 +157,13 @@ describe("snapshot registry garbage collection", () => {
     await manager.kill("alice", id);
   }, 300_000);
 });
+
+it("a collection of a registry nothing was ever pushed to succeeds (npm start collects at start)", async () => {
+  const empty = await startRegistry();
+  try {
+    const report = await collectRegistryGarbage(empty);
+    expect(report.reclaimedBytes).toBe(0);
+  } finally {
+    await empty.stop();
+  }
+});
