@@ -9,7 +9,14 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HELD_TAIL_BYTES } from "../../runtime/core/held-tail.ts";
-import { auth, parseExecFrames, startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
+import {
+  auth,
+  parseExecFrames,
+  createReadySandbox,
+  startLocalRuntime,
+  TOKENS,
+  type LocalRuntime,
+} from "../support/local.ts";
 
 const repo = resolve(import.meta.dirname, "../..");
 let rt: LocalRuntime;
@@ -21,24 +28,7 @@ beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "sbx-cp-"));
   rt = await startLocalRuntime();
   url = await rt.app.listen({ host: "127.0.0.1", port: 0 });
-  const created = await rt.app.inject({
-    method: "POST",
-    url: "/v1/sandboxes",
-    headers: auth("alice"),
-    payload: { size: "nano" },
-  });
-  expect(created.statusCode, created.body).toBe(201);
-  id = created.json().id;
-  expect(
-    (
-      await rt.app.inject({
-        method: "POST",
-        url: `/v1/sandboxes/${id}/wait`,
-        headers: auth("alice"),
-        payload: { timeoutSeconds: 60 },
-      })
-    ).statusCode,
-  ).toBe(200);
+  id = await createReadySandbox(rt);
   // 4 GiB sparse: tar needs many seconds for it, the test stops it within the first megabytes
   await sh("truncate -s 4G /workspace/huge && head -c 3000000 /dev/urandom > /workspace/some");
 }, 120_000);

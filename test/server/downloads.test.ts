@@ -11,7 +11,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HttpManager } from "../../runtime/client/http.ts";
-import { auth, parseExecFrames, startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
+import {
+  auth,
+  parseExecFrames,
+  createReadySandbox,
+  startLocalRuntime,
+  TOKENS,
+  type LocalRuntime,
+} from "../support/local.ts";
 
 let rt: LocalRuntime;
 let url: string;
@@ -22,24 +29,7 @@ beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "sbx-downloads-"));
   rt = await startLocalRuntime();
   url = await rt.app.listen({ host: "127.0.0.1", port: 0 });
-  const created = await rt.app.inject({
-    method: "POST",
-    url: "/v1/sandboxes",
-    headers: auth("alice"),
-    payload: { size: "nano" },
-  });
-  expect(created.statusCode, created.body).toBe(201);
-  id = created.json().id;
-  expect(
-    (
-      await rt.app.inject({
-        method: "POST",
-        url: `/v1/sandboxes/${id}/wait`,
-        headers: auth("alice"),
-        payload: { timeoutSeconds: 60 },
-      })
-    ).statusCode,
-  ).toBe(200);
+  id = await createReadySandbox(rt);
   // a 4 GiB sparse file (no disk used): tar needs seconds to read it, far longer than the tests take to kill it
   await sh(
     "mkdir -p /workspace/d /workspace/closed && echo ok > /workspace/d/a && echo secret > /workspace/d/b && chmod 000 /workspace/d/b /workspace/closed && truncate -s 4G /workspace/huge && head -c 3000000 /dev/urandom > /workspace/some",

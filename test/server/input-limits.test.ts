@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AUDIT_BOUNDS } from "../../runtime/core/audit.ts";
 import { EXEC_LIMITS } from "../../runtime/core/exec-input.ts";
-import { auth, parseExecFrames, startLocalRuntime, type LocalRuntime } from "../support/local.ts";
+import { auth, parseExecFrames, createReadySandbox, startLocalRuntime, type LocalRuntime } from "../support/local.ts";
 
 let rt: LocalRuntime;
 let id: string;
@@ -17,19 +17,7 @@ const auditPath = () => join(work, "audit.jsonl");
 
 beforeAll(async () => {
   rt = await startLocalRuntime({ budget: { cpu: "200m", memory: "4Gi" }, audit: { path: auditPath() } });
-  id = (
-    await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth("alice"), payload: { size: "nano" } })
-  ).json().id;
-  expect(
-    (
-      await rt.app.inject({
-        method: "POST",
-        url: `/v1/sandboxes/${id}/wait`,
-        headers: auth("alice"),
-        payload: { timeoutSeconds: 60 },
-      })
-    ).statusCode,
-  ).toBe(200);
+  id = await createReadySandbox(rt);
 }, 120_000);
 
 afterAll(async () => {

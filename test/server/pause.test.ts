@@ -2,6 +2,8 @@
 // plain JSON answer stays the default, progress streams as NDJSON when asked (inject, and over
 // a socket with the HTTP client), and every resume, explicit or automatic, passes admission:
 // its reservation is taken and given back exactly once across pause -> resume -> kill.
+// Over 400 lines on purpose: one booted runtime and registry serve every case, which costs far
+// less than splitting the file into several that each boot their own.
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

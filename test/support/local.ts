@@ -113,3 +113,22 @@ export function parseExecFrames(body: string): {
   }
   return { stdout, stderr, exit, error, frames };
 }
+
+/** Creates a sandbox through the API and waits until it is ready; returns its id (asserts 201 and 200). */
+export async function createReadySandbox(
+  rt: Pick<LocalRuntime, "app">,
+  payload: Record<string, unknown> = { size: "nano" },
+  owner: keyof typeof TOKENS = "alice",
+): Promise<string> {
+  const created = await rt.app.inject({ method: "POST", url: "/v1/sandboxes", headers: auth(owner), payload });
+  if (created.statusCode !== 201) throw new Error(`create answered ${created.statusCode}: ${created.body}`);
+  const id: string = created.json().id;
+  const waited = await rt.app.inject({
+    method: "POST",
+    url: `/v1/sandboxes/${id}/wait`,
+    headers: auth(owner),
+    payload: { timeoutSeconds: 60 },
+  });
+  if (waited.statusCode !== 200) throw new Error(`wait for ${id} answered ${waited.statusCode}: ${waited.body}`);
+  return id;
+}
