@@ -22,6 +22,14 @@ import {
 
 /** generous: a kill costs a second exec through the API server on a busy 2-core machine */
 const SETTLE_MS = 20_000;
+/** disconnects per case: each leak would hold at least its exec stream's socket */
+const DISCONNECTS = 5;
+/**
+ * The service's own API-server connections (informer watches, pooled keep-alive sockets) come and
+ * go on their own; two of them opened during a case is noise, not a leak (one was seen in a
+ * clean-clone run). A leak costs at least one fd per disconnect, so 5 disconnects still fail it.
+ */
+const FD_NOISE = 2;
 const token = TOKENS.alice;
 let ns: TestNamespaces;
 let backend: KubernetesBackend;
@@ -89,7 +97,7 @@ describe("a client that disconnects (Kubernetes)", () => {
       expect((await exec(id, { command: ["sh", "-c", "truncate -s 100G /workspace/big"] })).exit?.exitCode).toBe(0);
       const before = await podProcesses(id);
       const fdsBefore = await settle(openFds, () => true, 0);
-      for (let i = 0; i < 3; i++) {
+      for (let i = 0; i < DISCONNECTS; i++) {
         const r = await abandon(svc.url, token, method, `/v1/sandboxes/${id}/${route}`, body, how);
         expect(r.status).toBe(200);
       }
@@ -101,10 +109,10 @@ describe("a client that disconnects (Kubernetes)", () => {
       );
       const fds = await settle(openFds, (n) => n <= fdsBefore, SETTLE_MS);
       console.log(
-        `${name}: clean ${Date.now() - t0} ms after the 3rd disconnect (processes ${left.length}/${before.length}, fds ${fds}/${fdsBefore})`,
+        `${name}: clean ${Date.now() - t0} ms after the last disconnect (processes ${left.length}/${before.length}, fds ${fds}/${fdsBefore})`,
       );
       expect(left, `before: ${before.join("; ")}`).toHaveLength(before.length);
-      expect(fds).toBeLessThanOrEqual(fdsBefore);
+      expect(fds).toBeLessThanOrEqual(fdsBefore + FD_NOISE);
       await request(svc.url, token, "DELETE", `/v1/sandboxes/${id}`);
     },
   );
