@@ -301,7 +301,8 @@ describe("auto-resume passes admission", () => {
       let out = "";
       s.stdout.on("data", (c) => (out += c));
       s.stderr.resume();
-      const r = await s.result;
+      // the result can settle before the last output is read: the output counts once stdout ended
+      const [r] = await Promise.all([s.result, finished(s.stdout)]);
       return { out, exitCode: r.exitCode };
     });
     const [paused, raced] = await Promise.allSettled([rt.manager.pause("alice", id), exec]);
