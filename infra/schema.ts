@@ -79,7 +79,7 @@ export function validatePlatformConfig(raw: Raw): PlatformConfig {
     nodeGroups: readNodeGroups(raw.nodeGroups),
     prePullImages: bool(K("prePullImages"), raw.prePullImages, true),
     images,
-    snapshots: readSnapshots(raw.snapshots),
+    snapshots: readSnapshots(raw.snapshots, mode),
     outputs: readOutputs(raw.outputs),
     namespaces,
     sizeClasses,
@@ -320,11 +320,26 @@ function readImages(v: unknown, mode: PlatformConfig["mode"]): PlatformConfig["i
   };
 }
 
-function readSnapshots(v: unknown): PlatformConfig["snapshots"] {
-  const o = obj(K("snapshots"), v, ["enabled", "retentionDays"]);
+// An existing registry for existing-cluster mode: http(s)://host[:port]/repo or host[:port]/repo.
+const REPOSITORY_URL = {
+  re: /^(https?:\/\/)?[A-Za-z0-9.-]+(:\d{1,5})?\/[a-z0-9]+([._/-][a-z0-9]+)*$/,
+  fix: "give <registry>/<repository>, e.g. http://10.244.0.1:5000/sbx-snapshots or registry.example.com/sbx/snapshots",
+};
+
+function readSnapshots(v: unknown, mode: PlatformConfig["mode"]): PlatformConfig["snapshots"] {
+  const o = obj(K("snapshots"), v, ["enabled", "retentionDays", "repositoryUrl"]);
+  const repositoryUrl = optStr(K("snapshots.repositoryUrl"), o.repositoryUrl, REPOSITORY_URL);
+  if (repositoryUrl && mode === "eks") {
+    throw new ValidationError(
+      K("snapshots.repositoryUrl"),
+      repositoryUrl,
+      "eks mode creates its own ECR repository for snapshots; remove sbx:snapshots.repositoryUrl",
+    );
+  }
   return {
     enabled: bool(K("snapshots.enabled"), o.enabled, true),
     retentionDays: int(K("snapshots.retentionDays"), o.retentionDays, 7, 1, 3650),
+    ...(repositoryUrl ? { repositoryUrl } : {}),
   };
 }
 

@@ -37,6 +37,11 @@ export class SandboxPlatform extends pulumi.ComponentResource {
         throw new ValidationError("sbx:kubeconfig", undefined, "existing-cluster mode needs a kubeconfig");
       provider = new k8s.Provider(`${name}-k8s`, { kubeconfig: args.kubeconfig, enableServerSideApply: true }, parent);
       this.catalog = pulumi.output(cfg.images.catalog);
+      // no ECR here: pause/resume use the registry the stack names, or are off without one
+      if (cfg.snapshots.enabled && cfg.snapshots.repositoryUrl)
+        runtimeExtra = {
+          snapshots: { repositoryUrl: cfg.snapshots.repositoryUrl, retentionDays: cfg.snapshots.retentionDays },
+        };
     } else {
       if (!args.region)
         throw new ValidationError(

@@ -48,8 +48,10 @@ export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
   };
   if (v.credentials) cfg.credentials = { ...v.credentials };
   if (v.snapshots) {
-    const slash = v.snapshots.repositoryUrl.indexOf("/");
-    if (slash <= 0)
+    // the registry part may carry a scheme (http:// for a plain-HTTP registry): split after it
+    const scheme = v.snapshots.repositoryUrl.match(/^https?:\/\//)?.[0].length ?? 0;
+    const slash = v.snapshots.repositoryUrl.indexOf("/", scheme);
+    if (slash <= scheme)
       throw new ValidationError(
         "snapshots.repositoryUrl",
         v.snapshots.repositoryUrl,

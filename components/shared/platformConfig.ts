@@ -51,7 +51,8 @@ export interface PlatformConfig {
   nodeGroups: { system: NodeGroupConfig; sandbox: NodeGroupConfig[]; gpu?: NodeGroupConfig };
   prePullImages: boolean;
   images: { profiles: string[]; tag: string; catalog: Record<string, string> };
-  snapshots: { enabled: boolean; retentionDays: number };
+  /** repositoryUrl: an existing registry for paused sandboxes (existing-cluster mode only) */
+  snapshots: { enabled: boolean; retentionDays: number; repositoryUrl?: string };
   outputs: { expirationDays: number };
   namespaces: { sandbox: string; runtime: string };
   sizeClasses: Record<string, SizeClassConfig>;

@@ -270,3 +270,33 @@ describe("sbx:runtime.userNamespaces", () => {
     expect(configOf(on).kubernetes.userNamespaces).toBe(true);
   });
 });
+
+describe("sbx:snapshots.repositoryUrl (existing-cluster mode)", () => {
+  const configOf = (run: Run) =>
+    JSON.parse(one(run.resources, "kubernetes:core/v1:ConfigMap", "configmap-sbx-config").inputs.data["config.json"]);
+  it("is off without a registry: existing-cluster mode creates none", () => {
+    expect(configOf(existing).snapshots).toBeUndefined();
+  });
+  it("names the registry pause/resume use, a plain-HTTP scheme kept on the registry part", async () => {
+    const run = await deploy("existing-cluster", {
+      snapshots: { repositoryUrl: "http://10.244.0.1:5000/sbx/snapshots", retentionDays: 3 },
+    });
+    expect(configOf(run).snapshots).toEqual({
+      registry: "http://10.244.0.1:5000",
+      repository: "sbx/snapshots",
+      retentionDays: 3,
+    });
+    const off = await deploy("existing-cluster", {
+      snapshots: { enabled: false, repositoryUrl: "registry.example.com/sbx-snapshots" },
+    });
+    expect(configOf(off).snapshots).toBeUndefined();
+  });
+  it("is refused in eks mode, which makes its own ECR repository, and when malformed", async () => {
+    await expect(deploy("eks", { snapshots: { repositoryUrl: "registry.example.com/x" } })).rejects.toThrow(
+      /sbx:snapshots.repositoryUrl.*eks mode creates its own ECR repository/,
+    );
+    await expect(
+      deploy("existing-cluster", { snapshots: { repositoryUrl: "http://10.244.0.1:5000" } }),
+    ).rejects.toThrow(/sbx:snapshots.repositoryUrl.*<registry>\/<repository>/);
+  });
+});
