@@ -5,6 +5,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { setupPodNetwork, teardownPodNetwork } from "./network.ts";
 import * as plan from "./plan.ts";
 import { freePort, type ProcessGroup, waitUntil, type Started } from "./processes.ts";
 
@@ -117,11 +118,15 @@ export async function bootCluster(l: plan.Layout, group: ProcessGroup): Promise<
     90_000,
   );
 
+  // The real nodes' pod network; removed once every process (sbx-kubelet first) has stopped.
+  const podNet = setupPodNetwork(l.dir);
+  group.onStopped(() => teardownPodNetwork(podNet.bridge));
+
   const kwokConfigPath = join(l.dir, "kwok.yaml");
   writeFileSync(kwokConfigPath, plan.kwokConfig(STAGES, p));
   const kcm = start(group, plan.controllerManagerCommand(l, p));
   const scheduler = start(group, plan.schedulerCommand(l, p));
-  const kubelet = start(group, plan.kubeletCommand(l, p));
+  const kubelet = start(group, plan.kubeletCommand(l, p, podNet));
   const kwok = start(group, plan.kwokCommand(l, kwokConfigPath));
 
   const kc = new KubeConfig();

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT } from "../../runtime/k8s/contract.ts";
-import { kwokConfig, nodeManifest, planNodes, type Ports } from "./plan.ts";
+import { kwokConfig, nodeManifest, planNodes, REAL_NODES, type Ports } from "./plan.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "sbx-plan-test-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -27,6 +27,16 @@ describe("kwokConfig", () => {
 
   it("accepts the suite's own stages", () => {
     expect(kwokConfig(new URL("./kwok-stages.yaml", import.meta.url).pathname, ports)).toContain("Port: 41234");
+  });
+
+  it("keeps every pod Stage off the real nodes, whose pods sbx-kubelet runs and reports", () => {
+    const config = kwokConfig(new URL("./kwok-stages.yaml", import.meta.url).pathname, ports);
+    const podStages = config.split("\n---\n").filter((d) => d.includes("resourceRef: {apiGroup: v1, kind: Pod}"));
+    expect(podStages.length).toBeGreaterThanOrEqual(5);
+    const exclusion = `- key: '.spec.nodeName'\n      operator: NotIn\n      values: [${REAL_NODES.map((n) => `"${n}"`).join(", ")}]`;
+    for (const stage of podStages) expect(stage).toContain(exclusion);
+    expect(config).not.toContain("SBX_REAL_NODES");
+    expect(planNodes().map((n) => n.name)).toEqual(expect.arrayContaining([...REAL_NODES]));
   });
 });
 

@@ -27,6 +27,12 @@ export interface Command {
 }
 
 export const KUBELET_PORT_PLACEHOLDER = "SBX_KUBELET_PORT";
+export const REAL_NODES_PLACEHOLDER = "SBX_REAL_NODES";
+/**
+ * Nodes whose pods sbx-kubelet runs for real (kwok's pod Stages skip them): the untainted
+ * system node, where the runtime's own Deployments land. Sandbox nodes stay kwok-played.
+ */
+export const REAL_NODES = ["sbx-system-0"] as const;
 export const SERVICE_CIDR = "10.96.0.0/16";
 export const POD_CIDR = "10.244.0.0/16";
 
@@ -138,7 +144,13 @@ export function schedulerCommand(l: Layout, p: Ports): Command {
   };
 }
 
-export function kubeletCommand(l: Layout, p: Ports): Command {
+/** The bridge network.ts created for the real nodes' pods. */
+export interface PodNet {
+  bridge: string;
+  cidr: string;
+}
+
+export function kubeletCommand(l: Layout, p: Ports, net: PodNet): Command {
   return {
     name: "sbx-kubelet",
     command: join(l.bin, "sbx-kubelet"),
@@ -149,6 +161,13 @@ export function kubeletCommand(l: Layout, p: Ports): Command {
       `--tls-key=${pki(l, "kubelet.key")}`,
       `--kubeconfig=${adminKubeconfigPath(l)}`,
       `--root=${join(l.dir, "pods")}`,
+      `--real-nodes=${REAL_NODES.join(",")}`,
+      `--pod-bridge=${net.bridge}`,
+      `--pod-cidr=${net.cidr}`,
+      // In-cluster clients in a real pod dial 127.0.0.1:<port> (the API server's cert covers
+      // it); so does the runtime for the registry. Both are forwarded into each pod.
+      `--loopback-ports=${p.apiserver},${p.registry}`,
+      `--api-port=${p.apiserver}`,
     ],
   };
 }
@@ -206,7 +225,9 @@ export function kwokConfig(stagesPath: string, p: Ports): string {
   if (!stages.includes(KUBELET_PORT_PLACEHOLDER)) {
     throw new Error(`control plane: ${stagesPath} must set the node kubelet port to ${KUBELET_PORT_PLACEHOLDER}`);
   }
-  return `${options}\n---\n${stages.replaceAll(KUBELET_PORT_PLACEHOLDER, String(p.kubelet))}`;
+  const realNodes = REAL_NODES.map((n) => JSON.stringify(n)).join(", ");
+  const filled = stages.replaceAll(KUBELET_PORT_PLACEHOLDER, String(p.kubelet));
+  return `${options}\n---\n${filled.replaceAll(REAL_NODES_PLACEHOLDER, realNodes)}`;
 }
 
 export function kubeconfigYaml(server: string, caPem: string, certPem: string, keyPem: string): string {

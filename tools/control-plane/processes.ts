@@ -14,6 +14,8 @@ export interface Started {
 
 export class ProcessGroup {
   private readonly started: Started[] = [];
+  /** Synchronous clean-ups run after every process has stopped (e.g. the pod network). */
+  private readonly cleanups: (() => void)[] = [];
 
   /** Logs go to `logDir`; every PID is also appended to `pidsFile` (see test/setup/reap.ts). */
   constructor(
@@ -51,6 +53,15 @@ export class ProcessGroup {
     return this.started.filter((s) => s.child.exitCode === null && s.child.signalCode === null).map((s) => s.pid);
   }
 
+  /** Registers a synchronous clean-up for after the processes (stopAll and killAllNow). */
+  onStopped(fn: () => void): void {
+    this.cleanups.push(fn);
+  }
+
+  private runCleanups(): void {
+    for (const fn of this.cleanups.splice(0).reverse()) fn();
+  }
+
   killAllNow(): void {
     for (const pid of this.pids().reverse()) {
       try {
@@ -59,6 +70,7 @@ export class ProcessGroup {
         // already gone
       }
     }
+    this.runCleanups();
   }
 
   async stopAll(graceMs = 5_000): Promise<void> {
@@ -80,6 +92,7 @@ export class ProcessGroup {
       }
     }
     this.started.length = 0;
+    this.runCleanups();
   }
 }
 

@@ -2,13 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // container is one container's main process: a bubblewrap sandbox with its own mount, PID,
@@ -25,10 +29,17 @@ type container struct {
 	// namespaces an exec enters.
 	pid  int
 	proc *exec.Cmd
-	// exited is closed when the main process has ended (or never started).
-	exited chan struct{}
-	mu     sync.Mutex
-	killed bool
+	// exited is closed when the main process has ended (or never started); exitCode is
+	// its status then (128+signal when killed by one, as a shell reports it).
+	exited   chan struct{}
+	exitCode int
+	mu       sync.Mutex
+	killed   bool
+	// env is the environment execs get (the main process's); startedAt and id are what
+	// the status of a container on a real node reports.
+	env       []string
+	startedAt metav1.Time
+	id        string
 }
 
 // containerStartTimeout bounds how long an exec waits for a container being set up.
@@ -51,8 +62,9 @@ func withReadyShim(cmd []string) []string {
 
 // startContainer launches the main process (bubblewrap with args, whose command is
 // withReadyShim(...)) with stdout and stderr going to log, and returns at once; callers
-// wait on ready through running().
-func startContainer(bwrap string, args []string, log *os.File) *container {
+// wait on ready through running(). launcher, if set, is a command prefix that execs
+// bubblewrap (nsenter --net=... for pods with their own network namespace).
+func startContainer(launcher []string, bwrap string, args []string, log *os.File) *container {
 	c := &container{ready: make(chan struct{}), exited: make(chan struct{})}
 	fail := func(err error) *container {
 		c.err = err
@@ -70,7 +82,8 @@ func startContainer(bwrap string, args []string, log *os.File) *container {
 		infoW.Close()
 		return fail(err)
 	}
-	proc := exec.Command(bwrap, append([]string{"--info-fd", "3"}, args...)...)
+	argv := append(append(append([]string{}, launcher...), bwrap, "--info-fd", "3"), args...)
+	proc := exec.Command(argv[0], argv[1:]...)
 	proc.Stdout, proc.Stderr = log, log
 	proc.ExtraFiles = []*os.File{infoW, readyW} // fds 3 and 4
 	// its own session: see ExecInContainer
@@ -84,7 +97,7 @@ func startContainer(bwrap string, args []string, log *os.File) *container {
 		return fail(err)
 	}
 	c.proc = proc
-	go func() { _ = proc.Wait(); close(c.exited) }()
+	go func() { c.exitCode = exitCodeOf(proc.Wait()); close(c.exited) }()
 	go func() {
 		defer infoR.Close()
 		defer readyR.Close()
@@ -146,11 +159,60 @@ func (c *container) kill() {
 	}
 }
 
+// exitCodeOf is a process's exit status as a container runtime reports it.
+func exitCodeOf(err error) int {
+	var ee *exec.ExitError
+	if err == nil || !errors.As(err, &ee) {
+		return 0
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ee.ExitCode()
+}
+
+// terminate asks every process of the container to stop (SIGTERM to each process in its
+// PID namespace but the namespace's init, which then exits with the command), and kills it
+// when it has not ended within grace: the kubelet's graceful stop.
+func (c *container) terminate(grace time.Duration) {
+	select {
+	case <-c.ready:
+	case <-c.exited:
+	}
+	if c.err == nil && c.pid > 0 {
+		signalPidNamespace(c.pid, syscall.SIGTERM)
+	}
+	select {
+	case <-c.exited:
+	case <-time.After(grace):
+		c.kill()
+		<-c.exited
+	}
+}
+
+// signalPidNamespace sends sig to every process whose PID namespace is init's, init excepted.
+func signalPidNamespace(init int, sig syscall.Signal) {
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", init))
+	if err != nil {
+		return
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == init {
+			continue
+		}
+		if other, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); err == nil && other == ns {
+			_ = syscall.Kill(pid, sig)
+		}
+	}
+}
+
 // nsenterArgs enters every namespace of the container's init, its root and the working
 // directory, then drops all capabilities and sets no_new_privs (what bubblewrap does for
 // the main process), so an exec runs with exactly the main process's privileges.
 func nsenterArgs(pid int, workDir, setpriv string, cmd []string) []string {
-	args := []string{"--target", fmt.Sprint(pid), "--mount", "--pid", "--ipc", "--uts", "--root", "--wdns=" + workDir,
+	args := []string{"--target", fmt.Sprint(pid), "--mount", "--pid", "--ipc", "--uts", "--net", "--root", "--wdns=" + workDir,
 		"--", setpriv, "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"}
 	return append(args, cmd...)
 }

@@ -33,11 +33,15 @@ func (s *server) handleLogs(w http.ResponseWriter, req *http.Request) {
 		writeAPIError(w, apierrors.NewNotFound(corev1.Resource("containers"), container))
 		return
 	}
-	if q.Get("previous") == "true" {
-		writeAPIError(w, apierrors.NewBadRequest(fmt.Sprintf("previous terminated container %q in pod %q not found", container, name)))
-		return
-	}
 	path := s.pods.logPath(pod.UID, container)
+	if q.Get("previous") == "true" {
+		// only pods on the real nodes restart containers; the previous run's log is kept
+		path = previousLogPath(path)
+		if _, err := os.Stat(path); err != nil || !s.real.owns(pod) {
+			writeAPIError(w, apierrors.NewBadRequest(fmt.Sprintf("previous terminated container %q in pod %q not found", container, name)))
+			return
+		}
+	}
 	waitForFile(path, 200*time.Millisecond)
 	data, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {

@@ -25,6 +25,8 @@ type podDirs struct {
 	mu    sync.Mutex
 	// main holds each started container (its main process), keyed by pod UID.
 	main map[types.UID]map[string]*container
+	// real runs the pods on the real nodes (nil: every pod is kwok-played).
+	real *realPods
 }
 
 func newPodDirs(root, bwrap string) *podDirs {
@@ -59,6 +61,10 @@ func (d *podDirs) watch(ctx context.Context, client kubernetes.Interface) {
 				obj = tomb.Obj
 			}
 			if pod, ok := obj.(*corev1.Pod); ok {
+				if d.real.owns(pod) {
+					d.real.gone(pod.UID)
+					return
+				}
 				d.remove(pod.UID)
 			}
 		},
@@ -69,6 +75,10 @@ func (d *podDirs) watch(ctx context.Context, client kubernetes.Interface) {
 
 func (d *podDirs) sync(obj any) {
 	pod, ok := obj.(*corev1.Pod)
+	if ok && d.real.owns(pod) {
+		d.real.sync(pod)
+		return
+	}
 	if !ok || pod.DeletionTimestamp != nil {
 		return
 	}
@@ -93,6 +103,9 @@ func (d *podDirs) sync(obj any) {
 // stdout and stderr going to the container log (the image is ignored: the host's tools serve
 // every image). A container is started once; after it ends it is not restarted.
 func (d *podDirs) container(pod *corev1.Pod, c *corev1.Container) *container {
+	if d.real.owns(pod) {
+		return d.realContainer(pod, c.Name)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.main[pod.UID] == nil {
@@ -121,11 +134,11 @@ func (d *podDirs) startMain(pod *corev1.Pod, c *corev1.Container) (*container, e
 	if len(c.Command) == 0 {
 		cmd = holdCommand // image entrypoint unknown here: the container idles with an empty log
 	}
-	mounts, err := planMounts(pod, c, dir)
+	mounts, err := planMounts(pod, c, dir, false)
 	if err != nil {
 		return nil, err
 	}
-	args, err := bwrapArgs(pod, c, mounts, withReadyShim(cmd))
+	args, err := bwrapArgs(pod, c, mounts, containerEnv(pod, c), withReadyShim(cmd))
 	if err != nil {
 		return nil, err
 	}
@@ -133,9 +146,24 @@ func (d *podDirs) startMain(pod *corev1.Pod, c *corev1.Container) (*container, e
 	if err != nil {
 		return nil, err
 	}
-	ctr := startContainer(d.bwrap, args, log)
+	ctr := startContainer(nil, d.bwrap, args, log)
 	go func() { <-ctr.exited; log.Close() }()
 	return ctr, nil
+}
+
+// realContainer is the running instance of a container of a pod on a real node, or a
+// stand-in that says why an exec cannot run (the kubelet's own pod worker starts it).
+func (d *podDirs) realContainer(pod *corev1.Pod, name string) *container {
+	if p := d.real.get(pod.UID); p != nil {
+		if ctr := p.current(name); ctr != nil {
+			return ctr
+		}
+	}
+	ctr := &container{ready: make(chan struct{}), exited: make(chan struct{}),
+		err: fmt.Errorf("container %q has not started yet", name)}
+	close(ctr.ready)
+	close(ctr.exited)
+	return ctr
 }
 
 func (d *podDirs) stopMain(uid types.UID, container string) {
@@ -170,6 +198,9 @@ func (d *podDirs) remove(uid types.UID) {
 }
 
 func (d *podDirs) stopAll() {
+	if d.real != nil {
+		d.real.shutdown()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for uid, procs := range d.main {

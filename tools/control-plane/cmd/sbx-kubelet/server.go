@@ -32,6 +32,7 @@ import (
 
 type server struct {
 	client  kubernetes.Interface
+	real    *realPods
 	pods    *podDirs
 	nsenter string
 	setpriv string
@@ -47,6 +48,12 @@ func runServe(args []string) error {
 	bwrap := fs.String("bwrap", "/usr/bin/bwrap", "bubblewrap binary")
 	nsenter := fs.String("nsenter", "/usr/bin/nsenter", "nsenter binary (util-linux): execs join the container's namespaces")
 	setpriv := fs.String("setpriv", "/usr/bin/setpriv", "setpriv binary (util-linux): drops an exec's capabilities; run inside the container, so at the same path there")
+	realNodes := fs.String("real-nodes", "", "comma-separated nodes whose pods this kubelet runs itself (kwok plays the others)")
+	bridge := fs.String("pod-bridge", "", "host bridge of the real nodes' pod network (created by the test setup)")
+	podCIDR := fs.String("pod-cidr", "", "the bridge's /24; the bridge holds .1, pods get .2-.254")
+	loopback := fs.String("loopback-ports", "", "comma-separated host loopback ports every real pod sees on its own 127.0.0.1 (API server, registry)")
+	apiPort := fs.Int("api-port", 0, "the API server's port, for KUBERNETES_SERVICE_PORT (forward it with --loopback-ports)")
+	hostIP := fs.String("host-ip", "127.0.0.1", "status.hostIP of pods on the real nodes (the nodes' InternalIP)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,12 +79,21 @@ func runServe(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	s := &server{client: client, nsenter: *nsenter, setpriv: *setpriv, pods: newPodDirs(*root, *bwrap)}
+	if *realNodes != "" {
+		real, err := newRealPods(client, s.pods, *realNodes, *bridge, *podCIDR, *loopback, *apiPort, *hostIP)
+		if err != nil {
+			return err
+		}
+		real.cfg.bwrap, real.cfg.nsenter, real.cfg.setpriv = *bwrap, *nsenter, *setpriv
+		s.real, s.pods.real = real, real
+	}
 	go s.pods.watch(ctx, client)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
 	mux.HandleFunc("/exec/", s.handleExec)
 	mux.HandleFunc("/containerLogs/", s.handleLogs)
+	mux.HandleFunc("/portForward/", s.handlePortForward)
 	srv := &http.Server{Addr: *listen, Handler: mux, TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12}}
 	go func() {
 		<-ctx.Done()
@@ -183,12 +199,16 @@ type sandboxExec struct {
 // kubelet with containerd does; the stream's handler waits for it to exit.
 func (e *sandboxExec) ExecInContainer(_ context.Context, _ string, _ types.UID, _ string, cmd []string,
 	in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
-	pid, err := e.s.pods.container(e.pod, e.container).running()
+	ctr := e.s.pods.container(e.pod, e.container)
+	pid, err := ctr.running()
 	if err != nil {
 		return apierrors.NewBadRequest(fmt.Sprintf("container %s in pod %s/%s: %v", e.container.Name, e.pod.Namespace, e.pod.Name, err))
 	}
 	proc := exec.Command(e.s.nsenter, nsenterArgs(pid, workDir(e.container), e.s.setpriv, cmd)...)
-	proc.Env = containerEnv(e.pod, e.container)
+	proc.Env = ctr.env
+	if proc.Env == nil {
+		proc.Env = containerEnv(e.pod, e.container)
+	}
 	// Its own session, as a runtime's exec gets: otherwise the command would share the
 	// kubelet's process group, and a `kill 0` inside the container would reach the kubelet.
 	// (runTTY's pty.Start sets up a session with the terminal itself.)
