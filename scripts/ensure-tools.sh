@@ -9,3 +9,4 @@ bash "$here/build-local-helper.sh"
 if [ -f "$here/build-control-plane.sh" ]; then
   bash "$here/build-control-plane.sh"
 fi
+bash "$here/build-pulumi.sh"
