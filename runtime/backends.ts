@@ -2,6 +2,7 @@
 // with a dynamic import so a platform whose module is missing fails only when chosen, plus
 // the Manager built on it. Used by the service (runtime/main.ts) and the CLI's direct mode.
 import { join } from "node:path";
+import { planRole, type Role } from "./config/role.ts";
 import type { RuntimeConfig } from "./config/schema.ts";
 import { Admission } from "./core/admission.ts";
 import { createAuditStore } from "./core/audit.ts";
@@ -22,6 +23,10 @@ export interface BackendDeps {
   clock: Clock;
   /** the Manager's catalog, so the backend's warm pool reads the same one (buildManager sets it) */
   catalog?: ImageLookup;
+  /** the process role (runtime/config/role.ts): which half of the work this process does. Default all */
+  role?: Role;
+  /** this replica's name (POD_NAME in a Deployment): the Lease holder. Default: a random one */
+  identity?: string;
 }
 
 type Factory = (config: RuntimeConfig, deps: BackendDeps) => Backend;
@@ -152,6 +157,12 @@ interface SharedStateBackend extends Backend {
   leads?(): boolean;
 }
 
+function reapGate(role: Role, backend: SharedStateBackend): () => boolean {
+  if (!planRole(role).reaps) return () => false;
+  if (role === "controller") return () => backend.leads?.() ?? true;
+  return () => true; // all: as before the split, every replica reaps (deletes are idempotent)
+}
+
 /** Backend + catalog + audit + admission + manager, not yet started. */
 export async function buildManager(
   config: RuntimeConfig,
@@ -180,6 +191,9 @@ export async function buildManager(
     processMetrics: deps.processMetrics,
     reaperIntervalMs: deps.reaperIntervalMs,
     maintenance,
+    // a manager-role process reconciles the budget but deletes nothing (the controller reaps);
+    // a controller deletes only while it leads, so two replicas do not reap the same sandbox
+    shouldReap: reapGate(deps.role ?? "all", backend as SharedStateBackend),
   });
   return { backend, manager, catalog, pauseResume };
 }

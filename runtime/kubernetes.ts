@@ -5,6 +5,7 @@
 // controller uses k8s/, k8s/ never uses the controller (it knows it through k8s/control.ts).
 import type { RuntimeConfig } from "./config/schema.ts";
 import { Controller } from "./controller/controller.ts";
+import { OwnSandboxes } from "./controller/ownSandboxes.ts";
 import { SandboxReconciler } from "./controller/sandboxReconciler.ts";
 import { WarmPool } from "./controller/warmpool.ts";
 import { assembleKubernetesBackend, type KubernetesBackend } from "./k8s/backend.ts";
@@ -17,8 +18,15 @@ import {
 
 export type { KubernetesBackend, KubernetesBackendOverrides };
 
-/** The controller half for these parts: one Lease per namespace pair, the warm pool, the reconciler. */
-export function createKubernetesControl(p: KubernetesParts): { controller: Controller; warmPool: WarmPool } {
+/**
+ * The controller half for these parts: one Lease per namespace pair, the warm pool, the
+ * reconciler. The manager role never campaigns: it reconciles only the sandboxes it starts
+ * (runtime/controller/ownSandboxes.ts) and claims from a pool that the controller refills.
+ */
+export function createKubernetesControl(p: KubernetesParts): {
+  controller: Controller | OwnSandboxes;
+  warmPool: WarmPool;
+} {
   const { config, clock, logger, index, clients } = p;
   const warmPool = new WarmPool({ index, core: clients.core, config, clock, logger, resolveImage: p.resolveImage });
   const reconciler = new SandboxReconciler({
@@ -31,6 +39,7 @@ export function createKubernetesControl(p: KubernetesParts): { controller: Contr
     deliverCredentials: p.deliverCredentials,
     orphanGraceMs: p.overrides.orphanGraceMs,
   });
+  if (p.role === "manager") return { controller: new OwnSandboxes({ index, reconciler, clock, logger }), warmPool };
   const controller = new Controller({
     index,
     reconciler,

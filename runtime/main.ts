@@ -1,5 +1,7 @@
 // `npm start`: the control-plane service. Config from SBX_CONFIG (JSON) or the defaults
-// (platform local), validated once. On the local platform it installs the tools it needs when
+// (platform local), validated once. The role comes from the first argument or SBX_ROLE
+// (runtime/config/role.ts; the Deployments run `manager` and `controller`, default `all`).
+// On the local platform it installs the tools it needs when
 // run as root, creates a token on first start and prints how to use it. SIGINT/SIGTERM (to this
 // process or to the npm that runs it) and the death of that npm drain requests and close the
 // backend and the embedded registry, leaving nothing running.
@@ -13,6 +15,7 @@ import { systemClock } from "./core/clock.ts";
 import { createLogger, type Logger } from "./core/log.ts";
 import { addToken, parseTokensFile, TokenFile } from "./core/tokens.ts";
 import { startService } from "./server/service.ts";
+import { describeRole, validateRoleForPlatform } from "./config/role.ts";
 import { REGISTRY_BINARY, startLocalRegistry, type LocalRegistry } from "./local/registry.ts";
 import { collectRegistryGarbage } from "./local/registryGc.ts";
 import { SnapshotGc } from "./snapshot/gc.ts";
@@ -101,40 +104,74 @@ function stopStale(pidFile: string): void {
   }
 }
 
-async function main(): Promise<void> {
-  const settings = loadProcessSettings();
-  const logger = createLogger({ level: settings.logLevel });
-  const { config: loaded, source } = loadRuntimeConfig();
-  if (loaded.platform === "local") ensureLocalTools(logger);
-  const registry = await embeddedRegistry(loaded, logger);
-  const config = registry.config;
-  const tokensPath = tokensPathFor(config);
-  const fresh = config.platform === "local" ? ensureToken(tokensPath, settings.owner) : undefined;
+/** The controller serves no authenticated route, so it needs (and is given) no tokens. */
+const NO_TOKENS = { authenticate: () => undefined };
+
+function openTokens(tokensPath: string, logger: Logger): TokenFile {
   if (!existsSync(tokensPath)) {
     throw new Error(
       `config.tokensPath: ${tokensPath} does not exist: mount the tokens file there (JSON { "<sha256 hex of token>": "<owner>" }), or set tokensPath to where it is`,
     );
   }
-  const tokens = new TokenFile(tokensPath, (err) =>
+  return new TokenFile(tokensPath, (err) =>
     logger.error({ op: "tokens", err, path: tokensPath }, "tokens file unreadable; keeping the last good tokens"),
   );
+}
 
-  const service = await startService({ config, tokens, logger, clock: systemClock, snapshotGc: registry.gc });
+async function main(): Promise<void> {
+  const settings = loadProcessSettings(process.env, process.argv.slice(2));
+  const logger = createLogger({ level: settings.logLevel });
+  const { role, source: roleSource, overridden } = settings.role;
+  if (overridden)
+    logger.warn(
+      { op: "start", role, overridden },
+      `the role argument (${role}) wins over ${overridden}: the command line is written for this process`,
+    );
+  const { config: loaded, source } = loadRuntimeConfig();
+  validateRoleForPlatform(role, loaded.platform);
+  if (loaded.platform === "local") ensureLocalTools(logger);
+  const registry = await embeddedRegistry(loaded, logger);
+  const config = registry.config;
+  const tokensPath = tokensPathFor(config);
+  const fresh = config.platform === "local" ? ensureToken(tokensPath, settings.owner) : undefined;
+  const tokens = role === "controller" ? NO_TOKENS : openTokens(tokensPath, logger);
+
+  const service = await startService({
+    config,
+    tokens,
+    logger,
+    clock: systemClock,
+    snapshotGc: registry.gc,
+    role,
+    identity: settings.identity,
+  });
   logger.info(
-    { op: "start", url: service.url, platform: config.platform, config: source },
+    { op: "start", url: service.url, platform: config.platform, config: source, role, roleSource },
     "sbx control plane listening",
   );
+  if (role === "controller") {
+    process.stdout.write(`\nsbx controller (${describeRole(role)}): ${service.url}/healthz /readyz /metrics\n\n`);
+  } else printHowToUse(service.url, config, source, tokensPath, fresh);
+  stopOnRequest(service, registry, logger);
+}
 
+function printHowToUse(
+  url: string,
+  config: RuntimeConfig,
+  source: string,
+  tokensPath: string,
+  fresh: string | undefined,
+): void {
   const shown = relative(process.cwd(), tokensPath) || tokensPath;
   const lines = [
     "",
-    `sbx control plane: ${service.url}  (platform ${config.platform}, config ${source})`,
+    `sbx control plane: ${url}  (platform ${config.platform}, config ${source})`,
     fresh
       ? `token (shown once; only its sha256 is stored in ${shown}):\n  ${fresh}`
       : `tokens: ${shown} (a token was printed at first start; make another with: npx sbx token create --owner you)`,
     "",
     "try it:",
-    `  export SBX_SERVER=${service.url} SBX_TOKEN=${fresh ?? "<your token>"}`,
+    `  export SBX_SERVER=${url} SBX_TOKEN=${fresh ?? "<your token>"}`,
     "  ID=$(npx sbx create --size nano)",
     "  npx sbx run $ID -- python3 -c 'print(\"hello from a sandbox\")'",
     ...(config.snapshots
@@ -143,12 +180,14 @@ async function main(): Promise<void> {
     "  npx sbx kill $ID",
     `  (npx costs about a second per call; for loops put sbx on the PATH: export PATH="${join(repo, "node_modules/.bin")}:$PATH")`,
     "",
-    `API description: ${service.url}/openapi.json   metrics: ${service.url}/metrics`,
+    `API description: ${url}/openapi.json   metrics: ${url}/metrics`,
     "Ctrl-C stops the service and every sandbox it runs.",
     "",
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
+}
 
+function stopOnRequest(service: { close(): Promise<void> }, registry: { stop(): Promise<void> }, logger: Logger) {
   // Ctrl-C reaches every process of the group, and npm also relays it to this one: the same
   // keypress can arrive twice within milliseconds. Only a signal well after the first forces exit.
   let stoppingAt = 0;

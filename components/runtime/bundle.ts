@@ -1,30 +1,52 @@
 // Ships the runtime without building an image on the deploying machine: esbuild bundles the
-// entry (and every dependency) into one ESM file at deploy time; packBundle gzips it for a
-// ConfigMap and hashes it so a code change rolls the Deployments.
+// entry (and every dependency) into one ESM file at deploy time; packBundle gzips it, cuts the
+// gzip into parts that each fit a ConfigMap, and hashes it so a code change rolls the Deployments.
 import { buildSync } from "esbuild";
 import { createHash } from "node:crypto";
 import { gzipSync } from "node:zlib";
 import { ValidationError } from "../../runtime/core/errors.ts";
 
-/** ConfigMaps hold at most 1 MiB; keep 16 KiB for metadata and the key name. */
-export const BUNDLE_LIMIT_BYTES = 1024 * 1024 - 16 * 1024;
+/** ConfigMaps hold at most 1 MiB; keep 16 KiB of each for metadata and the key name. */
+export const BUNDLE_PART_BYTES = 1024 * 1024 - 16 * 1024;
+/**
+ * The whole gzipped bundle, over all its ConfigMaps. The runtime outgrew one ConfigMap as it
+ * gained the E2B layer; eight leave room to grow while keeping a deploy's objects few. Past it,
+ * a prebuilt image is the way.
+ */
+export const BUNDLE_PARTS_MAX = 8;
+export const BUNDLE_LIMIT_BYTES = BUNDLE_PART_BYTES * BUNDLE_PARTS_MAX;
 export const BUNDLE_FILE = "runtime.mjs";
 
 export interface RuntimeBundle {
   /** sha256 hex of the uncompressed bundle: the pod-template annotation and ConfigMap suffix */
   sha256: string;
-  /** the gzipped bundle, base64 (ConfigMap binaryData) */
-  gzBase64: string;
+  /** the gzipped bundle cut into parts of at most BUNDLE_PART_BYTES, each base64 (one ConfigMap's binaryData) */
+  parts: string[];
   bytes: number;
   gzBytes: number;
+}
+
+/** The ConfigMap key of part i: the unpack step concatenates them in this order. */
+export function bundlePartKey(i: number): string {
+  return `${BUNDLE_FILE}.gz.${String(i).padStart(2, "0")}`;
+}
+
+/** The gzipped bundle, parts joined again (what the pod's unpack step does). */
+export function joinBundleParts(bundle: RuntimeBundle): Buffer {
+  return Buffer.concat(bundle.parts.map((p) => Buffer.from(p, "base64")));
 }
 
 // CommonJS dependencies call require(); an ESM bundle has none unless we create one.
 const BANNER =
   'import { createRequire as __sbxCreateRequire } from "node:module"; const require = __sbxCreateRequire(import.meta.url);';
 
-/** Bundle `entry` into one ESM file for Node 20. Throws with esbuild's first error. */
+/** Bundle `entry` into one ESM file for Node 20, packed for a ConfigMap. Throws with esbuild's first error. */
 export function bundleRuntime(entry: string): RuntimeBundle {
+  return packBundle(buildRuntimeCode(entry));
+}
+
+/** The bundled code itself, before the ConfigMap size check (tests run it; a prebuilt image ships it). */
+export function buildRuntimeCode(entry: string): string {
   const result = buildSync({
     entryPoints: [entry],
     bundle: true,
@@ -42,10 +64,10 @@ export function bundleRuntime(entry: string): RuntimeBundle {
   const file = result.outputFiles[0];
   if (!file)
     throw new ValidationError("runtime.entry", entry, "esbuild produced no output; point it at runtime/main.ts");
-  return packBundle(file.text);
+  return file.text;
 }
 
-/** Hash, gzip and size-check bundled code. Pure apart from CPU. */
+/** Hash, gzip, size-check and cut bundled code into ConfigMap-sized parts. Pure apart from CPU. */
 export function packBundle(code: string): RuntimeBundle {
   const raw = Buffer.from(code, "utf8");
   const gz = gzipSync(raw, { level: 9 });
@@ -53,12 +75,15 @@ export function packBundle(code: string): RuntimeBundle {
     throw new ValidationError(
       "runtime bundle",
       `${gz.length} bytes gzipped`,
-      `exceeds the ${BUNDLE_LIMIT_BYTES}-byte ConfigMap budget; set sbx:runtime.image to a prebuilt runtime image instead`,
+      `exceeds the ${BUNDLE_LIMIT_BYTES}-byte budget of ${BUNDLE_PARTS_MAX} ConfigMaps; set sbx:runtime.image to a prebuilt runtime image instead`,
     );
   }
+  const parts: string[] = [];
+  for (let at = 0; at < gz.length; at += BUNDLE_PART_BYTES)
+    parts.push(gz.subarray(at, at + BUNDLE_PART_BYTES).toString("base64"));
   return {
     sha256: createHash("sha256").update(raw).digest("hex"),
-    gzBase64: gz.toString("base64"),
+    parts,
     bytes: raw.length,
     gzBytes: gz.length,
   };

@@ -1,15 +1,10 @@
 // Every Kubernetes object the runtime needs, as plain data. Pure. `S` is the type of the few
 // values that come from other resources (config JSON, hashes): plain strings in tests and
 // the dry-run, Pulumi Outputs in the component.
-import {
-  managerSandboxNamespaceRules,
-  runtimeNamespaceRules,
-  sandboxCrd,
-  type PolicyRule,
-} from "../../runtime/k8s/contract.ts";
+import { roleRules, sandboxCrd, type PolicyRule } from "../../runtime/k8s/contract.ts";
 import { partOf, restrictedContainerSecurity, restrictedPodSecurity, type K8sObject } from "../shared/k8s.ts";
 import type { RuntimeDelivery } from "./args.ts";
-import { BUNDLE_FILE } from "./bundle.ts";
+import { BUNDLE_FILE, bundlePartKey } from "./bundle.ts";
 import { HTTP_PORT, LEASE_NAME, PATHS } from "./config.ts";
 
 export const NAMES = {
@@ -41,8 +36,9 @@ export interface RuntimeRenderInput<S = string> {
   configSha: S;
 }
 
-export function bundleConfigMapName(sha256: string): string {
-  return `${NAMES.bundlePrefix}${sha256.slice(0, 12)}`;
+/** The ConfigMap holding part `part` of the bundle whose hash is sha256. */
+export function bundleConfigMapName(sha256: string, part: number): string {
+  return `${NAMES.bundlePrefix}${sha256.slice(0, 12)}-${part}`;
 }
 
 export function renderNamespace(namespace: string): K8sObject {
@@ -61,16 +57,20 @@ export function renderCrd(): K8sObject {
   return sandboxCrd() as K8sObject;
 }
 
-/** ServiceAccounts, Roles and RoleBindings: namespaced only, rules straight from contract.ts. */
+/**
+ * ServiceAccounts, Roles and RoleBindings: namespaced only, each role's rules straight from
+ * contract.ts (least privilege per role). The manager never leads, so it has no Role in the
+ * runtime namespace at all.
+ */
 export function renderRbac(namespace: string, sandboxNamespace: string): K8sObject[] {
   const out: K8sObject[] = [];
   for (const role of ["manager", "controller"] as const) {
     const name = NAMES[role];
+    const rules = roleRules(role, LEASE_NAME);
     out.push({ apiVersion: "v1", kind: "ServiceAccount", metadata: { name, namespace, labels: partOf(role) } });
-    out.push(
-      ...roleWithBinding(`${name}-sandboxes`, sandboxNamespace, managerSandboxNamespaceRules(), name, namespace, role),
-    );
-    out.push(...roleWithBinding(`${name}-runtime`, namespace, runtimeNamespaceRules(), name, namespace, role));
+    out.push(...roleWithBinding(`${name}-sandboxes`, sandboxNamespace, rules.sandboxNamespace, name, namespace, role));
+    if (rules.runtimeNamespace.length)
+      out.push(...roleWithBinding(`${name}-runtime`, namespace, rules.runtimeNamespace, name, namespace, role));
   }
   return out;
 }
@@ -89,7 +89,7 @@ function roleWithBinding(
       apiVersion: "rbac.authorization.k8s.io/v1",
       kind: "Role",
       metadata: { name, namespace: ns, labels },
-      rules: rules.map((r) => ({ ...r })),
+      rules: rules.map((r) => structuredClone(r)),
     },
     {
       apiVersion: "rbac.authorization.k8s.io/v1",
@@ -126,18 +126,20 @@ export function renderConfigObjects<S>(input: RuntimeRenderInput<S>): K8sObject[
   ];
   if (input.delivery.kind === "bundle") {
     const b = input.delivery.bundle;
-    out.push({
-      apiVersion: "v1",
-      kind: "ConfigMap",
-      metadata: {
-        name: bundleConfigMapName(b.sha256),
-        namespace: ns,
-        labels: partOf("runtime"),
-        annotations: { [ANNOTATION_RUNTIME_SHA]: b.sha256 },
-      },
-      immutable: true,
-      binaryData: { [`${BUNDLE_FILE}.gz`]: b.gzBase64 },
-    });
+    for (const [i, part] of b.parts.entries()) {
+      out.push({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: {
+          name: bundleConfigMapName(b.sha256, i),
+          namespace: ns,
+          labels: partOf("runtime"),
+          annotations: { [ANNOTATION_RUNTIME_SHA]: b.sha256 },
+        },
+        immutable: true,
+        binaryData: { [bundlePartKey(i)]: part },
+      });
+    }
   }
   return out;
 }
@@ -146,22 +148,23 @@ export function renderDeployment<S>(input: RuntimeRenderInput<S>, role: Role): K
   const name = NAMES[role];
   const selector = { "app.kubernetes.io/name": name };
   const d = input.delivery;
+  // the API tokens only where the API is: the controller serves no authenticated route
+  const api = role === "manager";
   const volumes: Record<string, unknown>[] = [
     { name: "config", configMap: { name: NAMES.config } },
     { name: "catalog", configMap: { name: NAMES.catalog } },
-    { name: "tokens", secret: { secretName: NAMES.tokens, defaultMode: 0o440 } },
+    ...(api ? [{ name: "tokens", secret: { secretName: NAMES.tokens, defaultMode: 0o440 } }] : []),
     { name: "tmp", emptyDir: { sizeLimit: "256Mi" } },
   ];
   const mounts: Record<string, unknown>[] = [
     { name: "config", mountPath: PATHS.configDir, readOnly: true },
     { name: "catalog", mountPath: PATHS.catalogDir, readOnly: true },
-    { name: "tokens", mountPath: PATHS.tokensDir, readOnly: true },
+    ...(api ? [{ name: "tokens", mountPath: PATHS.tokensDir, readOnly: true }] : []),
     { name: "tmp", mountPath: "/tmp" },
   ];
   const env: Record<string, unknown>[] = [
     { name: "SBX_ROLE", value: role },
     { name: "SBX_CONFIG", value: PATHS.config },
-    { name: "SBX_LEASE_NAME", value: LEASE_NAME },
     { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
     { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
     { name: "NODE_ENV", value: "production" },
@@ -179,19 +182,21 @@ export function renderDeployment<S>(input: RuntimeRenderInput<S>, role: Role): K
     image = d.nodeImage;
     annotations[ANNOTATION_RUNTIME_SHA] = d.bundle.sha256;
     volumes.push(
-      { name: "bundle", configMap: { name: bundleConfigMapName(d.bundle.sha256) } },
+      {
+        name: "bundle",
+        projected: {
+          sources: d.bundle.parts.map((_, i) => ({ configMap: { name: bundleConfigMapName(d.bundle.sha256, i) } })),
+        },
+      },
       { name: "runtime", emptyDir: { sizeLimit: "64Mi" } },
     );
     mounts.push({ name: "runtime", mountPath: RUNTIME_DIR, readOnly: true });
-    // gunzip the ConfigMap into an emptyDir once per pod; the main container mounts it read-only
+    // join the ConfigMaps' parts and gunzip them into an emptyDir once per pod; the main
+    // container mounts it read-only. A missing part fails here, loudly, not as broken code later.
     initContainers.push({
       name: "unpack",
       image,
-      command: [
-        "node",
-        "-e",
-        `require("fs").writeFileSync("${RUNTIME_DIR}/${BUNDLE_FILE}", require("zlib").gunzipSync(require("fs").readFileSync("/bundle/${BUNDLE_FILE}.gz")))`,
-      ],
+      command: ["node", "-e", unpackScript(d.bundle.parts.length)],
       volumeMounts: [
         { name: "bundle", mountPath: "/bundle", readOnly: true },
         { name: "runtime", mountPath: RUNTIME_DIR },
@@ -215,15 +220,16 @@ export function renderDeployment<S>(input: RuntimeRenderInput<S>, role: Role): K
     resources,
     securityContext: security,
   };
-  if (role === "manager") {
-    container.readinessProbe = { httpGet: { path: "/readyz", port: "http" }, periodSeconds: 5, failureThreshold: 3 };
-    container.livenessProbe = {
-      httpGet: { path: "/healthz", port: "http" },
-      initialDelaySeconds: 10,
-      periodSeconds: 10,
-      failureThreshold: 3,
-    };
-  }
+  // Both roles serve /readyz and /healthz (the controller only those and /metrics). Ready means
+  // the informers have listed; a standby controller is ready too, or a rollout with
+  // maxUnavailable 0 would wait forever for the replica that does not lead.
+  container.readinessProbe = { httpGet: { path: "/readyz", port: "http" }, periodSeconds: 5, failureThreshold: 3 };
+  container.livenessProbe = {
+    httpGet: { path: "/healthz", port: "http" },
+    initialDelaySeconds: 10,
+    periodSeconds: 10,
+    failureThreshold: 3,
+  };
   return {
     apiVersion: "apps/v1",
     kind: "Deployment",
@@ -293,4 +299,14 @@ export function renderRuntime<S>(input: RuntimeRenderInput<S>): K8sObject[] {
     renderPdb(input.namespace, "manager", input.managerReplicas),
     renderPdb(input.namespace, "controller", input.controllerReplicas),
   ];
+}
+
+/** The init container's script: parts in key order, joined, gunzipped to the runtime dir. */
+function unpackScript(parts: number): string {
+  const keys = JSON.stringify(Array.from({ length: parts }, (_, i) => bundlePartKey(i)));
+  return [
+    'const fs = require("fs");',
+    `const parts = ${keys}.map((k) => fs.readFileSync("/bundle/" + k));`,
+    `fs.writeFileSync("${RUNTIME_DIR}/${BUNDLE_FILE}", require("zlib").gunzipSync(Buffer.concat(parts)));`,
+  ].join(" ");
 }

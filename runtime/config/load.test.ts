@@ -58,13 +58,26 @@ describe("loadRuntimeConfig: SBX_PORT and SBX_HOST", () => {
 
 describe("loadProcessSettings", () => {
   it("defaults", () => {
-    expect(loadProcessSettings({})).toEqual({ logLevel: "info", owner: "local" });
+    expect(loadProcessSettings({})).toEqual({
+      logLevel: "info",
+      owner: "local",
+      role: { role: "all", source: "default" },
+    });
   });
 
   it("takes SBX_LOG_LEVEL and SBX_OWNER", () => {
-    expect(loadProcessSettings({ SBX_LOG_LEVEL: "debug", SBX_OWNER: "alice" })).toEqual({
+    expect(loadProcessSettings({ SBX_LOG_LEVEL: "debug", SBX_OWNER: "alice" })).toMatchObject({
       logLevel: "debug",
       owner: "alice",
+    });
+  });
+
+  it("takes the role from the argument over SBX_ROLE, and the Lease identity from POD_NAME", () => {
+    expect(loadProcessSettings({ SBX_ROLE: "manager", POD_NAME: "sbx-controller-7d9f-x2" }, ["controller"])).toEqual({
+      logLevel: "info",
+      owner: "local",
+      role: { role: "controller", source: "argv", overridden: "SBX_ROLE=manager" },
+      identity: "sbx-controller-7d9f-x2",
     });
   });
 
@@ -74,6 +87,7 @@ describe("loadProcessSettings", () => {
       'SBX_LOG_LEVEL: invalid value "loud": use one of: fatal, error, warn, info, debug, trace, silent',
     ],
     [{ SBX_OWNER: " " }, 'SBX_OWNER: invalid value " "'],
+    [{ SBX_ROLE: "worker" }, 'SBX_ROLE: invalid value "worker": use one of: all, manager, controller'],
   ])("%j is refused: %s", (env, message) => {
     expect(() => loadProcessSettings(env)).toThrow(message);
   });

@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { ValidationError } from "../core/errors.ts";
+import { resolveRole, type ResolvedRole } from "./role.ts";
 import { validateRuntimeConfig, type RuntimeConfig } from "./schema.ts";
 
 export function loadRuntimeConfig(
@@ -82,14 +83,23 @@ export interface ProcessSettings {
   logLevel: string;
   /** SBX_OWNER: the owner of the token minted on the first local start, default "local" */
   owner: string;
+  /** the first argument or SBX_ROLE (runtime/config/role.ts), default all */
+  role: ResolvedRole;
+  /** POD_NAME (the Deployment sets it from the downward API): this replica's Lease identity */
+  identity?: string;
 }
 
-export function loadProcessSettings(env: NodeJS.ProcessEnv = process.env): ProcessSettings {
+export function loadProcessSettings(
+  env: NodeJS.ProcessEnv = process.env,
+  argv: readonly string[] = [],
+): ProcessSettings {
   const logLevel = env.SBX_LOG_LEVEL ?? "info";
   if (!LOG_LEVELS.includes(logLevel))
     throw new ValidationError("SBX_LOG_LEVEL", logLevel, `use one of: ${LOG_LEVELS.join(", ")}`);
   const owner = env.SBX_OWNER ?? "local";
   if (owner.trim() === "")
     throw new ValidationError("SBX_OWNER", owner, 'use a non-empty owner name, or unset it for "local"');
-  return { logLevel, owner };
+  const role = resolveRole(argv, env);
+  const identity = env.POD_NAME?.trim() || undefined;
+  return { logLevel, owner, role, ...(identity ? { identity } : {}) };
 }

@@ -77,6 +77,8 @@ export interface ReaperDeps {
   /** a sandbox's own idle timeout when the backend's Sandbox does not carry it */
   idleTimeoutFor?: (id: string) => number | undefined;
   intervalMs?: number;
+  /** false: plan nothing, only reconcile the budget (a process that does not reap, e.g. the manager role). Default: always */
+  shouldReap?: () => boolean;
 }
 
 export class Reaper {
@@ -106,7 +108,8 @@ export class Reaper {
     const withIdle = idleFor
       ? all.map((s) => (s.idleTimeoutSeconds === undefined ? { ...s, idleTimeoutSeconds: idleFor(s.id) } : s))
       : all;
-    const actions = planReap(withIdle, now, this.deps.config, this.terminalSince);
+    const reaps = this.deps.shouldReap?.() ?? true;
+    const actions = reaps ? planReap(withIdle, now, this.deps.config, this.terminalSince) : [];
     for (const a of actions) {
       const log = logger.child({ sandbox: a.id, owner: a.owner, op: "reap" });
       try {

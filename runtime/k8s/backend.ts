@@ -137,7 +137,13 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
         await recordWriter.settled(id);
         await compute.releaseCompute(id);
       },
-      adopt: (spec) => compute.adopt(spec),
+      // the resumed sandbox's new pod is made by a reconcile; start it here, not only at the
+      // watch event, so a manager-only process (which reconciles what it starts) makes it too
+      adopt: async (spec) => {
+        const sb = await compute.adopt(spec);
+        controller.enqueueSandbox(spec.id);
+        return sb;
+      },
     },
 
     async start() {

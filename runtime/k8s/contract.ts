@@ -54,30 +54,58 @@ export interface PolicyRule {
   resourceNames?: string[];
 }
 
-/** Namespaced rules the manager needs in the sandbox namespace. No wildcards. */
-export function managerSandboxNamespaceRules(): PolicyRule[] {
-  return [
-    { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch", "create", "update", "patch", "delete"] },
-    { apiGroups: [""], resources: ["pods/exec"], verbs: ["create", "get"] },
-    { apiGroups: [""], resources: ["pods/log"], verbs: ["get"] },
-    { apiGroups: [""], resources: ["resourcequotas"], verbs: ["get", "list", "watch"] },
-    { apiGroups: [""], resources: ["events"], verbs: ["create", "patch"] },
-    {
-      apiGroups: [API_GROUP],
-      resources: [SANDBOX_PLURAL],
-      verbs: ["get", "list", "watch", "create", "update", "patch", "delete"],
-    },
-    { apiGroups: [API_GROUP], resources: [`${SANDBOX_PLURAL}/status`], verbs: ["get", "update", "patch"] },
-  ];
-}
+export type DeployedRole = "manager" | "controller";
 
-/** Rules in the runtime's own namespace: leader election Lease and the config it reads. */
-export function runtimeNamespaceRules(): PolicyRule[] {
-  return [
-    { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "list", "watch", "create", "update"] },
-    { apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list", "watch"] },
-    { apiGroups: [""], resources: ["events"], verbs: ["create", "patch"] },
-  ];
+/**
+ * Least privilege per deployed role (runtime/config/role.ts says who does what; the Pulumi
+ * package renders these, test/k8s/runtime/roles.test.ts runs each role with exactly them).
+ * Both watch pods and records (the shared informers) and patch, create and delete pods (the
+ * manager claims warm pods and reconciles what it starts; the controller refills and reaps).
+ * Only the manager accepts creates (sandboxes create) and streams logs; only the controller
+ * touches the Lease, and only the one it is configured with. Nothing reads ConfigMaps,
+ * ResourceQuotas or writes Events through the API (config is mounted), so neither gets them.
+ * The runtime namespace rules of the manager are empty: it never leads.
+ */
+export function roleRules(
+  role: DeployedRole,
+  leaseName: string,
+): { sandboxNamespace: PolicyRule[]; runtimeNamespace: PolicyRule[] } {
+  const pods: PolicyRule = {
+    apiGroups: [""],
+    resources: ["pods"],
+    verbs: ["get", "list", "watch", "create", "patch", "delete"],
+  };
+  const exec: PolicyRule = { apiGroups: [""], resources: ["pods/exec"], verbs: ["create", "get"] };
+  const status: PolicyRule = {
+    apiGroups: [API_GROUP],
+    resources: [`${SANDBOX_PLURAL}/status`],
+    verbs: ["get", "patch"],
+  };
+  const records = (verbs: string[]): PolicyRule => ({ apiGroups: [API_GROUP], resources: [SANDBOX_PLURAL], verbs });
+  if (role === "manager")
+    return {
+      sandboxNamespace: [
+        pods,
+        exec,
+        { apiGroups: [""], resources: ["pods/log"], verbs: ["get"] },
+        records(["get", "list", "watch", "create", "patch", "delete"]),
+        status,
+      ],
+      runtimeNamespace: [],
+    };
+  return {
+    sandboxNamespace: [pods, exec, records(["get", "list", "watch", "patch", "delete"]), status],
+    runtimeNamespace: [
+      // create cannot be limited by name (the object does not exist yet); get and update can
+      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
+      {
+        apiGroups: ["coordination.k8s.io"],
+        resources: ["leases"],
+        verbs: ["get", "update"],
+        resourceNames: [leaseName],
+      },
+    ],
+  };
 }
 
 /** The Sandbox CRD: the durable record of a sandbox that must outlive its pod (pause). */

@@ -3,6 +3,7 @@
 // a command in a pod (credentials delivery included). The composition root (runtime/kubernetes.ts)
 // builds these, then the controller on them, then the backend.
 import { randomUUID } from "node:crypto";
+import type { Role } from "../config/role.ts";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { catalogFrom, type ImageLookup } from "../core/catalog.ts";
 import type { Clock } from "../core/clock.ts";
@@ -29,6 +30,10 @@ export interface KubernetesDeps {
   clock: Clock;
   /** the Manager's catalog (buildManager); else config.catalog + config.catalogPath read once */
   catalog?: ImageLookup;
+  /** the process role (runtime/config/role.ts); manager: no Lease. Default all */
+  role?: Role;
+  /** this replica's name (the pod's, POD_NAME) when the overrides give none; else a random one */
+  identity?: string;
 }
 
 export interface KubernetesParts {
@@ -46,6 +51,7 @@ export interface KubernetesParts {
   /** absent when the credential broker is off */
   deliverCredentials?: (id: string, podName: string) => Promise<Date>;
   overrides: KubernetesBackendOverrides;
+  role: Role;
 }
 
 export function createKubernetesParts(
@@ -67,10 +73,11 @@ export function createKubernetesParts(
     clients,
     namespace,
     index: new SandboxIndex({ credentialsRequired: !!broker, clock, logger }),
-    identity: overrides.identity ?? `sbx-${randomUUID().slice(0, 8)}`,
+    identity: overrides.identity ?? deps.identity ?? `sbx-${randomUUID().slice(0, 8)}`,
     resolveImage: (profile) => catalog.imageOf(profile),
     runInPod,
     deliverCredentials: credentialsDelivery(broker, runInPod),
     overrides,
+    role: deps.role ?? "all",
   };
 }

@@ -1,12 +1,20 @@
 import { createHash, randomBytes } from "node:crypto";
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
-import { BUNDLE_LIMIT_BYTES, bundleRuntime, packBundle } from "../../components/runtime/bundle.ts";
+import {
+  BUNDLE_LIMIT_BYTES,
+  BUNDLE_PART_BYTES,
+  buildRuntimeCode,
+  bundlePartKey,
+  bundleRuntime,
+  joinBundleParts,
+  packBundle,
+} from "../../components/runtime/bundle.ts";
 import { buildRuntimeConfig, hashTokens, PATHS } from "../../components/runtime/config.ts";
 import {
   ANNOTATION_RUNTIME_SHA,
@@ -53,7 +61,7 @@ function renderInput(overrides: Partial<RuntimeRenderInput> = {}): RuntimeRender
 describe("bundleRuntime", () => {
   it("bundles an entry and its npm dependencies into one runnable ESM file", () => {
     const bundle = bundleRuntime(FIXTURE_ENTRY);
-    const code = gunzipSync(Buffer.from(bundle.gzBase64, "base64"));
+    const code = gunzipSync(joinBundleParts(bundle));
     expect(createHash("sha256").update(code).digest("hex")).toBe(bundle.sha256);
     expect(bundle.bytes).toBe(code.length);
     expect(code.toString()).not.toMatch(/from\s*"zod"/); // zod is inside, not imported
@@ -72,7 +80,8 @@ describe("bundleRuntime", () => {
     const dir = mkdtempSync(join(tmpdir(), "sbx-pod-"));
     mkdirSync(join(dir, "bundle"));
     mkdirSync(join(dir, "opt"));
-    writeFileSync(join(dir, "bundle", "runtime.mjs.gz"), Buffer.from(bundle.gzBase64, "base64"));
+    for (const [i, p] of bundle.parts.entries())
+      writeFileSync(join(dir, "bundle", bundlePartKey(i)), Buffer.from(p, "base64"));
     const relocate = (arg: string) => arg.replaceAll("/bundle/", `${dir}/bundle/`).replaceAll("/opt/sbx", `${dir}/opt`);
     const [unpackBin, ...unpackArgs] = d.spec.template.spec.initContainers[0].command.map(relocate);
     expect(unpackBin).toBe("node");
@@ -86,7 +95,7 @@ describe("bundleRuntime", () => {
     const bundle = bundleRuntime(fileURLToPath(new URL("../../runtime/main.ts", import.meta.url)));
     expect(bundle.gzBytes).toBeLessThan(BUNDLE_LIMIT_BYTES);
     const dir = mkdtempSync(join(tmpdir(), "sbx-real-"));
-    writeFileSync(join(dir, "runtime.mjs"), gunzipSync(Buffer.from(bundle.gzBase64, "base64")));
+    writeFileSync(join(dir, "runtime.mjs"), gunzipSync(joinBundleParts(bundle)));
     const r = spawnSync(process.execPath, [join(dir, "runtime.mjs"), "manager"], {
       cwd: dir,
       encoding: "utf8",
@@ -99,6 +108,33 @@ describe("bundleRuntime", () => {
     expect(r.status).not.toBe(0);
   }, 60_000);
 
+  it("the bundled entry reads the role argument the Deployment passes, and SBX_ROLE, as tsx does", () => {
+    // the code bundleRuntime packs, without its ConfigMap size check (the test above has that)
+    const dir = mkdtempSync(join(tmpdir(), "sbx-role-"));
+    writeFileSync(
+      join(dir, "runtime.mjs"),
+      buildRuntimeCode(fileURLToPath(new URL("../../runtime/main.ts", import.meta.url))),
+    );
+    const run = (args: string[], env: Record<string, string> = {}) =>
+      spawnSync(process.execPath, [join(dir, "runtime.mjs"), ...args], {
+        cwd: dir,
+        encoding: "utf8",
+        // port 0 and a temp cwd: should a refusal break, the service it starts collides with nothing
+        env: { ...process.env, SBX_CONFIG: "", SBX_ROLE: "", SBX_PORT: "0", ...env },
+        timeout: 20_000,
+      });
+    const typo = run(["controler"]);
+    expect(typo.status).toBe(1);
+    expect(typo.stderr).toContain('role argument: invalid value "controler": use one of: all, manager, controller');
+    const bad = run([], { SBX_ROLE: "worker" });
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain('SBX_ROLE: invalid value "worker"');
+    // a split role on the default (local) platform is refused before anything starts
+    const local = run(["controller"]);
+    expect(local.status).toBe(1);
+    expect(local.stderr).toContain('role: invalid value "controller": the local platform runs in one process');
+  }, 60_000);
+
   it("fails naming esbuild's error for a missing entry", () => {
     expect(() => bundleRuntime("/nonexistent/main.ts")).toThrow(/Could not resolve/);
   });
@@ -108,6 +144,39 @@ describe("bundleRuntime", () => {
     // base64 of random bytes gzips to ~3/4 of its length: comfortably over the budget
     const incompressible = randomBytes(Math.ceil(BUNDLE_LIMIT_BYTES * 1.5)).toString("base64");
     expect(() => packBundle(incompressible)).toThrow("set sbx:runtime.image to a prebuilt runtime image instead");
+  });
+
+  it("a bundle bigger than one ConfigMap is cut into parts the pod's unpack step joins again", () => {
+    // ~2.4 parts of incompressible text behind a line that prints, so the joined file must run
+    const filler = randomBytes(Math.ceil(BUNDLE_PART_BYTES * 2.4)).toString("base64");
+    const bundle = packBundle(`console.log("joined"); // ${filler}`);
+    expect(bundle.parts.length).toBe(3);
+    for (const p of bundle.parts) expect(Buffer.from(p, "base64").length).toBeLessThanOrEqual(BUNDLE_PART_BYTES);
+    const objects = renderRuntime(renderInput({ delivery: { kind: "bundle", bundle, nodeImage: "node:20" } }));
+    const maps = objects.filter((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("sbx-runtime-")) as any[];
+    expect(maps.map((m) => Object.keys(m.binaryData))).toEqual([
+      [bundlePartKey(0)],
+      [bundlePartKey(1)],
+      [bundlePartKey(2)],
+    ]);
+    const d = objects.find((o) => o.kind === "Deployment" && o.metadata.name === "sbx-manager") as any;
+    expect(d.spec.template.spec.volumes.find((v: any) => v.name === "bundle").projected.sources).toEqual(
+      maps.map((m) => ({ configMap: { name: m.metadata.name } })),
+    );
+    const dir = mkdtempSync(join(tmpdir(), "sbx-parts-"));
+    mkdirSync(join(dir, "bundle"));
+    mkdirSync(join(dir, "opt"));
+    for (const m of maps)
+      for (const [key, b64] of Object.entries(m.binaryData as Record<string, string>))
+        writeFileSync(join(dir, "bundle", key), Buffer.from(b64, "base64"));
+    const relocate = (arg: string) => arg.replaceAll("/bundle/", `${dir}/bundle/`).replaceAll("/opt/sbx", `${dir}/opt`);
+    const [, ...unpackArgs] = d.spec.template.spec.initContainers[0].command.map(relocate);
+    execFileSync(process.execPath, unpackArgs, { cwd: dir });
+    expect(execFileSync(process.execPath, [join(dir, "opt", "runtime.mjs")], { encoding: "utf8" })).toBe("joined\n");
+    // a part missing from the volume fails the unpack step instead of writing broken code
+    rmSync(join(dir, "bundle", bundlePartKey(1)));
+    rmSync(join(dir, "opt", "runtime.mjs"));
+    expect(() => execFileSync(process.execPath, unpackArgs, { cwd: dir, stdio: "pipe" })).toThrow(/ENOENT/);
   });
 });
 
@@ -176,11 +245,11 @@ describe("renderRuntime", () => {
     expect(find("CustomResourceDefinition", "sandboxes.sbx.dev").spec.group).toBe("sbx.dev");
     expect(objects.filter((o) => o.kind.startsWith("Cluster"))).toEqual([]);
     const roles = objects.filter((o) => o.kind === "Role") as any[];
+    // the manager never leads: no Role in the runtime namespace (no Lease rule)
     expect(roles.map((r) => `${r.metadata.namespace}/${r.metadata.name}`).sort()).toEqual([
       "sbx-sandboxes/sbx-controller-sandboxes",
       "sbx-sandboxes/sbx-manager-sandboxes",
       "sbx-system/sbx-controller-runtime",
-      "sbx-system/sbx-manager-runtime",
     ]);
     for (const r of roles) {
       for (const rule of r.rules) {
@@ -191,7 +260,7 @@ describe("renderRuntime", () => {
       }
     }
     const pods = find("Role", "sbx-manager-sandboxes").rules.find((r: any) => r.resources.includes("pods"));
-    expect(pods.verbs).toEqual(["get", "list", "watch", "create", "update", "patch", "delete"]);
+    expect(pods.verbs).toEqual(["get", "list", "watch", "create", "patch", "delete"]);
     expect(find("RoleBinding", "sbx-manager-sandboxes").subjects).toEqual([
       { kind: "ServiceAccount", name: "sbx-manager", namespace: "sbx-system" },
     ]);
@@ -217,7 +286,7 @@ describe("renderRuntime", () => {
     expect(d.spec.template.metadata.annotations[ANNOTATION_RUNTIME_SHA]).toBe(bundle.bundle.sha256);
     expect(d.spec.template.spec.volumes).toContainEqual({
       name: "bundle",
-      configMap: { name: bundleConfigMapName(bundle.bundle.sha256) },
+      projected: { sources: [{ configMap: { name: bundleConfigMapName(bundle.bundle.sha256, 0) } }] },
     });
     expect(find("PodDisruptionBudget", "sbx-manager").spec.minAvailable).toBe(1);
     expect(find("Service", "sbx-manager").spec.ports).toEqual([
@@ -225,11 +294,41 @@ describe("renderRuntime", () => {
     ]);
   });
 
-  it("controller runs the same code in the controller role with the lease name", () => {
-    const c = find("Deployment", "sbx-controller").spec.template.spec.containers[0];
+  it("controller runs the same code in the controller role, probed, with its pod name as Lease identity", () => {
+    const d = find("Deployment", "sbx-controller");
+    const c = d.spec.template.spec.containers[0];
     expect(c.command).toEqual(["node", "/opt/sbx/runtime.mjs", "controller"]);
-    expect(c.env).toContainEqual({ name: "SBX_LEASE_NAME", value: "sbx-controller" });
+    expect(c.env).toContainEqual({ name: "SBX_ROLE", value: "controller" });
     expect(c.env).toContainEqual({ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } });
+    expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "http" });
+    expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "http" });
+    expect(c.resources).toEqual({ requests: { cpu: "500m", memory: "512Mi" }, limits: { memory: "512Mi" } });
+    // it serves no authenticated route: the tokens Secret is not mounted
+    expect(d.spec.template.spec.volumes.map((v: any) => v.name)).not.toContain("tokens");
+    expect(c.volumeMounts.map((m: any) => m.name)).not.toContain("tokens");
+    const manager = find("Deployment", "sbx-manager").spec.template.spec;
+    expect(manager.volumes.map((v: any) => v.name)).toContain("tokens");
+  });
+
+  it("RBAC per role: only the controller may touch the Lease, only the manager accepts creates and reads logs", () => {
+    const rules = (name: string) => find("Role", name).rules as any[];
+    const grants = (name: string, resource: string) =>
+      rules(name)
+        .filter((r) => r.resources.includes(resource))
+        .flatMap((r) => r.verbs);
+    expect(grants("sbx-controller-runtime", "leases").sort()).toEqual(["create", "get", "update"]);
+    expect(rules("sbx-controller-runtime").find((r) => r.verbs.includes("update")).resourceNames).toEqual([
+      "sbx-controller",
+    ]);
+    expect(grants("sbx-manager-sandboxes", "sandboxes")).toContain("create");
+    expect(grants("sbx-controller-sandboxes", "sandboxes")).not.toContain("create");
+    expect(grants("sbx-manager-sandboxes", "pods/log")).toEqual(["get"]);
+    expect(grants("sbx-controller-sandboxes", "pods/log")).toEqual([]);
+    for (const name of ["sbx-manager-sandboxes", "sbx-controller-sandboxes"])
+      expect(grants(name, "pods/exec"), name).toEqual(["create", "get"]);
+    expect(find("RoleBinding", "sbx-controller-runtime").subjects).toEqual([
+      { kind: "ServiceAccount", name: "sbx-controller", namespace: "sbx-system" },
+    ]);
   });
 
   it("a code change renames the bundle ConfigMap and changes the pod template (rolls the Deployments)", () => {

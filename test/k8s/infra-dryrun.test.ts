@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { renderPrePullDaemonSet } from "../../components/cluster/prePull.ts";
-import { bundleRuntime } from "../../components/runtime/bundle.ts";
+import { bundlePartKey, bundleRuntime } from "../../components/runtime/bundle.ts";
 import { buildRuntimeConfig, hashTokens } from "../../components/runtime/config.ts";
 import { renderRuntime } from "../../components/runtime/render.ts";
 import { renderTenancy } from "../../components/tenancy/plan.ts";
@@ -185,10 +185,15 @@ describe("the API server accepts what the platform ships", () => {
     },
   );
 
-  it("the real runtime bundle fits its ConfigMap", async () => {
-    const cm = objects.find((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("sbx-runtime-"))!;
-    const accepted = must(dryRunApply(cm));
-    expect(Buffer.from(accepted.binaryData["runtime.mjs.gz"], "base64").length).toBe(bundle.gzBytes);
+  it("the real runtime bundle fits its ConfigMaps, every part accepted whole", async () => {
+    const maps = objects.filter((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("sbx-runtime-"));
+    expect(maps).toHaveLength(bundle.parts.length);
+    let total = 0;
+    for (const [i, cm] of maps.entries()) {
+      const accepted = must(dryRunApply(cm));
+      total += Buffer.from(accepted.binaryData[bundlePartKey(i)], "base64").length;
+    }
+    expect(total).toBe(bundle.gzBytes);
   });
 
   it("the quota the server stores has the hard values we derived", async () => {

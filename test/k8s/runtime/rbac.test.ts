@@ -1,14 +1,15 @@
-// The manager runs with exactly the RBAC that runtime/k8s/contract.ts declares (the rules
-// the Pulumi package deploys), authenticated as a service account, and that is enough for
-// the whole lifecycle, the warm pool and leader election. It is also not more: the same
-// identity is refused outside those rules.
+// An `all` process (both roles in one) runs with exactly the RBAC that runtime/k8s/contract.ts
+// declares for the two deployed roles together (the rules the Pulumi package deploys),
+// authenticated as a service account, and that is enough for the whole lifecycle, the warm
+// pool and leader election. It is also not more: the same identity is refused outside those
+// rules. test/k8s/runtime/roles.test.ts runs each role with its own rules alone.
 import { CoreV1Api, type KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import type { SandboxSpec } from "../../../runtime/core/types.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import { clientsFor, PooledKubeConfig, statusCode, type KubeClients } from "../../../runtime/k8s/client.ts";
-import { managerSandboxNamespaceRules, runtimeNamespaceRules } from "../../../runtime/k8s/contract.ts";
+import { roleRules, type PolicyRule } from "../../../runtime/k8s/contract.ts";
 import { serviceAccountKubeConfig, waitFor } from "../../support/cluster.ts";
 import {
   adminClients,
@@ -30,7 +31,7 @@ async function grant(
   rbac: RbacAuthorizationV1Api,
   namespace: string,
   name: string,
-  rules: ReturnType<typeof managerSandboxNamespaceRules>,
+  rules: PolicyRule[],
   saNamespace: string,
 ) {
   await rbac.createNamespacedRole({ namespace, body: { metadata: { name }, rules } });
@@ -54,8 +55,12 @@ beforeAll(async () => {
     body: { metadata: { name: "sbx-manager" } },
   });
   const rbac = admin.kc.makeApiClient(RbacAuthorizationV1Api);
-  await grant(rbac, ns.sandboxes, "sbx-manager", managerSandboxNamespaceRules(), ns.runtime);
-  await grant(rbac, ns.runtime, "sbx-manager-runtime", runtimeNamespaceRules(), ns.runtime);
+  const [m, c] = [
+    roleRules("manager", config.kubernetes.leaseName),
+    roleRules("controller", config.kubernetes.leaseName),
+  ];
+  await grant(rbac, ns.sandboxes, "sbx-manager", [...m.sandboxNamespace, ...c.sandboxNamespace], ns.runtime);
+  await grant(rbac, ns.runtime, "sbx-manager-runtime", [...m.runtimeNamespace, ...c.runtimeNamespace], ns.runtime);
   const sa = await serviceAccountKubeConfig(admin.kc, ns.runtime, "sbx-manager");
   saKc = new PooledKubeConfig();
   saKc.loadFromString(sa.exportConfig());

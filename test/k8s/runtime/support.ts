@@ -3,6 +3,7 @@
 // a backend built on top. The cluster fixtures live in tools/control-plane/fixtures.ts (the
 // benchmarks use them too); they are re-exported here so tests import one module.
 import { RbacAuthorizationV1Api, type V1Pod } from "@kubernetes/client-node";
+import type { Role } from "../../../runtime/config/role.ts";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import type { SandboxSpec } from "../../../runtime/core/types.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
@@ -60,11 +61,13 @@ export function testBackend(
   config: RuntimeConfig,
   clients: KubeClients,
   overrides: KubernetesBackendOverrides = {},
+  /** the process role (runtime/config/role.ts); default all */
+  role?: Role,
 ): KubernetesBackend {
   const logger = process.env.SBX_TEST_LOG ? createLogger({ level: process.env.SBX_TEST_LOG }) : silentLogger();
   return createKubernetesBackend(
     config,
-    { logger, clock: systemClock },
+    { logger, clock: systemClock, role },
     { clients, retryPeriodMs: 500, leaseDurationMs: 4000, activityFlushMs: 500, ...overrides },
   );
 }
