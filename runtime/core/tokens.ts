@@ -18,6 +18,11 @@ export function generateToken(): string {
   return `sbx_${randomBytes(32).toString("base64url")}`;
 }
 
+/** A key in E2B's shape, e2b_ and 40 hex digits (20 bytes), for agents whose tooling expects one. */
+export function generateE2bKey(): string {
+  return `e2b_${randomBytes(20).toString("hex")}`;
+}
+
 export function parseTokensFile(source: string, text: string): Map<string, string> {
   let doc: unknown;
   try {
@@ -86,9 +91,9 @@ export class TokenStore {
  * Add a token for `owner` to the tokens file (created 0600 if missing), atomically.
  * Returns the plain token; only its hash is written.
  */
-export function addToken(path: string, owner: string): string {
+export function addToken(path: string, owner: string, generate: () => string = generateToken): string {
   const current = existsSync(path) ? parseTokensFile(path, readFileSync(path, "utf8")) : new Map<string, string>();
-  const token = generateToken();
+  const token = generate();
   current.set(hashToken(token), owner);
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const tmp = `${path}.${process.pid}.tmp`;

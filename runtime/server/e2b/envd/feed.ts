@@ -1,0 +1,80 @@
+// One reader's view of a process's output: a queue the process fills and a stream handler
+// drains. Bounded: past HIGH_WATER_BYTES queued, the feed reports itself full and the process
+// pauses its output (backpressure reaches the command through the pipe) until it drains.
+export type ProcessUpdate =
+  | { kind: "data"; stream: "stdout" | "stderr"; data: Uint8Array }
+  | { kind: "end"; end: ProcessEnd };
+
+export interface ProcessEnd {
+  exitCode: number;
+  /** true when it ran to its own exit, false when a signal (our kill) ended it */
+  exited: boolean;
+  status: string;
+  timedOut: boolean;
+  error?: string;
+}
+
+/** Queued output above which a feed asks the process to pause; it resumes below half of it. */
+export const HIGH_WATER_BYTES = 1024 * 1024;
+
+/** What `next` resolves with when nothing happened for idleMs (time for a keepalive). */
+export const IDLE = "idle" as const;
+
+export class OutputFeed {
+  private readonly queue: ProcessUpdate[] = [];
+  private queuedBytes = 0;
+  private wake?: () => void;
+  closed = false;
+
+  /** @param onDrained called when a full feed falls below the low-water mark, or closes */
+  constructor(private readonly onDrained: () => void) {}
+
+  get full(): boolean {
+    return this.queuedBytes > HIGH_WATER_BYTES;
+  }
+
+  push(u: ProcessUpdate): void {
+    if (this.closed) return;
+    this.queue.push(u);
+    if (u.kind === "data") this.queuedBytes += u.data.length;
+    this.wake?.();
+  }
+
+  /**
+   * The next update; IDLE after idleMs without one; undefined once the signal aborted (the
+   * client went away or its deadline passed) or the feed was closed.
+   */
+  async next(signal: AbortSignal, idleMs: number): Promise<ProcessUpdate | typeof IDLE | undefined> {
+    if (this.queue.length === 0 && !this.closed && !signal.aborted) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          signal.removeEventListener("abort", done);
+          this.wake = undefined;
+          resolve();
+        };
+        const timer = setTimeout(done, idleMs);
+        signal.addEventListener("abort", done);
+        this.wake = done;
+      });
+    }
+    if (this.closed || signal.aborted) return undefined;
+    const u = this.queue.shift();
+    if (!u) return IDLE;
+    if (u.kind === "data") {
+      const wasFull = this.full;
+      this.queuedBytes -= u.data.length;
+      if (wasFull && this.queuedBytes <= HIGH_WATER_BYTES / 2) this.onDrained();
+    }
+    return u;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.queue.length = 0;
+    this.queuedBytes = 0;
+    this.wake?.();
+    this.onDrained();
+  }
+}

@@ -1,0 +1,192 @@
+// process.Process on top of the Manager's exec: Start runs `cmd args...` (the SDK sends
+// /bin/bash -l -c <command>) as an exec session, tracked in the ProcessRegistry so List,
+// SendInput, SendSignal, CloseStdin and Connect find it by pid. The command outlives the
+// request: a client that goes away only detaches; the command ends by itself, by kill, by its
+// timeout (Connect-Timeout-Ms, the SDK's timeoutMs, becomes the exec timeout), or with the
+// sandbox.
+import { PassThrough } from "node:stream";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { ValidationError } from "../../../core/errors.ts";
+import { resolveSandboxPath, userFromAuthorization, validateUser } from "./caller.ts";
+import { callerOf, type EnvdServices } from "./context.ts";
+import { IDLE, type OutputFeed, type ProcessEnd } from "./feed.ts";
+import {
+  type Process,
+  type ProcessConfig,
+  type ProcessSelector as WireSelector,
+  type ProcessEventSchema,
+  Signal,
+} from "./gen/process/process_pb.ts";
+import type { ProcessSelector, ProcessSpec, TrackedProcess } from "./registry.ts";
+import { guarded, toConnectError } from "./rpc-errors.ts";
+
+/** the body of both StartResponse and ConnectResponse */
+type EventMessage = { event: MessageInitShape<typeof ProcessEventSchema> };
+
+/** The request's process config as a spec; relative cwd is taken from the sandbox home. */
+export function processSpecFrom(config: ProcessConfig | undefined, tag: string | undefined): ProcessSpec {
+  if (!config || config.cmd === "")
+    throw new ValidationError("process.cmd", config?.cmd, "send the program to run, e.g. /bin/bash");
+  const spec: ProcessSpec = { cmd: config.cmd, args: [...config.args], envs: { ...config.envs } };
+  if (config.cwd !== undefined && config.cwd !== "") spec.cwd = resolveSandboxPath("process.cwd", config.cwd);
+  if (tag !== undefined && tag !== "") spec.tag = tag;
+  return spec;
+}
+
+function selectorFrom(sel: WireSelector | undefined): ProcessSelector {
+  const s = sel?.selector;
+  if (s?.case === "pid") return { pid: s.value };
+  if (s?.case === "tag") return { tag: s.value };
+  throw new ValidationError("process", undefined, "name the process by pid (or tag), as returned by Start");
+}
+
+function endMessage(end: ProcessEnd): EventMessage {
+  return {
+    event: {
+      event: {
+        case: "end",
+        value: { exitCode: end.exitCode, exited: end.exited, status: end.status, error: end.error },
+      },
+    },
+  };
+}
+
+/** The events of one attached stream: start, output as produced, keepalives when idle, end. */
+async function* events(
+  pid: number,
+  feed: OutputFeed,
+  ctx: HandlerContext,
+  keepaliveMs: number,
+): AsyncGenerator<EventMessage> {
+  // A client that goes away while this generator waits on a write (connect-node waits for a
+  // drain that never comes on a closed response) would keep its feed full and the command's
+  // output paused forever: detach on the abort itself, not only when the next read sees it.
+  const detach = () => feed.close();
+  ctx.signal.addEventListener("abort", detach);
+  try {
+    yield { event: { event: { case: "start", value: { pid } } } };
+    for (;;) {
+      const u = await feed.next(ctx.signal, keepaliveMs);
+      if (u === undefined) return; // the client went away or its deadline passed: detach only
+      if (u === IDLE) {
+        yield { event: { event: { case: "keepalive", value: {} } } };
+      } else if (u.kind === "data") {
+        yield { event: { event: { case: "data", value: { output: { case: u.stream, value: u.data } } } } };
+      } else {
+        if (u.end.timedOut)
+          throw new ConnectError(
+            `process ${pid} timed out and was killed: pass a larger timeoutMs`,
+            Code.DeadlineExceeded,
+          );
+        yield endMessage(u.end);
+        return;
+      }
+    }
+  } finally {
+    ctx.signal.removeEventListener("abort", detach);
+    feed.close();
+  }
+}
+
+export function processService(s: EnvdServices): Partial<ServiceImpl<typeof Process>> {
+  const log = s.logger.child({ op: "envd.process" });
+  const lookup = (ctx: HandlerContext, sel: WireSelector | undefined): TrackedProcess => {
+    const selector = selectorFrom(sel);
+    const p = s.registry.find(callerOf(ctx).sandboxId, selector);
+    if (!p) {
+      const name = "pid" in selector ? `pid ${selector.pid}` : `tag ${JSON.stringify(selector.tag)}`;
+      throw new ConnectError(`process with ${name} not found (it may have exited)`, Code.NotFound);
+    }
+    return p;
+  };
+
+  return {
+    async *start(req, ctx) {
+      let pid: number;
+      let feed: OutputFeed;
+      try {
+        const caller = callerOf(ctx);
+        if (req.pty)
+          throw new ConnectError("pty: sbx sandboxes have no terminals; run without a pty", Code.Unimplemented);
+        validateUser("authorization", userFromAuthorization(ctx.requestHeader.get("authorization")));
+        const spec = processSpecFrom(req.process, req.tag);
+        const stdin = req.stdin ? new PassThrough() : undefined;
+        const session = await s.manager.exec(caller.owner, caller.sandboxId, {
+          command: [spec.cmd, ...spec.args],
+          env: spec.envs,
+          cwd: spec.cwd,
+          stdin,
+          timeoutMs: ctx.timeoutMs(),
+        });
+        const p = s.registry.add(caller.sandboxId, spec, session, stdin);
+        pid = p.pid;
+        feed = p.follow(); // same tick as add: no output can have been missed
+      } catch (err) {
+        throw toConnectError(err, log);
+      }
+      yield* events(pid, feed, ctx, s.keepaliveMs);
+    },
+
+    async *connect(req, ctx) {
+      const p = (() => {
+        try {
+          return lookup(ctx, req.process);
+        } catch (err) {
+          throw toConnectError(err, log);
+        }
+      })();
+      yield* events(p.pid, p.follow(), ctx, s.keepaliveMs);
+    },
+
+    list: (_req, ctx) =>
+      guarded(log, async () => ({
+        processes: s.registry.list(callerOf(ctx).sandboxId).map((p) => ({
+          pid: p.pid,
+          tag: p.spec.tag,
+          config: { cmd: p.spec.cmd, args: p.spec.args, envs: p.spec.envs, cwd: p.spec.cwd },
+        })),
+      })),
+
+    sendInput: (req, ctx) =>
+      guarded(log, async () => {
+        const p = lookup(ctx, req.process);
+        const input = req.input?.input;
+        if (input?.case !== "stdin")
+          throw new ValidationError("input", input?.case, "send stdin bytes (sbx sandboxes have no pty)");
+        if (!p.hasStdin)
+          throw new ConnectError(
+            `process ${p.pid} was started without stdin: start it with stdin: true to send input`,
+            Code.FailedPrecondition,
+          );
+        p.writeStdin(input.value);
+        return {};
+      }),
+
+    closeStdin: (req, ctx) =>
+      guarded(log, async () => {
+        lookup(ctx, req.process).closeStdin();
+        return {};
+      }),
+
+    sendSignal: (req, ctx) =>
+      guarded(log, async () => {
+        const p = lookup(ctx, req.process);
+        if (req.signal !== Signal.SIGKILL && req.signal !== Signal.SIGTERM)
+          throw new ValidationError("signal", req.signal, "send SIGNAL_SIGKILL or SIGNAL_SIGTERM");
+        // both end the whole command at once: the exec layer kills its process group, it
+        // cannot deliver a catchable SIGTERM (docs/e2b.md)
+        p.kill();
+        return {};
+      }),
+
+    update: (req, ctx) =>
+      guarded(log, async () => {
+        const p = lookup(ctx, req.process);
+        throw new ConnectError(
+          `process ${p.pid} has no pty to resize: sbx sandboxes have no terminals`,
+          Code.FailedPrecondition,
+        );
+      }),
+  };
+}

@@ -1,0 +1,131 @@
+// The E2B-compatible layer: registerE2b(app, deps) adds E2B's control-plane REST routes and the
+// envd routes to the service's fastify app, on the same port. Its own encapsulated context gives
+// the REST routes E2B's auth (X-API-KEY) and E2B's error body without touching our /v1 API.
+import { join } from "node:path";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { RuntimeConfig } from "../../config/schema.ts";
+import { systemClock, type Clock } from "../../core/clock.ts";
+import { NotFoundError } from "../../core/errors.ts";
+import type { Logger } from "../../core/log.ts";
+import type { Manager } from "../../core/types.ts";
+import { accessTokenMatches, e2bError, type EnvdAccess } from "./access.ts";
+import { tokenOwner } from "./accessToken.ts";
+import { registerEnvd } from "./envd/plugin.ts";
+import { e2bErrorHandler } from "./errors.ts";
+import { Lifecycle } from "./lifecycle.ts";
+import { registerRoutes } from "./routes.ts";
+import { RESERVED } from "./shape.ts";
+import { E2bStore } from "./store.ts";
+import { TimeoutSweeper } from "./sweeper.ts";
+
+export interface E2bOptions {
+  /** the hard TTL of E2B sandboxes: config.defaults.maxTtlSeconds (default 86400, E2B's own maximum) */
+  maxTtlSeconds?: number;
+  /** host-routing domain (`49983-<id>.<domain>` reaches envd); absent: clients set E2B_SANDBOX_URL */
+  domain?: string;
+  /** JSON file for moved timeouts and connect-minted tokens (the local platform's state dir) */
+  statePath?: string;
+  clock?: Clock;
+  /** how often the timeout sweeper runs; 0 = only when a test calls it (default 5000) */
+  sweepIntervalMs?: number;
+  /** how long create/connect wait for a sandbox to accept commands (default 120000) */
+  readyTimeoutMs?: number;
+}
+
+/** The layer's options from the service's config: the hard TTL, and a state file on the local platform. */
+export function e2bOptionsFor(config: RuntimeConfig): E2bOptions {
+  return {
+    maxTtlSeconds: config.defaults.maxTtlSeconds,
+    statePath: config.platform === "local" ? join(config.local.stateDir, "e2b.json") : undefined,
+  };
+}
+
+export interface E2bDepsIn extends E2bOptions {
+  manager: Manager;
+  tokens: { authenticate(token: string | undefined): string | undefined };
+  logger: Logger;
+}
+
+/** What tests and the service reach after registration. */
+export interface E2bLayer {
+  access: EnvdAccess;
+  sweeper: TimeoutSweeper;
+  store: E2bStore;
+}
+
+function presentedKey(req: FastifyRequest): string | undefined {
+  const key = req.headers["x-api-key"];
+  if (typeof key === "string" && key.length > 0) return key;
+  // opts.apiHeaders can carry a bearer token instead
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? "");
+  return m?.[1];
+}
+
+export function envdAccess(manager: Manager, store: E2bStore): EnvdAccess {
+  return {
+    async resolve(sandboxId, accessToken) {
+      const owner = tokenOwner(accessToken);
+      if (!owner) return undefined;
+      let metadata: Record<string, string>;
+      try {
+        metadata = (await manager.get(owner, sandboxId)).metadata;
+      } catch (err) {
+        if (err instanceof NotFoundError) return undefined;
+        throw err;
+      }
+      const rec = store.get(sandboxId);
+      // both are compared, whichever matches: no early exit on the first
+      const created = accessTokenMatches(accessToken, metadata[RESERVED.tokenHash]);
+      const minted = rec?.owner === owner && accessTokenMatches(accessToken, rec.tokenHash);
+      return created || minted ? { owner, sandboxId } : undefined;
+    },
+  };
+}
+
+/**
+ * Registers the layer. Resolves with its parts once fastify has loaded the plugin (app.ready()).
+ * The returned promise is for tests; the service only awaits app.ready().
+ */
+export function registerE2b(app: FastifyInstance, deps: E2bDepsIn): Promise<E2bLayer> {
+  let resolveLayer!: (l: E2bLayer) => void;
+  const layer = new Promise<E2bLayer>((r) => (resolveLayer = r));
+  app.register(async (scope) => {
+    const clock = deps.clock ?? systemClock;
+    const store = await E2bStore.open(deps.statePath);
+    const access = envdAccess(deps.manager, store);
+    const sweeper = new TimeoutSweeper({
+      manager: deps.manager,
+      store,
+      clock,
+      logger: deps.logger,
+      intervalMs: deps.sweepIntervalMs ?? 5000,
+    });
+    const lifecycle = new Lifecycle({
+      manager: deps.manager,
+      store,
+      clock,
+      logger: deps.logger,
+      maxTtlSeconds: deps.maxTtlSeconds ?? 86_400,
+      readyTimeoutMs: deps.readyTimeoutMs ?? 120_000,
+      domain: deps.domain,
+    });
+    await scope.register(async (rest) => {
+      rest.setErrorHandler(e2bErrorHandler(deps.logger));
+      rest.addHook("onRequest", async (req: FastifyRequest, reply: FastifyReply) => {
+        const apiKey = presentedKey(req);
+        const owner = deps.tokens.authenticate(apiKey);
+        if (owner === undefined || apiKey === undefined)
+          return e2bError(reply, 401, "missing or invalid API key: send X-API-KEY: <key> (E2B_API_KEY for the SDK)");
+        req.owner = owner;
+        req.e2bCaller = { owner, apiKey };
+        sweeper.noteOwner(owner);
+      });
+      registerRoutes(rest, { manager: deps.manager, lifecycle, store, domain: deps.domain });
+    });
+    await scope.register(async (envd) => registerEnvd(envd, { manager: deps.manager, access, logger: deps.logger }));
+    scope.addHook("onReady", async () => sweeper.start());
+    scope.addHook("onClose", async () => sweeper.stop());
+    resolveLayer({ access, sweeper, store });
+  });
+  return layer;
+}
