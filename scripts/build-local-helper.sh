@@ -7,7 +7,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="$root/tools/local-helper"
-sources=("$dir/sbx-helper.c" "$dir/seccomp.c" "$dir/seccomp.h" "$root/scripts/build-local-helper.sh")
+sources=("$dir/sbx-helper.c" "$dir/seccomp.c" "$dir/seccomp.h" "$dir/port-relay.c" "$dir/port-relay.h" "$root/scripts/build-local-helper.sh")
 out_dir="$root/.cache/local"
 out="$out_dir/sbx-helper"
 sum="$(cat "${sources[@]}" | sha256sum | cut -d' ' -f1)"
@@ -21,7 +21,7 @@ fi
 mkdir -p "$out_dir"
 tmp="$(mktemp "$out_dir/sbx-helper.XXXXXX")"
 trap 'rm -f "$tmp"' EXIT
-gcc -O2 -static -Wall -Wextra -Wno-unused-result -o "$tmp" "$dir/sbx-helper.c" "$dir/seccomp.c"
+gcc -O2 -static -Wall -Wextra -Wno-unused-result -o "$tmp" "$dir/sbx-helper.c" "$dir/seccomp.c" "$dir/port-relay.c"
 chmod 0755 "$tmp"
 mv "$tmp" "$out"
 echo "$sum" > "$out.sha256"

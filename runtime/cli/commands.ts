@@ -303,7 +303,12 @@ usage: sbx <command> [options]
   pool status                      warm pool state
   bench create [--count N] [--concurrency C]
                                    measure create-accept latency
+  expose ID PORT [--public] | expose ID PORT --close
+                                   open a port to others (a per-port token, shown once, or
+                                   public) and print its URL; --close: owner only again
+  port-forward ID LOCAL:REMOTE     listen on loopback LOCAL, relay each connection to REMOTE
   token create --owner NAME        add a token to the service's tokens file (direct mode)
+                                   (--e2b: in E2B's key shape e2b_<hex>, for E2B_API_KEY)
 
 Every command takes --json. With SBX_SERVER (and SBX_TOKEN) set it talks to the service;
 otherwise, for platform kubernetes in SBX_CONFIG, it drives the cluster in-process through the

@@ -20,17 +20,18 @@ export interface CliEnv {
 
 /** `sbx token create --owner NAME`: writes only the hash to the tokens file, prints the token once. */
 async function tokenCommand(argv: string[], { env, io }: CliEnv): Promise<number> {
-  const usage = "sbx token create --owner NAME [--json]";
-  const a = parse(argv, { owner: { type: "string" } }, usage);
+  const usage = "sbx token create --owner NAME [--e2b] [--json]";
+  const a = parse(argv, { owner: { type: "string" }, e2b: { type: "boolean" } }, usage);
   if (a.positionals[0] !== "create" || typeof a.values.owner !== "string")
     throw new ValidationError("token", argv.join(" "), `usage: ${usage}`);
-  const [{ loadRuntimeConfig, tokensPathFor }, { addToken }] = await Promise.all([
+  const [{ loadRuntimeConfig, tokensPathFor }, { addToken, generateE2bKey, generateToken }] = await Promise.all([
     import("../config/load.ts"),
     import("../core/tokens.ts"),
   ]);
   const { config } = loadRuntimeConfig(env);
   const path = tokensPathFor(config);
-  const token = addToken(path, a.values.owner);
+  // --e2b: E2B's key shape (e2b_<hex>) for X-API-KEY; stored and checked like any other token
+  const token = addToken(path, a.values.owner, a.values.e2b ? generateE2bKey : generateToken);
   io.stdout.write(
     a.values.json ? `${JSON.stringify({ owner: a.values.owner, token, tokensPath: path })}\n` : `${token}\n`,
   );
@@ -85,6 +86,10 @@ export async function runCli(argv: string[], cli: CliEnv): Promise<number> {
   const json = rest.includes("--json");
   try {
     if (verb === "token") return await tokenCommand(rest, cli);
+    if (verb === "expose" || verb === "port-forward") {
+      const ports = await import("./ports.ts");
+      return await (verb === "expose" ? ports.expose(cli, rest) : ports.portForward(cli, rest));
+    }
     const command = COMMANDS[verb];
     if (!command)
       throw new ValidationError(

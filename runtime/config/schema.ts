@@ -144,6 +144,23 @@ export const runtimeConfigInput = z.object({
     })
     .optional(),
   audit: z.object({ path: z.string().optional() }).default({}),
+  /** traffic to sandbox ports through the service (docs/ports.md) */
+  ports: z
+    .object({
+      /** host form {port}-{id}.{domain}, for deployments with wildcard DNS (and TLS) for it */
+      domain: z
+        .string()
+        .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/i, {
+          message: "use a DNS name such as sbx.example.com (no scheme, port or wildcard)",
+        })
+        .optional(),
+      /** longest a request to a paused sandbox's port is held while it wakes; then 503 + Retry-After */
+      wakeHoldSeconds: z.number().positive().max(300).default(30),
+      /** after a wake, how long a refused connect is retried while the server inside starts */
+      connectRetrySeconds: z.number().min(0).max(300).default(10),
+    })
+    .strict()
+    .default({ wakeHoldSeconds: 30, connectRetrySeconds: 10 }),
 });
 
 export type RuntimeConfigInput = z.input<typeof runtimeConfigInput>;

@@ -4,7 +4,7 @@
 // are the pause/resume service's (PauseResumeService, runtime/snapshot/service.ts), which the Manager owns and calls
 // directly; the Manager adds ownership, admission and audit, inside the service's queue turn.
 import { Maintenance, type MaintenanceTask } from "./maintenance.ts";
-import type { Readable } from "node:stream";
+import type { Duplex, Readable } from "node:stream";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { ActivityTouches } from "./activity.ts";
 import { Admission } from "./admission.ts";
@@ -53,6 +53,8 @@ export interface ManagerDeps {
   maintenance?: MaintenanceTask[];
   /** pause/resume (config.snapshots); without it pause and resume are refused */
   pauseResume?: PauseResumeService;
+  /** whether the reaper deletes now (see ReaperDeps.shouldReap); default always */
+  shouldReap?: () => boolean;
 }
 
 export class SandboxManager implements Manager {
@@ -121,6 +123,7 @@ export class SandboxManager implements Manager {
       },
       idleTimeoutFor: (id) => this.activity.idleTimeoutOf(id),
       intervalMs: deps.reaperIntervalMs,
+      shouldReap: deps.shouldReap,
     });
   }
 
@@ -129,11 +132,12 @@ export class SandboxManager implements Manager {
   }
 
   /** Start the backend, rebuild the budget from what is live, follow events, start the reaper. */
-  async start(opts: { reaper?: boolean; maintenance?: boolean } = {}): Promise<void> {
+  async start(opts: { reaper?: boolean; maintenance?: boolean; recover?: boolean } = {}): Promise<void> {
     const { backend } = this.deps;
     this.deps.catalog.start();
     await backend.start();
-    await this.pr?.recover();
+    // recover: false leaves interrupted pauses and resumes to another process (the manager role: the controller's)
+    if (opts.recover ?? true) await this.pr?.recover();
     this.unsubscribe = this.sandboxes.subscribe((e) => this.follower.onEvent(e));
     const live = await this.sandboxes.list();
     this.lastList = live;
@@ -216,6 +220,18 @@ export class SandboxManager implements Manager {
   async logs(owner: string, id: string, opts: LogOptions): Promise<Readable> {
     await this.usable(owner, id, "logs");
     return this.deps.backend.logs(id, opts);
+  }
+
+  /**
+   * A connection to `port` inside the sandbox: owner-checked (another owner's sandbox is a 404),
+   * counted as activity, and a paused sandbox is woken first when it allows auto-resume.
+   */
+  async openPort(owner: string, id: string, port: number): Promise<Duplex> {
+    await this.usable(owner, id, `port ${port}`);
+    const { backend } = this.deps;
+    if (!backend.openPort)
+      throw new ConflictError(`port ${port}: the ${backend.name} backend cannot relay traffic to sandbox ports yet`);
+    return backend.openPort(id, port);
   }
 
   async get(owner: string, id: string): Promise<Sandbox> {

@@ -1,7 +1,7 @@
 // The typed seams of the runtime. Manager (what the HTTP service and CLI call) sits on top
 // of a Backend (compute substrate: Kubernetes or local), Admission, ImageCatalog and
 // CredentialBroker. Everything here is plain data and interfaces: no I/O.
-import type { Readable } from "node:stream";
+import type { Duplex, Readable } from "node:stream";
 
 /** Lifecycle phase of a sandbox as the substrate reports it. `ready` is separate. */
 export type SandboxPhase =
@@ -193,6 +193,11 @@ export interface Backend {
   /** Warm pool state per (profile, size); absent when the backend has no pool. */
   poolStatus?(): Promise<PoolStatus[]>;
   /**
+   * A byte stream to TCP `port` on the sandbox's own loopback (docs/ports.md), resolved once
+   * connected; only the sandbox's ports are reachable. Absent when the backend cannot relay.
+   */
+  openPort?(id: string, port: number): Promise<Duplex>;
+  /**
    * The capability pause/resume needs (runtime/snapshot, docs/pause-resume.md "Backend duties");
    * absent when the backend cannot give compute back without losing the sandbox.
    */
@@ -286,4 +291,6 @@ export interface Manager {
   poolStatus?(): Promise<PoolStatus[]>;
   pause?(owner: string, id: string, opts?: TransferOptions): Promise<Sandbox>;
   resume?(owner: string, id: string, opts?: TransferOptions): Promise<Sandbox>;
+  /** A connection to a port inside the sandbox (docs/ports.md); wakes a paused one that allows it. */
+  openPort?(owner: string, id: string, port: number): Promise<Duplex>;
 }

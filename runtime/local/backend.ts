@@ -2,7 +2,7 @@
 // as each sandbox's PID 1). See docs/local-backend.md for the isolation model and its limits.
 import fs from "node:fs";
 import path from "node:path";
-import { Readable } from "node:stream";
+import { type Duplex, Readable } from "node:stream";
 import { catalogFrom, type ImageLookup } from "../core/catalog.ts";
 import type { Clock } from "../core/clock.ts";
 import { ConflictError, TimeoutError, ValidationError } from "../core/errors.ts";
@@ -21,6 +21,7 @@ import type {
 import type { RuntimeConfig } from "../config/schema.ts";
 import { detectCgroups, listSandboxKeys, removeRootIfEmpty } from "./cgroups.ts";
 import { execInSlot } from "./exec.ts";
+import { helperPort } from "./port.ts";
 import { ensureHelperBinary } from "./helper-binary.ts";
 import { ImageStore } from "./images.ts";
 import { claimStateDir, findBwrap, hostTopLevel } from "./host.ts";
@@ -231,6 +232,11 @@ class LocalBackend implements Backend {
       (req) => execInSlot(this.env!.layout, slot, id, req, () => this.slots.failed(slot), this.deps.logger),
       p,
     );
+  }
+
+  /** A TCP connection to `port` on the sandbox's own loopback, through its helper (port.ts). */
+  async openPort(id: string, port: number): Promise<Duplex> {
+    return helperPort(this.usable(id).paths.socket, id, port);
   }
 
   async logs(id: string, opts: LogOptions): Promise<Readable> {

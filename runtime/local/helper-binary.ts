@@ -19,6 +19,8 @@ export const HELPER_STAMP_INPUTS = [
   "tools/local-helper/sbx-helper.c",
   "tools/local-helper/seccomp.c",
   "tools/local-helper/seccomp.h",
+  "tools/local-helper/port-relay.c",
+  "tools/local-helper/port-relay.h",
   "scripts/build-local-helper.sh",
 ];
 

@@ -14,7 +14,13 @@ import { LATENCY_BUCKETS } from "../core/metrics.ts";
 import { CapacityError, describeValue, HTTP_STATUS, SbxError, UnauthenticatedError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Manager } from "../core/types.ts";
+import { systemClock } from "../core/clock.ts";
 import { buildOpenApi } from "./openapi.ts";
+import { portRoutes } from "./ports/routes.ts";
+import { PortService, type PortOptions } from "./ports/service.ts";
+import { e2bError } from "./e2b/access.ts";
+import { isE2bRestPath } from "./e2b/errors.ts";
+import { registerE2b, type E2bOptions } from "./e2b/plugin.ts";
 import { answerClientError, drainRequest, frameworkFailure, sendError, validationFailure } from "./requestErrors.ts";
 import { DEFAULT_LIMITS, sandboxRoutes, type RouteContext, type RouteDef, type ServerLimits } from "./routes.ts";
 
@@ -43,7 +49,19 @@ export interface AppOptions {
   ready?: () => boolean;
   limits?: Partial<ServerLimits>;
   version?: string;
+  /** traffic to sandbox ports (runtime/server/ports, docs/ports.md); false: none. Default: path form, in memory */
+  ports?: PortOptions | false;
+  /**
+   * false: only /healthz, /readyz and /metrics (the controller role); every other path,
+   * the sandbox API and /openapi.json included, is our 404. Default true.
+   */
+  api?: boolean;
+  /** the E2B-compatible layer (runtime/server/e2b, docs/e2b.md) beside the API; false: off */
+  e2b?: E2bOptions | false;
 }
+
+/** What a process without the API serves: probes and metrics. */
+const PROBE_PATHS = new Set(["/healthz", "/readyz", "/metrics"]);
 
 function bearer(req: FastifyRequest): string | undefined {
   const h = req.headers.authorization;
@@ -128,6 +146,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     // bad percent-encoding and over-long parameters: our error body, not fastify's
     frameworkErrors: (err, req, reply) => {
       const f = frameworkFailure(err, req);
+      if (f && isE2bRestPath(req.url)) return e2bError(reply, f.status, f.message);
       if (f) return sendError(reply, f.status, f.code, f.message, f.details);
       return sendError(reply, 500, "internal", "internal error; the service logged the details");
     },
@@ -138,7 +157,18 @@ export function buildApp(opts: AppOptions): FastifyInstance {
 
   const ctx: RouteContext = { manager: opts.manager, logger: opts.logger, limits };
   let doc: unknown;
-  const routes = [...sandboxRoutes, ...systemRoutes(opts, () => doc)];
+  const ports =
+    opts.ports === false || opts.api === false
+      ? undefined
+      : new PortService(
+          { manager: opts.manager, tokens: opts.tokens, logger: opts.logger, clock: systemClock },
+          opts.ports,
+        );
+  ports?.register(app);
+  const routes =
+    (opts.api ?? true)
+      ? [...sandboxRoutes, ...(ports ? portRoutes(ports) : []), ...systemRoutes(opts, () => doc)]
+      : systemRoutes(opts, () => doc).filter((r) => PROBE_PATHS.has(r.url));
 
   // tar uploads reach the handler as the raw stream; the handler enforces the size limit. Only
   // routes that take a raw body get one: elsewhere a stream would meet the JSON schema.
@@ -156,6 +186,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     });
   }
   doc = buildOpenApi(routes, { title: "sbx", version: opts.version ?? "0.1.0" });
+  // E2B's paths (/v2/sandboxes, /sandboxes/..., envd's) never meet ours; it has its own auth and error body
+  if ((opts.api ?? true) && opts.e2b !== false)
+    void registerE2b(app, { ...opts.e2b, manager: opts.manager, tokens: opts.tokens, logger: opts.logger });
 
   for (const r of routes) {
     app.route({

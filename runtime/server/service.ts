@@ -1,7 +1,10 @@
 // Process-level wiring of the service, separate from main so tests can start the real thing
 // on port 0: build backend + manager + app, start, listen; close() drains and stops it all.
+// The role (runtime/config/role.ts) decides which half runs: the manager serves the API and
+// takes no Lease; the controller campaigns and reaps and serves only probes and metrics.
 import type { FastifyInstance } from "fastify";
 import { buildManager } from "../backends.ts";
+import { describeRole, planRole, validateRoleForPlatform, type Role } from "../config/role.ts";
 import type { RuntimeConfig } from "../config/schema.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
@@ -9,6 +12,8 @@ import type { SandboxManager } from "../core/manager.ts";
 import type { Backend } from "../core/types.ts";
 import type { SnapshotGc } from "../snapshot/gc.ts";
 import { buildApp, type Authenticator } from "./app.ts";
+import { e2bOptionsFor } from "./e2b/plugin.ts";
+import { portOptionsFrom } from "./ports/service.ts";
 import type { ServerLimits } from "./routes.ts";
 
 export interface ServiceOptions {
@@ -26,16 +31,24 @@ export interface ServiceOptions {
   drainMs?: number;
   /** garbage collection of the snapshot registry (the embedded one, runtime/main.ts) */
   snapshotGc?: SnapshotGc;
+  /** which half of the runtime this process runs; default all (both) */
+  role?: Role;
+  /** this replica's name, the Lease holder (POD_NAME in a Deployment); default a random one */
+  identity?: string;
 }
 
 export interface Service {
   url: string;
   app: FastifyInstance;
   manager: SandboxManager;
+  role: Role;
   close(): Promise<void>;
 }
 
 export async function startService(opts: ServiceOptions): Promise<Service> {
+  const role = opts.role ?? "all";
+  validateRoleForPlatform(role, opts.config.platform);
+  const plan = planRole(role);
   const { manager } = await buildManager(opts.config, {
     logger: opts.logger,
     clock: opts.clock,
@@ -43,6 +56,8 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     processMetrics: true,
     reaperIntervalMs: opts.reaperIntervalMs,
     snapshotGc: opts.snapshotGc,
+    role,
+    identity: opts.identity,
   });
   let ready = false;
   const app = buildApp({
@@ -52,8 +67,14 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     metrics: manager.metrics.registry,
     ready: () => ready,
     limits: opts.limits,
+    api: plan.api,
+    e2b: e2bOptionsFor(opts.config),
+    ports: portOptionsFrom(opts.config),
   });
-  await manager.start();
+  // Ready once started: the informers have listed (backend.start). A standby controller is
+  // ready too: it is healthy and waiting for the Lease, and a rollout must not wait for it to lead.
+  // The reaper runs in every role for the budget reconcile; whether it deletes is the role's (buildManager).
+  await manager.start({ maintenance: plan.maintenance, recover: plan.maintenance });
   try {
     await app.listen({ host: opts.host ?? opts.config.listen.host, port: opts.port ?? opts.config.listen.port });
   } catch (err) {
@@ -68,6 +89,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
     throw err;
   }
   ready = true;
+  opts.logger.info({ op: "start", role, runs: describeRole(role), backend: manager.backendName }, `role ${role}`);
   const addr = app.server.address();
   const host = opts.host ?? opts.config.listen.host;
   const port = typeof addr === "object" && addr ? addr.port : opts.config.listen.port;
@@ -88,5 +110,5 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
       await manager.close();
       opts.logger.info({ op: "shutdown" }, "service stopped");
     })());
-  return { url, app, manager, close };
+  return { url, app, manager, role, close };
 }

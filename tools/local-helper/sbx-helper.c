@@ -10,9 +10,11 @@
 //
 //   host -> relay  'R' request (NUL-separated: "exec", cgroup name, cwd, argc, argv..., envc, env...)
 //                  'W' watch (no payload; the connection closes when the sandbox dies)
+//                  'T' tunnel to a port of the sandbox's loopback (payload: the port; port-relay.c)
 //                  'I' stdin bytes, 'E' end of stdin
 //   relay -> host  'P' started (pid inside the sandbox), 'F' could not start (stage:errno:text),
 //                  '1' stdout bytes, '2' stderr bytes, 'X' finished ("exit:N" or "signal:N")
+//                  'C' tunnel connected (then raw bytes both ways)
 //
 // Written in C because it must start in about a millisecond and fork cheaply: it is on the
 // path of every create and every exec.
@@ -39,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "port-relay.h"
 #include "seccomp.h"
 
 #define MAX_CG 8
@@ -520,10 +523,11 @@ static void relay(int sock) {
     }
     _exit(0);
   }
-  if (type != 'R' || len > MAX_REQUEST) _exit(0);
+  if ((type != 'R' && type != 'T') || len > MAX_REQUEST) _exit(0);
   char *buf = malloc(len + 1);
   if (read_full(sock, buf, len) < 0) _exit(0);
   buf[len] = 0;
+  if (type == 'T') port_relay(sock, buf, len);
   relay_exec(sock, buf, len);
 }
 

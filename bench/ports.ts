@@ -1,0 +1,169 @@
+// Port relay benchmark (docs/ports.md, docs/benchmarks.md "Port relay"), local platform. In one
+// run, against the same fixture server (test/server/fixtures/port-server.py):
+//   direct_first_byte_ms  a fresh TCP connection + GET /echo to the server on the host's loopback
+//   relay_first_byte_ms   the same request through the service's path form (one relay per request)
+//   relay_mib_s / direct_mib_s   a 100 MiB download both ways, SHA-256 compared
+//   wake_first_byte_ms    a paused sandbox (post-resume hook starts the server) woken by the request
+// Prints a JSON document and a table. Asserts nothing.
+//
+//   npx tsx bench/ports.ts [--samples 200] [--wakes 10] [--mib 100] [--output ports.json]
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import http from "node:http";
+import { performance } from "node:perf_hooks";
+import { nearestRank } from "./lib/percentile.ts";
+import { flags, intFlag } from "./lib/target.ts";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { buildManager } from "../runtime/backends.ts";
+import { validateRuntimeConfig } from "../runtime/config/schema.ts";
+import { systemClock } from "../runtime/core/clock.ts";
+import { silentLogger } from "../runtime/core/log.ts";
+import { hashToken, TokenStore } from "../runtime/core/tokens.ts";
+import { createLocalBackend } from "../runtime/local/backend.ts";
+import { startLocalRegistry } from "../runtime/local/registry.ts";
+import { buildApp } from "../runtime/server/app.ts";
+
+const SERVER_FILE = new URL("../test/server/fixtures/port-server.py", import.meta.url).pathname;
+const SERVER_PY = readFileSync(SERVER_FILE);
+const TOKEN = "bench-token-0123456789";
+const AUTH = { authorization: `Bearer ${TOKEN}` };
+const START_SERVER = "nohup python3 /workspace/port-server.py 8000 >/tmp/server.log 2>&1 &";
+
+/** The service on the local backend, on a real socket, with the embedded-style loopback registry. */
+async function startRuntime(registryUrl: string) {
+  const stateDir = mkdtempSync(join(tmpdir(), "sbx-bench-ports-"));
+  const config = validateRuntimeConfig({ local: { stateDir }, snapshots: { registry: registryUrl } });
+  const logger = silentLogger();
+  const backend = createLocalBackend(config, { logger, clock: systemClock });
+  const { manager } = await buildManager(config, { logger, clock: systemClock, backend });
+  const tokens = new TokenStore(new Map([[hashToken(TOKEN), "bench"]]));
+  const app = buildApp({ manager, tokens, logger, e2b: false });
+  await manager.start({ reaper: false });
+  const url = await app.listen({ host: "127.0.0.1", port: 0 });
+  return {
+    url,
+    close: async () => {
+      await app.close();
+      await manager.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function call(base: string, method: string, path: string, body?: unknown) {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { ...AUTH, ...(body ? { "content-type": "application/json" } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text.slice(0, 300)}`);
+  return text;
+}
+
+async function sandbox(base: string, metadata: Record<string, string> = {}): Promise<string> {
+  const id = JSON.parse(await call(base, "POST", "/v1/sandboxes", { size: "nano", metadata })).id as string;
+  await call(base, "POST", `/v1/sandboxes/${id}/wait`, { timeoutSeconds: 60 });
+  const exec = (script: string, stdin?: Buffer) =>
+    call(base, "POST", `/v1/sandboxes/${id}/exec`, {
+      command: ["sh", "-c", script],
+      ...(stdin ? { stdin: stdin.toString("base64") } : {}),
+    });
+  await exec("cat > /workspace/port-server.py", SERVER_PY);
+  return id;
+}
+
+/** ms from sending the request to the first byte of the body, and the body's sha256 + size. */
+function get(
+  url: string,
+  headers: Record<string, string>,
+): Promise<{ firstByteMs: number; sha: string; bytes: number; ms: number }> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    let first = 0;
+    const h = createHash("sha256");
+    let bytes = 0;
+    http
+      .get(url, { headers, agent: false }, (res) => {
+        res.on("data", (c: Buffer) => {
+          if (!first) first = performance.now() - t0;
+          h.update(c);
+          bytes += c.length;
+        });
+        res.on("end", () => resolve({ firstByteMs: first, sha: h.digest("hex"), bytes, ms: performance.now() - t0 }));
+        res.on("error", reject);
+      })
+      .on("error", reject);
+  });
+}
+
+const stats = (xs: number[]) => ({
+  p50: nearestRank(xs, 50),
+  p95: nearestRank(xs, 95),
+  p99: nearestRank(xs, 99),
+  n: xs.length,
+});
+
+async function main(): Promise<void> {
+  const f = flags(process.argv.slice(2));
+  const samples = intFlag(f, "samples", 200, 1);
+  const wakes = intFlag(f, "wakes", 10, 0);
+  const mib = intFlag(f, "mib", 100, 1);
+  const registry = await startLocalRegistry({ purpose: "bench registry" });
+  const rt = await startRuntime(registry.url);
+  const host = spawn("python3", [SERVER_FILE, "18777"], { stdio: "ignore" });
+  try {
+    const id = await sandbox(rt.url);
+    await call(rt.url, "POST", `/v1/sandboxes/${id}/exec`, { command: ["sh", "-c", `${START_SERVER} sleep 1`] });
+    const relay = `${rt.url}/v1/sandboxes/${id}/ports/8000`;
+    const direct = "http://127.0.0.1:18777";
+    const d: number[] = [];
+    const r: number[] = [];
+    for (let i = 0; i < samples; i++) {
+      // interleaved, so load on the shared machine hits both alike
+      d.push((await get(`${direct}/echo`, {})).firstByteMs);
+      r.push((await get(`${relay}/echo`, AUTH)).firstByteMs);
+    }
+    const bigD = await get(`${direct}/big?mb=${mib}`, {});
+    const bigR = await get(`${relay}/big?mb=${mib}`, AUTH);
+    const w: number[] = [];
+    for (let i = 0; i < wakes; i++) {
+      const sid = await sandbox(rt.url, { "sbx.post-resume": START_SERVER });
+      await call(rt.url, "POST", `/v1/sandboxes/${sid}/pause`);
+      w.push((await get(`${rt.url}/v1/sandboxes/${sid}/ports/8000/echo`, AUTH)).firstByteMs);
+      await call(rt.url, "DELETE", `/v1/sandboxes/${sid}`);
+    }
+    const out = {
+      direct_first_byte_ms: stats(d),
+      relay_first_byte_ms: stats(r),
+      added_p50_ms: (nearestRank(r, 50) ?? 0) - (nearestRank(d, 50) ?? 0),
+      download: {
+        mib,
+        direct_mib_s: mib / (bigD.ms / 1000),
+        relay_mib_s: mib / (bigR.ms / 1000),
+        sha256_match: bigD.sha === bigR.sha && bigR.bytes === mib << 20,
+      },
+      wake_first_byte_ms: stats(w),
+    };
+    const json = JSON.stringify(out, null, 2);
+    if (f.get("output")) writeFileSync(f.get("output")!, json);
+    console.log(json);
+    const row = (name: string, s: ReturnType<typeof stats>) =>
+      `${name.padEnd(22)} p50 ${s.p50?.toFixed(2)} ms  p95 ${s.p95?.toFixed(2)} ms  p99 ${s.p99?.toFixed(2)} ms  (n=${s.n})`;
+    console.log(row("direct first byte", out.direct_first_byte_ms));
+    console.log(row("relay first byte", out.relay_first_byte_ms));
+    console.log(row("wake to first byte", out.wake_first_byte_ms));
+    console.log(
+      `download ${mib} MiB: direct ${out.download.direct_mib_s.toFixed(0)} MiB/s, relay ${out.download.relay_mib_s.toFixed(0)} MiB/s, sha256 match ${out.download.sha256_match}`,
+    );
+  } finally {
+    host.kill();
+    await rt.close();
+    await registry.stop();
+  }
+}
+
+await main();

@@ -1,0 +1,90 @@
+// Who may reach a sandbox's port besides its owner: per port, public or a per-port access token
+// (only its sha256 is kept, the token is shown once). One small JSON file per sandbox under the
+// state dir, so an exposure survives a service restart; without a dir (tests, embedders) the
+// store lives in memory. The file name is a hash of the id: ids come from URLs.
+import { createHash, timingSafeEqual } from "node:crypto";
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { readJsonIfExists, writeJsonAtomic } from "../../core/jsonFile.ts";
+
+export interface PortAccess {
+  /** the sandbox's owner when the port was exposed (a public request acts for it) */
+  owner: string;
+  public: boolean;
+  /** sha256 hex of the per-port token; absent for a public port */
+  tokenSha256?: string;
+  exposedAt: string;
+}
+
+interface SandboxAccess {
+  version: 1;
+  ports: Record<string, PortAccess>;
+}
+
+const sha256 = (s: string) => createHash("sha256").update(s, "utf8").digest("hex");
+
+/** Constant-time comparison of a presented token with a stored hash. */
+export function tokenMatches(access: PortAccess, token: string | undefined): boolean {
+  if (!access.tokenSha256 || token === undefined) return false;
+  const a = Buffer.from(sha256(token), "hex");
+  const b = Buffer.from(access.tokenSha256, "hex");
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export class PortAccessStore {
+  private readonly cache = new Map<string, SandboxAccess>();
+
+  /** dir: where the files live; undefined keeps everything in memory */
+  constructor(private readonly dir?: string) {}
+
+  async get(id: string, port: number): Promise<PortAccess | undefined> {
+    return (await this.load(id)).ports[String(port)];
+  }
+
+  async list(id: string): Promise<Record<string, PortAccess>> {
+    return { ...(await this.load(id)).ports };
+  }
+
+  /** Records the port's access: public, or the hash of `token`. Replaces what was there. */
+  async expose(id: string, port: number, owner: string, opts: { public: boolean; token?: string }, at: Date) {
+    const doc = await this.load(id);
+    const access: PortAccess = { owner, public: opts.public, exposedAt: at.toISOString() };
+    if (opts.token !== undefined) access.tokenSha256 = sha256(opts.token);
+    await this.save(id, { ...doc, ports: { ...doc.ports, [String(port)]: access } });
+    return access;
+  }
+
+  /** Back to owner-only. True when the port was exposed. */
+  async close(id: string, port: number): Promise<boolean> {
+    const doc = await this.load(id);
+    if (!doc.ports[String(port)]) return false;
+    const ports = { ...doc.ports };
+    delete ports[String(port)];
+    await this.save(id, { ...doc, ports });
+    return true;
+  }
+
+  /** Drops every exposure of a sandbox that no longer exists. */
+  async forget(id: string): Promise<void> {
+    this.cache.delete(id);
+    if (this.dir) await rm(this.file(id), { force: true });
+  }
+
+  private file(id: string): string {
+    return join(this.dir!, `${sha256(id)}.json`);
+  }
+
+  private async load(id: string): Promise<SandboxAccess> {
+    const hit = this.cache.get(id);
+    if (hit) return hit;
+    const stored = this.dir ? await readJsonIfExists<SandboxAccess>(this.file(id)) : undefined;
+    // a miss is not cached: ids come from URLs, and guessed ones must not grow the cache
+    if (stored) this.cache.set(id, stored);
+    return stored ?? { version: 1, ports: {} };
+  }
+
+  private async save(id: string, doc: SandboxAccess): Promise<void> {
+    if (this.dir) await writeJsonAtomic(this.dir, this.file(id), doc);
+    this.cache.set(id, doc);
+  }
+}
