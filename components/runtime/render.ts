@@ -53,8 +53,17 @@ export function renderNamespace(namespace: string): K8sObject {
   };
 }
 
+/**
+ * The Sandbox CRD. It is cluster-wide and may already exist, applied by an earlier install or by
+ * hand (kubectl, another field manager): server-side apply would then refuse our `up` with a
+ * field conflict. The schema is ours to define, so Pulumi takes the fields over (patchForce).
+ */
 export function renderCrd(): K8sObject {
-  return sandboxCrd() as K8sObject;
+  const crd = sandboxCrd() as K8sObject;
+  return {
+    ...crd,
+    metadata: { ...crd.metadata, annotations: { ...crd.metadata.annotations, "pulumi.com/patchForce": "true" } },
+  };
 }
 
 /**

@@ -242,7 +242,10 @@ describe("renderRuntime", () => {
   const find = (kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata.name === name) as any;
 
   it("ships the CRD, and namespaced Roles only, with no wildcard verbs or resources", () => {
-    expect(find("CustomResourceDefinition", "sandboxes.sbx.dev").spec.group).toBe("sbx.dev");
+    const crd = find("CustomResourceDefinition", "sandboxes.sbx.dev");
+    expect(crd.spec.group).toBe("sbx.dev");
+    // a CRD an earlier install (or kubectl) applied is taken over, not a field conflict on `up`
+    expect(crd.metadata.annotations["pulumi.com/patchForce"]).toBe("true");
     expect(objects.filter((o) => o.kind.startsWith("Cluster"))).toEqual([]);
     const roles = objects.filter((o) => o.kind === "Role") as any[];
     // the manager never leads: no Role in the runtime namespace (no Lease rule)
@@ -324,6 +327,9 @@ describe("renderRuntime", () => {
     expect(grants("sbx-controller-sandboxes", "sandboxes")).not.toContain("create");
     expect(grants("sbx-manager-sandboxes", "pods/log")).toEqual(["get"]);
     expect(grants("sbx-controller-sandboxes", "pods/log")).toEqual([]);
+    // relaying sandbox ports (runtime/k8s/ports.ts) is the manager's alone, and only create
+    expect(grants("sbx-manager-sandboxes", "pods/portforward")).toEqual(["create"]);
+    expect(grants("sbx-controller-sandboxes", "pods/portforward")).toEqual([]);
     for (const name of ["sbx-manager-sandboxes", "sbx-controller-sandboxes"])
       expect(grants(name, "pods/exec"), name).toEqual(["create", "get"]);
     expect(find("RoleBinding", "sbx-controller-runtime").subjects).toEqual([

@@ -146,10 +146,10 @@ afterAll(() => {
 
 describe("the API server accepts what the platform ships", () => {
   it("ships the object kinds we expect", () => {
+    // config and catalog, plus one ConfigMap per part of the runtime bundle
+    const configMaps = Array<string>(2 + bundle.parts.length).fill("ConfigMap");
     expect(objects.map((o) => o.kind).sort()).toEqual([
-      "ConfigMap",
-      "ConfigMap",
-      "ConfigMap",
+      ...configMaps,
       "CustomResourceDefinition",
       "DaemonSet",
       "Deployment",
@@ -161,11 +161,9 @@ describe("the API server accepts what the platform ships", () => {
       "PodDisruptionBudget",
       "PodDisruptionBudget",
       "ResourceQuota",
-      "Role",
-      "Role",
-      "Role",
-      "Role",
-      "RoleBinding",
+      "Role", // manager in the sandbox namespace
+      "Role", // controller in the sandbox namespace
+      "Role", // controller's Lease in the runtime namespace
       "RoleBinding",
       "RoleBinding",
       "RoleBinding",

@@ -2,7 +2,6 @@
 // real processes in their own network namespace, volumes, env, init containers, probes,
 // restarts, port-forward and the API server's pod proxy. See docs/control-plane.md.
 import { existsSync } from "node:fs";
-import { resolve } from "node:path";
 import { AppsV1Api, CoreV1Api, RbacAuthorizationV1Api, type V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -28,7 +27,6 @@ import {
 const kc = loadKubeConfig();
 const core = kc.makeApiClient(CoreV1Api);
 const apps = kc.makeApiClient(AppsV1Api);
-const CLIENT_NODE = resolve(import.meta.dirname, "../../../node_modules/@kubernetes/client-node/dist/index.js");
 let ns: TestNamespace;
 
 const ready = (p: V1Pod) => !!p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
@@ -179,14 +177,30 @@ describe("a Deployment on the real node", () => {
       },
     });
     const pod = pods[0]!.metadata!.name!;
+    // what client-node's loadFromCluster reads, read the same way with Node's own https: the pod
+    // sees the host's root but its own /tmp, so a checkout under /tmp (CI's clone) is not visible
     const script = `
-      import { CoreV1Api, KubeConfig } from ${JSON.stringify(CLIENT_NODE)};
       import { readFileSync } from "node:fs";
-      const kc = new KubeConfig();
-      kc.loadFromCluster();
-      const namespace = readFileSync("/var/run/secrets/kubernetes.io/serviceaccount/namespace", "utf8");
-      const list = await kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace });
-      console.log(kc.getCurrentCluster().server, list.items.map((p) => p.metadata.name).sort().join(","));`;
+      import { request } from "node:https";
+      const sa = "/var/run/secrets/kubernetes.io/serviceaccount";
+      const namespace = readFileSync(sa + "/namespace", "utf8");
+      const host = process.env.KUBERNETES_SERVICE_HOST, port = process.env.KUBERNETES_SERVICE_PORT;
+      const server = "https://" + host + ":" + port;
+      const req = request(server + "/api/v1/namespaces/" + namespace + "/pods", {
+        ca: readFileSync(sa + "/ca.crt"),
+        headers: { authorization: "Bearer " + readFileSync(sa + "/token", "utf8").trim() },
+      }, (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (d) => (body += d));
+        res.on("end", () => {
+          if (res.statusCode !== 200) { console.error(res.statusCode, body); process.exit(1); }
+          const names = JSON.parse(body).items.map((p) => p.metadata.name).sort().join(",");
+          console.log(server, names);
+        });
+      });
+      req.on("error", (e) => { console.error(e.message); process.exit(1); });
+      req.end();`;
     const r = await execInPod(kc, ns.name, pod, ["node", "--input-type=module", "-e", script]);
     expect(r.stderr).toBe("");
     const [server, names] = r.stdout.toString().trim().split(" ");
