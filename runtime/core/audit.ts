@@ -5,7 +5,7 @@ import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
 import { dirname } from "node:path";
 import type { Logger } from "./log.ts";
 
-export type AuditOp = "create" | "exec" | "put" | "pause" | "resume" | "kill" | "reap";
+export type AuditOp = "create" | "exec" | "put" | "pause" | "resume" | "kill" | "reap" | "update";
 
 export interface AuditEntry {
   time: string;

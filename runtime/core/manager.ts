@@ -17,6 +17,7 @@ import { CapacityError, ConflictError, NotFoundError, SbxError } from "./errors.
 import { validateExecInput } from "./exec-input.ts";
 import type { Logger } from "./log.ts";
 import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
+import { resolveMetadataUpdate } from "./metadata-update.ts";
 import { Reaper } from "./reaper.ts";
 import { resumeAdmission } from "./resume-admission.ts";
 import { validateOwner } from "./spec.ts";
@@ -28,6 +29,7 @@ import type {
   ListFilter,
   LogOptions,
   Manager,
+  MetadataPatch,
   PauseResumeService,
   PoolStatus,
   Sandbox,
@@ -242,6 +244,28 @@ export class SandboxManager implements Manager {
     const owner = validateOwner(filter.owner);
     const all = await this.sandboxes.list();
     return all.filter((s) => s.owner === owner).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+  }
+
+  /**
+   * Metadata changes after create, in the sandbox's durable record (every replica sees them). Only
+   * while it runs: a paused sandbox's record is the pause/resume service's, and a resume starts
+   * from the spec it took at pause time.
+   */
+  updateMetadata(owner: string, id: string, patch: MetadataPatch): Promise<Sandbox> {
+    return this.audited("update", owner, id, async () => {
+      const s = await this.owned(owner, id, { touch: false });
+      resolveMetadataUpdate(s.metadata, patch);
+      const { backend } = this.deps;
+      if (s.phase === "Paused" || s.phase === "Pausing" || s.phase === "Resuming")
+        throw new ConflictError(`update metadata: sandbox ${id} is ${s.phase.toLowerCase()}; resume it first`);
+      if (!backend.updateMetadata)
+        throw new ConflictError(`update metadata: the ${backend.name} backend cannot change metadata after create`);
+      return backend.updateMetadata(id, patch);
+    });
+  }
+
+  async listMarked(key: string): Promise<Sandbox[]> {
+    return (await this.sandboxes.list()).filter((s) => Object.hasOwn(s.metadata, key));
   }
 
   kill(owner: string, id: string): Promise<void> {

@@ -16,7 +16,7 @@ export const LIMITS = {
 } as const;
 
 const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const META_KEY = /^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$/;
+export const META_KEY = /^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$/;
 const CLIENT_KEY = /^[A-Za-z0-9._:-]+$/;
 const ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz234567";
 

@@ -187,6 +187,12 @@ export interface Backend {
   list(): Promise<Sandbox[]>;
   /** Record API activity (idle timeout). Kubernetes stores it on the object so every replica sees it. */
   touch(id: string, at: Date): Promise<void>;
+  /**
+   * Merge `patch` into the sandbox's metadata in its durable record (a null value removes the
+   * key) and resolve with the sandbox once the record holds it, so every replica and a restarted
+   * process see it. The Manager has validated and owner-checked it. NotFoundError when it is gone.
+   */
+  updateMetadata?(id: string, patch: MetadataPatch): Promise<Sandbox>;
   /** Every change the substrate observes, including external deletes and crashes. */
   subscribe(listener: (event: SandboxEvent) => void): () => void;
   close(): Promise<void>;
@@ -276,6 +282,9 @@ export interface ListFilter {
   owner: string;
 }
 
+/** A change to a sandbox's metadata: a string sets the key, null removes it. */
+export type MetadataPatch = Record<string, string | null>;
+
 /** What callers use: the HTTP service, the CLI direct mode, and the HTTP client all implement it. */
 export interface Manager {
   create(req: CreateRequest): Promise<Sandbox>;
@@ -287,6 +296,13 @@ export interface Manager {
   get(owner: string, id: string): Promise<Sandbox>;
   list(filter: ListFilter): Promise<Sandbox[]>;
   kill(owner: string, id: string): Promise<void>;
+  /** Change a running sandbox's metadata after create (validated, owner-checked, audited, durable). */
+  updateMetadata?(owner: string, id: string, patch: MetadataPatch): Promise<Sandbox>;
+  /**
+   * Every owner's sandboxes that carry metadata key `key`: for system processes that act on a
+   * layer's own sandboxes (the E2B timeout sweeper). No HTTP route calls it.
+   */
+  listMarked?(key: string): Promise<Sandbox[]>;
   /** Warm pool state; absent when the backend has no pool. */
   poolStatus?(): Promise<PoolStatus[]>;
   pause?(owner: string, id: string, opts?: TransferOptions): Promise<Sandbox>;

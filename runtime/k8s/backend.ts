@@ -23,7 +23,7 @@ import type { KubernetesParts } from "./parts.ts";
 import { createComputeRelease, discardClaimedPod } from "./pause.ts";
 import { POD_DELETE_GRACE_SECONDS } from "./podTemplate.ts";
 import type { RecordWriter } from "./recordWriter.ts";
-import { labelSafe, podNameOf, specFromResource } from "./resource.ts";
+import { labelSafe, podNameOf, type SandboxResource, specFromResource } from "./resource.ts";
 import { SandboxRecordStore } from "./snapshotRecords.ts";
 import { startSandboxWatch } from "./watch.ts";
 
@@ -221,6 +221,24 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
 
     async touch(id, at) {
       activity.record(id, at);
+    },
+
+    // A JSON merge patch of spec.metadata's keys alone, without a resourceVersion guard: each key
+    // is written whole, so two replicas changing different keys both land, and a guard would turn
+    // every unrelated write (activity annotation, status) into a conflict retry for nothing. Two
+    // writes of the same key: the later one wins, which is what a moved end or a token means.
+    async updateMetadata(id, patch) {
+      await recordWriter.settled(id);
+      try {
+        const updated = await custom.patchNamespacedCustomObject(
+          { ...crApi, name: id, body: { spec: { metadata: patch } } },
+          mergePatch,
+        );
+        index.upsertResource(updated as SandboxResource);
+      } catch (err) {
+        throw toDomainError(err, "update sandbox metadata", { kind: "sandbox", name: id });
+      }
+      return derived(id);
     },
 
     subscribe(listener: (e: SandboxEvent) => void) {

@@ -13,6 +13,7 @@ import type {
   ExecRequest,
   ExecSession,
   LogOptions,
+  MetadataPatch,
   Sandbox,
   SandboxEvent,
   SandboxSpec,
@@ -32,6 +33,7 @@ import {
   uidBlockBase,
   writeRecord,
   writeRecordOrLog,
+  writeRecordSync,
   writeRecordSyncOrLog,
   type SandboxRecord,
 } from "./records.ts";
@@ -277,6 +279,26 @@ class LocalBackend implements Backend {
       if (this.slots.byId.get(id) === slot)
         void writeRecordOrLog(slot.paths, slot.rec, this.deps.logger, "last activity");
     }, TOUCH_PERSIST_MS).unref();
+  }
+
+  /** Written synchronously: the record holds the change before anyone is told it happened. */
+  async updateMetadata(id: string, patch: MetadataPatch): Promise<Sandbox> {
+    const slot = this.slots.get(id);
+    const sb = slot.rec.sandbox!;
+    const before = sb.metadata;
+    const metadata = { ...before };
+    for (const [k, v] of Object.entries(patch)) {
+      if (v === null) delete metadata[k];
+      else metadata[k] = v;
+    }
+    sb.metadata = metadata;
+    try {
+      writeRecordSync(slot.paths, slot.rec);
+    } catch (err) {
+      sb.metadata = before; // not on disk, so not done: a restart would not see it either
+      throw err;
+    }
+    return { ...sb };
   }
 
   subscribe(listener: (event: SandboxEvent) => void): () => void {

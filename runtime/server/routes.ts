@@ -4,10 +4,11 @@ import { Readable } from "node:stream";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { ConflictError, ValidationError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import type { CreateRequest, Manager, Sandbox, TransferOptions } from "../core/types.ts";
+import type { CreateRequest, Manager, MetadataPatch, Sandbox, TransferOptions } from "../core/types.ts";
 import { execRequestFrom, streamExec, type ExecBody } from "./exec.ts";
 import { limitUpload, sendArchive } from "./files.ts";
 import { NDJSON, respondWithProgress, shouldStreamProgress } from "./progress.ts";
+import { refuseReserved, visible } from "./reservedMetadata.ts";
 import * as S from "./schemas.ts";
 
 export interface RouteContext {
@@ -48,7 +49,7 @@ export interface ResponseDoc {
 }
 
 export interface RouteDef {
-  method: "GET" | "POST" | "PUT" | "DELETE";
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   url: string;
   operationId: string;
   summary: string;
@@ -105,8 +106,9 @@ export const sandboxRoutes: RouteDef[] = [
     responses: { "201": { description: "accepted", schema: S.sandboxSchema } },
     handler: async ({ manager }, req, reply) => {
       const body = (req.body ?? {}) as Omit<CreateRequest, "owner">;
+      refuseReserved(body.metadata);
       const s = await manager.create({ ...body, owner: owner(req) } as CreateRequest);
-      return reply.code(201).send(s);
+      return reply.code(201).send(visible(s));
     },
   },
   {
@@ -121,7 +123,7 @@ export const sandboxRoutes: RouteDef[] = [
         schema: { type: "object", properties: { sandboxes: { type: "array", items: S.sandboxSchema } } },
       },
     },
-    handler: async ({ manager }, req) => ({ sandboxes: await manager.list({ owner: owner(req) }) }),
+    handler: async ({ manager }, req) => ({ sandboxes: (await manager.list({ owner: owner(req) })).map(visible) }),
   },
   {
     method: "GET",
@@ -131,7 +133,22 @@ export const sandboxRoutes: RouteDef[] = [
     summary: "Describe one sandbox (live state from the substrate).",
     schema: { params: S.idParams },
     responses: { "200": sandboxOut },
-    handler: async ({ manager }, req) => manager.get(owner(req), params(req).id),
+    handler: async ({ manager }, req) => visible(await manager.get(owner(req), params(req).id)),
+  },
+  {
+    method: "PATCH",
+    url: "/v1/sandboxes/:id",
+    operationId: "updateSandbox",
+    auth: true,
+    summary: "Change a running sandbox's metadata: a string sets a key, null removes it (409 while paused).",
+    schema: { params: S.idParams, body: S.updateBody },
+    responses: { "200": sandboxOut },
+    handler: async ({ manager }, req) => {
+      const { metadata } = (req.body ?? {}) as { metadata: MetadataPatch };
+      refuseReserved(metadata);
+      if (!manager.updateMetadata) throw new ConflictError("this service cannot change metadata after create");
+      return visible(await manager.updateMetadata(owner(req), params(req).id, metadata));
+    },
   },
   {
     method: "DELETE",
@@ -156,10 +173,11 @@ export const sandboxRoutes: RouteDef[] = [
     responses: { "200": sandboxOut },
     handler: async ({ manager, limits }, req, reply) => {
       const t = (req.body as { timeoutSeconds?: number } | null)?.timeoutSeconds ?? 60;
-      return manager.wait(owner(req), params(req).id, {
+      const s = await manager.wait(owner(req), params(req).id, {
         timeoutMs: Math.min(t, limits.maxWaitSeconds) * 1000,
         signal: abortOnClose(reply),
       });
+      return visible(s);
     },
   },
   {
@@ -267,7 +285,9 @@ export const sandboxRoutes: RouteDef[] = [
     handler: async (ctx, req, reply) => {
       const { manager } = ctx;
       if (!manager.pause) throw new ConflictError("pause is not supported by this service");
-      return transfer(ctx, req, reply, "pause", (opts) => manager.pause!(owner(req), params(req).id, opts));
+      return transfer(ctx, req, reply, "pause", async (opts) =>
+        visible(await manager.pause!(owner(req), params(req).id, opts)),
+      );
     },
   },
   {
@@ -282,7 +302,9 @@ export const sandboxRoutes: RouteDef[] = [
     handler: async (ctx, req, reply) => {
       const { manager } = ctx;
       if (!manager.resume) throw new ConflictError("resume is not supported by this service");
-      return transfer(ctx, req, reply, "resume", (opts) => manager.resume!(owner(req), params(req).id, opts));
+      return transfer(ctx, req, reply, "resume", async (opts) =>
+        visible(await manager.resume!(owner(req), params(req).id, opts)),
+      );
     },
   },
   {

@@ -83,6 +83,22 @@ export const createBody = {
   },
 } as const;
 
+// metadata is checked by the Manager when absent (a 400 naming it), so that an unknown field is
+// reported by its own name rather than hidden behind "metadata is missing"
+export const updateBody = {
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    metadata: {
+      type: "object",
+      maxProperties: LIMITS.metadataEntries,
+      propertyNames: { pattern: PATTERNS.metadataKey },
+      additionalProperties: { type: ["string", "null"], maxLength: LIMITS.metadataValueChars, pattern: PATTERNS.noNul },
+      description: `keys to set (a string) or remove (null); the result has at most ${LIMITS.metadataEntries} entries`,
+    },
+  },
+} as const;
+
 export const waitBody = {
   type: ["object", "null"],
   additionalProperties: false,

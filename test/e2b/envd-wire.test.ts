@@ -7,7 +7,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../runtime/core/log.ts";
 import { registerEnvd } from "../../runtime/server/e2b/envd/plugin.ts";
 import { envdAccess } from "../../runtime/server/e2b/plugin.ts";
-import { E2bStore } from "../../runtime/server/e2b/store.ts";
 import { startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
 
 let rt: LocalRuntime;
@@ -29,7 +28,7 @@ beforeAll(async () => {
   expect(res.status).toBe(201);
   ({ sandboxID: id, envdAccessToken: token } = (await res.json()) as { sandboxID: string; envdAccessToken: string });
   fast = Fastify();
-  const access = envdAccess(rt.manager, await E2bStore.open());
+  const access = envdAccess(rt.manager);
   registerEnvd(fast, { manager: rt.manager, access, logger: silentLogger() }, { keepaliveMs: 50 });
   fastUrl = await fast.listen({ host: "127.0.0.1", port: 0 });
 }, 120_000);

@@ -1,7 +1,7 @@
 // The E2B layer's state across a service restart on the real local backend: the access token
 // (derived from the caller's key and the sandbox's reserved metadata, only its hash stored) still
-// opens the sandbox and connect hands out the same one, and a moved timeout end (the layer's
-// state file under the local state dir) is still where setTimeout put it.
+// opens the sandbox and connect hands out the same one, and a moved timeout end (in the sandbox's
+// reserved metadata, so in its record under the local state dir) is still where setTimeout put it.
 import { Sandbox } from "e2b";
 import { afterAll, describe, expect, it } from "vitest";
 import { buildManager } from "../../runtime/backends.ts";

@@ -75,21 +75,20 @@ describe("state and end", () => {
     ["Succeeded", undefined],
   ])("%s is %s", (phase, want) => expect(e2bState(phase)).toBe(want));
 
-  it("the end: moved, else create-time, never past the hard TTL", () => {
-    const s = sandbox("a", "2026-01-01T00:00:00.000Z", { metadata: { [RESERVED.end]: "2026-01-01T00:05:00.000Z" } });
-    expect(endAtMs(s, undefined)).toBe(Date.parse("2026-01-01T00:05:00.000Z"));
-    expect(endAtMs(s, { owner: "alice", endAt: Date.parse("2026-01-01T01:00:00.000Z") })).toBe(
-      Date.parse("2026-01-01T01:00:00.000Z"),
-    );
-    expect(endAtMs(s, { owner: "alice", endAt: Date.parse("2027-01-01T00:00:00.000Z") })).toBe(Date.parse(s.expiresAt));
-    expect(endAtMs(sandbox("b", s.createdAt), undefined)).toBe(Date.parse(s.expiresAt));
+  it("the end: the one in metadata, else the hard TTL, never past the hard TTL", () => {
+    const at = (end: string) => sandbox("a", "2026-01-01T00:00:00.000Z", { metadata: { [RESERVED.end]: end } });
+    const s = at("2026-01-01T00:05:00.000Z");
+    expect(endAtMs(s)).toBe(Date.parse("2026-01-01T00:05:00.000Z"));
+    expect(endAtMs(at("2027-01-01T00:00:00.000Z"))).toBe(Date.parse(s.expiresAt));
+    expect(endAtMs(at("not a time"))).toBe(Date.parse(s.expiresAt));
+    expect(endAtMs(sandbox("b", s.createdAt))).toBe(Date.parse(s.expiresAt));
   });
 
   it("shows user metadata only", () => {
     const s = sandbox("a", "2026-01-01T00:00:00.000Z", {
       metadata: { job: "1", [RESERVED.tokenHash]: "f".repeat(64) },
     });
-    expect(toE2b(s, undefined, undefined).metadata).toEqual({ job: "1" });
+    expect(toE2b(s, undefined).metadata).toEqual({ job: "1" });
   });
 });
 

@@ -327,9 +327,6 @@ describe("renderRuntime", () => {
     expect(grants("sbx-controller-sandboxes", "sandboxes")).not.toContain("create");
     expect(grants("sbx-manager-sandboxes", "pods/log")).toEqual(["get"]);
     expect(grants("sbx-controller-sandboxes", "pods/log")).toEqual([]);
-    // relaying sandbox ports (runtime/k8s/ports.ts) is the manager's alone, and only create
-    expect(grants("sbx-manager-sandboxes", "pods/portforward")).toEqual(["create"]);
-    expect(grants("sbx-controller-sandboxes", "pods/portforward")).toEqual([]);
     for (const name of ["sbx-manager-sandboxes", "sbx-controller-sandboxes"])
       expect(grants(name, "pods/exec"), name).toEqual(["create", "get"]);
     expect(find("RoleBinding", "sbx-controller-runtime").subjects).toEqual([

@@ -27,6 +27,7 @@ function requestFor(method: string, url: string, id: string) {
   const path = url.replace(":id", id);
   if (url.endsWith("/exec")) return { method, url: path, payload: { command: ["true"] } };
   if (url.endsWith("/wait")) return { method, url: path, payload: { timeoutSeconds: 1 } };
+  if (method === "PATCH") return { method, url: path, payload: { metadata: { stage: "bob" } } };
   if (url.endsWith("/files") && method === "PUT")
     return {
       method,
@@ -47,6 +48,7 @@ describe("owner isolation", () => {
       "GET /v1/sandboxes/:id",
       "GET /v1/sandboxes/:id/files",
       "GET /v1/sandboxes/:id/logs",
+      "PATCH /v1/sandboxes/:id",
       "POST /v1/sandboxes/:id/exec",
       "POST /v1/sandboxes/:id/pause",
       "POST /v1/sandboxes/:id/resume",

@@ -26,7 +26,10 @@ export class ProcessGroup {
   start(name: string, command: string, args: string[], env: NodeJS.ProcessEnv = process.env): Started {
     const logPath = join(this.logDir, `${name}.log`);
     const log = createWriteStream(logPath, { flags: "a" });
-    const child = spawn(command, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+    // Its own process group: a terminal's Ctrl-C reaches only our process, which stops these
+    // in order (the demo's `pulumi destroy` needs the cluster alive); every owner kills them
+    // by PID on its signals and at exit.
+    const child = spawn(command, args, { env, stdio: ["ignore", "pipe", "pipe"], detached: true });
     // Both streams share one file, so neither may end it; it is closed once the child's
     // stdio has closed, and `exited` resolves after the log is flushed (for error messages).
     child.stdout?.pipe(log, { end: false });

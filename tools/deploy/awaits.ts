@@ -16,3 +16,18 @@ export function skipPodAwaits(args: pulumi.ResourceTransformArgs): pulumi.Resour
   metadata.annotations = { ...(metadata.annotations ?? {}), [SKIP_AWAIT_ANNOTATION]: "true" };
   return { props: { ...args.props, metadata }, opts: args.opts };
 }
+
+export const TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds";
+
+/**
+ * Bounds those awaits at `seconds` instead of the provider's 10 minutes, so a deploy whose
+ * pods never get Ready fails while there is still time to say why (the deploy suite).
+ */
+export function boundPodAwaits(seconds: number) {
+  return (args: pulumi.ResourceTransformArgs): pulumi.ResourceTransformResult | undefined => {
+    if (!AWAITED_ON_PODS.has(args.type)) return undefined;
+    const metadata = { ...(args.props.metadata ?? {}) };
+    metadata.annotations = { ...(metadata.annotations ?? {}), [TIMEOUT_ANNOTATION]: String(seconds) };
+    return { props: { ...args.props, metadata }, opts: args.opts };
+  };
+}

@@ -32,7 +32,7 @@ import {
 import * as pulumi from "@pulumi/pulumi";
 import { bundleRuntime, type RuntimeBundle } from "../../components/runtime/bundle.ts";
 import { buildProgram } from "../../infra/program.ts";
-import { skipPodAwaits } from "./awaits.ts";
+import { boundPodAwaits, skipPodAwaits } from "./awaits.ts";
 import { locateEngine, REPO } from "./paths.ts";
 import { policyPacksInOutput } from "./policyReport.ts";
 import { LineBuffer, makeRedactor } from "./redact.ts";
@@ -59,6 +59,8 @@ export interface DeployOptions {
    * (default true). false skips those awaits in this driver's program only (awaits.ts).
    */
   awaitPods?: boolean;
+  /** with awaitPods on: fail an await after this many seconds (default: the provider's 600) */
+  awaitTimeoutSeconds?: number;
   /** a built engine elsewhere (default SBX_PULUMI_DIR, then .cache/pulumi/v<version>) */
   engineDir?: string;
 }
@@ -161,6 +163,7 @@ export async function openDeployStack(o: DeployOptions): Promise<DeployStack> {
       projectName: PROJECT,
       program: async () => {
         if (o.awaitPods === false) pulumi.runtime.registerResourceTransform(skipPodAwaits);
+        else if (o.awaitTimeoutSeconds) pulumi.runtime.registerResourceTransform(boundPodAwaits(o.awaitTimeoutSeconds));
         return buildProgram({ bundle: bundleOnce });
       },
     },

@@ -4,18 +4,19 @@
 import { ConflictError, NotFoundError, ValidationError } from "../../core/errors.ts";
 import type { Clock } from "../../core/clock.ts";
 import type { Logger } from "../../core/log.ts";
-import type { CreateRequest, Manager, Sandbox } from "../../core/types.ts";
+import type { CreateRequest, Manager, MetadataPatch, Sandbox } from "../../core/types.ts";
 import { ENVD_VERSION } from "./access.ts";
 import { deriveAccessToken, newNonce } from "./accessToken.ts";
 import { endAtMs, e2bState, RESERVED } from "./shape.ts";
-import type { E2bStore } from "./store.ts";
 
 /** E2B's default when the SDK sends no timeout (it stopped sending defaults in 2.x). */
 export const DEFAULT_TIMEOUT_SECONDS = 300;
 
+/** The Manager the layer needs: one that can change metadata after create and list across owners. */
+export type E2bManager = Manager & Required<Pick<Manager, "updateMetadata" | "listMarked">>;
+
 export interface LifecycleDeps {
-  manager: Manager;
-  store: E2bStore;
+  manager: E2bManager;
   clock: Clock;
   logger: Logger;
   /** the hard TTL every E2B sandbox gets; the E2B timeout end lives inside it (config.defaults.maxTtlSeconds) */
@@ -80,6 +81,8 @@ function refuseUnsupported(b: CreateBody): void {
     if (k.startsWith(RESERVED.prefix))
       throw new ValidationError(`metadata.${k}`, k, `keys starting with ${RESERVED.prefix} are reserved; rename it`);
 }
+
+const iso = (ms: number): string => new Date(ms).toISOString();
 
 export class Lifecycle {
   constructor(private readonly d: LifecycleDeps) {}
@@ -147,10 +150,12 @@ export class Lifecycle {
     await this.ready(caller.owner, id, false);
     const now = this.d.clock.now().getTime();
     const wanted = now + (timeout ?? DEFAULT_TIMEOUT_SECONDS) * 1000;
+    const { token, patch } = this.tokenFor(caller, s);
     // a resumed sandbox starts a new timeout; a running one is only ever extended by connect
-    if (resumed || (timeout !== undefined && wanted > endAtMs(s, this.d.store.get(id))))
-      await this.d.store.update(id, caller.owner, { endAt: wanted });
-    return { ...this.handle(s, await this.tokenFor(caller, s)), resumed };
+    if (resumed || (timeout !== undefined && wanted > endAtMs(s))) patch[RESERVED.end] = iso(wanted);
+    // one durable write for both, before the token is handed out: any replica then accepts it
+    if (Object.keys(patch).length > 0) await this.d.manager.updateMetadata(caller.owner, id, patch);
+    return { ...this.handle(s, token), resumed };
   }
 
   /** setTimeout: the end becomes `seconds` from now, shorter or longer, inside the hard TTL. */
@@ -164,31 +169,40 @@ export class Lifecycle {
         seconds,
         `this sandbox ends by ${s.expiresAt} at the latest (its hard time to live); ask for at most ${Math.max(0, Math.floor((hard - this.d.clock.now().getTime()) / 1000))} seconds`,
       );
-    await this.d.store.update(id, owner, { endAt: end });
+    await this.moveEnd(s, end);
   }
 
   /** The legacy keep-alive: extends the end to `seconds` from now, never shortens it. */
   async refresh(owner: string, id: string, seconds: number): Promise<void> {
     const s = await this.live(owner, id);
     const end = Math.min(this.d.clock.now().getTime() + seconds * 1000, Date.parse(s.expiresAt));
-    if (end > endAtMs(s, this.d.store.get(id))) await this.d.store.update(id, owner, { endAt: end });
+    if (end > endAtMs(s)) await this.moveEnd(s, end);
+  }
+
+  /**
+   * The end, in the sandbox's record. A paused sandbox has no end (E2B's neither): nothing is
+   * written, and connect gives it a new one when it resumes it.
+   */
+  private async moveEnd(s: Sandbox, endMs: number): Promise<void> {
+    if (e2bState(s.phase) === "paused") return;
+    await this.d.manager.updateMetadata(s.owner, s.id, { [RESERVED.end]: iso(endMs) });
   }
 
   /**
    * The token create handed out, derived again from the caller's key. A sandbox made through our
-   * own API, or a caller with another of the owner's keys, gets one minted now and kept in the
-   * store (on Kubernetes: this replica's; docs/e2b.md).
+   * own API, or a caller with another of the owner's keys, gets one derived from the sandbox's
+   * identity instead, whose hash `patch` records (it replaces an earlier connect's).
    */
-  private async tokenFor(caller: E2bCaller, s: Sandbox): Promise<string> {
+  private tokenFor(caller: E2bCaller, s: Sandbox): { token: string; patch: MetadataPatch } {
     const nonce = s.metadata[RESERVED.nonce];
     if (nonce) {
       const t = deriveAccessToken(caller.owner, caller.apiKey, nonce);
-      if (t.hash === s.metadata[RESERVED.tokenHash]) return t.token;
+      if (t.hash === s.metadata[RESERVED.tokenHash]) return { token: t.token, patch: {} };
     }
     const t = deriveAccessToken(caller.owner, caller.apiKey, `sbx:${s.id}:${s.createdAt}`);
-    if (this.d.store.get(s.id)?.tokenHash !== t.hash)
-      await this.d.store.update(s.id, caller.owner, { tokenHash: t.hash });
-    return t.token;
+    const patch: MetadataPatch =
+      s.metadata[RESERVED.connectTokenHash] === t.hash ? {} : { [RESERVED.connectTokenHash]: t.hash };
+    return { token: t.token, patch };
   }
 
   /** Waits until the sandbox accepts commands; a create that never gets there is not left behind. */

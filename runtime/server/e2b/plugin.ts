@@ -1,21 +1,19 @@
 // The E2B-compatible layer: registerE2b(app, deps) adds E2B's control-plane REST routes and the
 // envd routes to the service's fastify app, on the same port. Its own encapsulated context gives
 // the REST routes E2B's auth (X-API-KEY) and E2B's error body without touching our /v1 API.
-import { join } from "node:path";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { RuntimeConfig } from "../../config/schema.ts";
 import { systemClock, type Clock } from "../../core/clock.ts";
-import { NotFoundError } from "../../core/errors.ts";
+import { NotFoundError, ValidationError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import type { Manager } from "../../core/types.ts";
 import { accessTokenMatches, e2bError, type EnvdAccess } from "./access.ts";
 import { tokenOwner } from "./accessToken.ts";
 import { registerEnvd } from "./envd/plugin.ts";
 import { e2bErrorHandler } from "./errors.ts";
-import { Lifecycle } from "./lifecycle.ts";
+import { type E2bManager, Lifecycle } from "./lifecycle.ts";
 import { registerRoutes } from "./routes.ts";
 import { RESERVED } from "./shape.ts";
-import { E2bStore } from "./store.ts";
 import { TimeoutSweeper } from "./sweeper.ts";
 
 export interface E2bOptions {
@@ -23,8 +21,6 @@ export interface E2bOptions {
   maxTtlSeconds?: number;
   /** host-routing domain (`49983-<id>.<domain>` reaches envd); absent: clients set E2B_SANDBOX_URL */
   domain?: string;
-  /** JSON file for moved timeouts and connect-minted tokens (the local platform's state dir) */
-  statePath?: string;
   clock?: Clock;
   /** how often the timeout sweeper runs; 0 = only when a test calls it (default 5000) */
   sweepIntervalMs?: number;
@@ -32,12 +28,12 @@ export interface E2bOptions {
   readyTimeoutMs?: number;
 }
 
-/** The layer's options from the service's config: the hard TTL, and a state file on the local platform. */
+/**
+ * The layer's options from the service's config. No state of its own: everything it keeps per
+ * sandbox is in the sandbox's reserved metadata (shape.ts RESERVED), so in its durable record.
+ */
 export function e2bOptionsFor(config: RuntimeConfig): E2bOptions {
-  return {
-    maxTtlSeconds: config.defaults.maxTtlSeconds,
-    statePath: config.platform === "local" ? join(config.local.stateDir, "e2b.json") : undefined,
-  };
+  return { maxTtlSeconds: config.defaults.maxTtlSeconds };
 }
 
 export interface E2bDepsIn extends E2bOptions {
@@ -50,7 +46,6 @@ export interface E2bDepsIn extends E2bOptions {
 export interface E2bLayer {
   access: EnvdAccess;
   sweeper: TimeoutSweeper;
-  store: E2bStore;
 }
 
 function presentedKey(req: FastifyRequest): string | undefined {
@@ -61,7 +56,7 @@ function presentedKey(req: FastifyRequest): string | undefined {
   return m?.[1];
 }
 
-export function envdAccess(manager: Manager, store: E2bStore): EnvdAccess {
+export function envdAccess(manager: Manager): EnvdAccess {
   return {
     async resolve(sandboxId, accessToken) {
       const owner = tokenOwner(accessToken);
@@ -73,13 +68,23 @@ export function envdAccess(manager: Manager, store: E2bStore): EnvdAccess {
         if (err instanceof NotFoundError) return undefined;
         throw err;
       }
-      const rec = store.get(sandboxId);
       // both are compared, whichever matches: no early exit on the first
       const created = accessTokenMatches(accessToken, metadata[RESERVED.tokenHash]);
-      const minted = rec?.owner === owner && accessTokenMatches(accessToken, rec.tokenHash);
+      const minted = accessTokenMatches(accessToken, metadata[RESERVED.connectTokenHash]);
       return created || minted ? { owner, sandboxId } : undefined;
     },
   };
+}
+
+/** The layer keeps its state in sandbox metadata and sweeps every owner: it needs both Manager calls. */
+function e2bManager(m: Manager): E2bManager {
+  if (!m.updateMetadata || !m.listMarked)
+    throw new ValidationError(
+      "manager",
+      m.constructor?.name,
+      "the E2B layer needs a Manager with updateMetadata and listMarked (the service's SandboxManager)",
+    );
+  return m as E2bManager;
 }
 
 /**
@@ -91,18 +96,16 @@ export function registerE2b(app: FastifyInstance, deps: E2bDepsIn): Promise<E2bL
   const layer = new Promise<E2bLayer>((r) => (resolveLayer = r));
   app.register(async (scope) => {
     const clock = deps.clock ?? systemClock;
-    const store = await E2bStore.open(deps.statePath);
-    const access = envdAccess(deps.manager, store);
+    const manager = e2bManager(deps.manager);
+    const access = envdAccess(manager);
     const sweeper = new TimeoutSweeper({
-      manager: deps.manager,
-      store,
+      manager,
       clock,
       logger: deps.logger,
       intervalMs: deps.sweepIntervalMs ?? 5000,
     });
     const lifecycle = new Lifecycle({
-      manager: deps.manager,
-      store,
+      manager,
       clock,
       logger: deps.logger,
       maxTtlSeconds: deps.maxTtlSeconds ?? 86_400,
@@ -118,14 +121,13 @@ export function registerE2b(app: FastifyInstance, deps: E2bDepsIn): Promise<E2bL
           return e2bError(reply, 401, "missing or invalid API key: send X-API-KEY: <key> (E2B_API_KEY for the SDK)");
         req.owner = owner;
         req.e2bCaller = { owner, apiKey };
-        sweeper.noteOwner(owner);
       });
-      registerRoutes(rest, { manager: deps.manager, lifecycle, store, domain: deps.domain });
+      registerRoutes(rest, { manager, lifecycle, domain: deps.domain });
     });
-    await scope.register(async (envd) => registerEnvd(envd, { manager: deps.manager, access, logger: deps.logger }));
+    await scope.register(async (envd) => registerEnvd(envd, { manager, access, logger: deps.logger }));
     scope.addHook("onReady", async () => sweeper.start());
     scope.addHook("onClose", async () => sweeper.stop());
-    resolveLayer({ access, sweeper, store });
+    resolveLayer({ access, sweeper });
   });
   return layer;
 }

@@ -3,9 +3,8 @@
 // /readyz, /metrics or with envd's /files, /health and /<package>.<Service>/<Method>.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ConflictError, ValidationError } from "../../core/errors.ts";
-import type { Manager } from "../../core/types.ts";
 import { e2bError } from "./access.ts";
-import type { CreateBody, E2bCaller, Lifecycle } from "./lifecycle.ts";
+import type { CreateBody, E2bCaller, E2bManager, Lifecycle } from "./lifecycle.ts";
 import {
   connectBody,
   createBody,
@@ -17,7 +16,6 @@ import {
   timeoutBody,
 } from "./schemas.ts";
 import { e2bState, type ListQuery, pageOf, resolveListFilter, toE2b } from "./shape.ts";
-import type { E2bStore } from "./store.ts";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -26,9 +24,8 @@ declare module "fastify" {
 }
 
 export interface RouteDeps {
-  manager: Manager;
+  manager: E2bManager;
   lifecycle: Lifecycle;
-  store: E2bStore;
   domain?: string;
 }
 
@@ -56,7 +53,7 @@ async function list(d: RouteDeps, req: FastifyRequest, reply: FastifyReply, defa
   const all = await d.manager.list({ owner: caller(req).owner });
   const page = pageOf(all, filter);
   if (page.nextToken) reply.header("x-next-token", page.nextToken);
-  return page.items.map((s) => toE2b(s, d.store.get(s.id), d.domain));
+  return page.items.map((s) => toE2b(s, d.domain));
 }
 
 export function registerRoutes(app: FastifyInstance, d: RouteDeps): void {
@@ -93,13 +90,11 @@ export function registerRoutes(app: FastifyInstance, d: RouteDeps): void {
 
   app.get("/sandboxes/:sandboxID", { schema: { params: sandboxParams } }, async (req) => {
     const s = await lifecycle.live(caller(req).owner, idOf(req));
-    return toE2b(s, d.store.get(s.id), d.domain);
+    return toE2b(s, d.domain);
   });
 
   app.delete("/sandboxes/:sandboxID", { schema: { params: sandboxParams } }, async (req, reply) => {
-    const id = idOf(req);
-    await manager.kill(caller(req).owner, id);
-    await d.store.forget(id);
+    await manager.kill(caller(req).owner, idOf(req));
     return reply.code(204).send();
   });
 

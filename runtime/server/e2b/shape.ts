@@ -4,16 +4,23 @@
 import { ValidationError } from "../../core/errors.ts";
 import type { Sandbox, SandboxPhase } from "../../core/types.ts";
 import { ENVD_VERSION } from "./access.ts";
-import type { E2bRecord } from "./store.ts";
 
-/** Metadata keys the layer writes at create. Never shown to callers; a caller may not set them. */
+/**
+ * The layer's state, all of it in the sandbox's own metadata (so in its durable record, seen by
+ * every replica and after any restart): written at create, and by Manager.updateMetadata when
+ * setTimeout/connect move the end or connect mints a token. Never shown to callers, through E2B or
+ * /v1; neither lets a caller set them.
+ */
 export const RESERVED = {
   prefix: "sbx.e2b.",
   template: "sbx.e2b.template",
   tokenHash: "sbx.e2b.token-sha256",
   nonce: "sbx.e2b.token-nonce",
+  /** the timeout end (ISO time): set at create, moved by setTimeout, connect and refresh */
   end: "sbx.e2b.end",
   onTimeout: "sbx.e2b.on-timeout",
+  /** sha256 of a token connect minted for a key other than the creator's (or a /v1 sandbox) */
+  connectTokenHash: "sbx.e2b.connect-token-sha256",
 } as const;
 
 export type E2bState = "running" | "paused";
@@ -29,12 +36,11 @@ export function userMetadata(metadata: Record<string, string>): Record<string, s
   return Object.fromEntries(Object.entries(metadata).filter(([k]) => !k.startsWith(RESERVED.prefix)));
 }
 
-/** The timeout end: a moved one (setTimeout/connect) or the create-time one, never past the hard TTL. */
-export function endAtMs(s: Sandbox, rec: E2bRecord | undefined): number {
+/** The timeout end in the sandbox's metadata (the hard TTL when it has none), never past the hard TTL. */
+export function endAtMs(s: Sandbox): number {
   const hard = Date.parse(s.expiresAt);
-  const created = Date.parse(s.metadata[RESERVED.end] ?? "");
-  const end = rec?.endAt ?? (Number.isFinite(created) ? created : hard);
-  return Math.min(end, hard);
+  const end = Date.parse(s.metadata[RESERVED.end] ?? "");
+  return Number.isFinite(end) ? Math.min(end, hard) : hard;
 }
 
 export interface E2bSandboxJson {
@@ -52,7 +58,7 @@ export interface E2bSandboxJson {
 }
 
 /** SandboxDetail / ListedSandbox for a live sandbox (callers filter out the gone ones first). */
-export function toE2b(s: Sandbox, rec: E2bRecord | undefined, domain: string | undefined): E2bSandboxJson {
+export function toE2b(s: Sandbox, domain: string | undefined): E2bSandboxJson {
   return {
     sandboxID: s.id,
     templateID: s.metadata[RESERVED.template] ?? s.profile,
@@ -61,7 +67,7 @@ export function toE2b(s: Sandbox, rec: E2bRecord | undefined, domain: string | u
     metadata: userMetadata(s.metadata),
     envdVersion: ENVD_VERSION,
     startedAt: s.createdAt,
-    endAt: new Date(endAtMs(s, rec)).toISOString(),
+    endAt: new Date(endAtMs(s)).toISOString(),
     state: e2bState(s.phase) ?? "running",
     // the size class's requests: what admission reserved for it
     cpuCount: Math.max(1, Math.ceil(s.cpuRequestMillis / 1000)),

@@ -1,18 +1,19 @@
 // Ends E2B sandboxes at their timeout end: kills them, or pauses them when they were created with
-// autoPause (the SDK's lifecycle.onTimeout 'pause'). The Manager only knows the hard TTL, and
-// lists per owner, so the sweeper visits the owners it has seen: every caller of the E2B routes
-// and every owner in the store. After a restart without a store file (Kubernetes), a sandbox
-// whose owner has not called since lives until the first such call, at most to its hard TTL.
+// autoPause (the SDK's lifecycle.onTimeout 'pause'). The end is in each sandbox's reserved
+// metadata (its durable record), and a pass finds every owner's E2B sandboxes from the records
+// (Manager.listMarked), so a restarted process ends what came due while it was down, and every
+// service replica runs a sweeper over the same records. Two replicas ending one sandbox at once
+// is harmless: a kill of a gone sandbox is a 404 taken as done, and a pause racing a pause is a
+// 409 after which the sandbox is left to the replica that is pausing it.
 import type { Clock } from "../../core/clock.ts";
 import { ConflictError, NotFoundError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
-import type { Manager, Sandbox } from "../../core/types.ts";
+import type { Sandbox } from "../../core/types.ts";
+import type { E2bManager } from "./lifecycle.ts";
 import { endAtMs, e2bState, RESERVED } from "./shape.ts";
-import type { E2bStore } from "./store.ts";
 
 export interface SweeperDeps {
-  manager: Manager;
-  store: E2bStore;
+  manager: E2bManager;
   clock: Clock;
   logger: Logger;
   /** how often to look; 0 = never on its own (tests call sweep()) */
@@ -20,16 +21,10 @@ export interface SweeperDeps {
 }
 
 export class TimeoutSweeper {
-  private readonly owners = new Set<string>();
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
 
   constructor(private readonly d: SweeperDeps) {}
-
-  /** An owner whose E2B sandboxes the sweeper should visit. */
-  noteOwner(owner: string): void {
-    this.owners.add(owner);
-  }
 
   start(): void {
     if (this.d.intervalMs <= 0 || this.timer) return;
@@ -50,45 +45,52 @@ export class TimeoutSweeper {
   }
 
   private async pass(): Promise<void> {
-    for (const [, r] of this.d.store.entries()) this.owners.add(r.owner);
-    const now = this.d.clock.now().getTime();
-    for (const owner of this.owners) {
-      let all: Sandbox[];
-      try {
-        all = await this.d.manager.list({ owner });
-      } catch (err) {
-        this.d.logger.warn({ op: "e2b.timeout", owner, err }, "listing sandboxes for their E2B timeout failed");
-        continue;
-      }
-      for (const s of all) {
-        const rec = this.d.store.get(s.id);
-        const e2b = s.metadata[RESERVED.end] !== undefined || rec?.endAt !== undefined;
-        if (e2b && e2bState(s.phase) === "running" && endAtMs(s, rec) <= now) await this.end(s);
-      }
+    let all: Sandbox[];
+    try {
+      all = await this.d.manager.listMarked(RESERVED.end);
+    } catch (err) {
+      this.d.logger.warn({ op: "e2b.timeout", err }, "listing E2B sandboxes for their timeout failed");
+      return;
     }
+    for (const s of all) if (this.due(s)) await this.end(s);
   }
 
-  private async end(s: Sandbox): Promise<void> {
-    const log = this.d.logger.child({ op: "e2b.timeout", sandbox: s.id, owner: s.owner });
+  private due(s: Sandbox): boolean {
+    return e2bState(s.phase) === "running" && endAtMs(s) <= this.d.clock.now().getTime();
+  }
+
+  private async end(listed: Sandbox): Promise<void> {
+    const log = this.d.logger.child({ op: "e2b.timeout", sandbox: listed.id, owner: listed.owner });
     const { manager } = this.d;
     try {
+      // read again: another replica's setTimeout may have moved the end since the list
+      const s = await manager.get(listed.owner, listed.id);
+      if (!this.due(s)) return;
       if (s.metadata[RESERVED.onTimeout] === "pause" && manager.pause) {
         try {
           await manager.pause(s.owner, s.id);
           log.info("E2B timeout reached: paused (autoPause)");
           return;
         } catch (err) {
-          // a service without snapshots cannot honour autoPause; the timeout still ends it
           if (!(err instanceof ConflictError)) throw err;
+          if (await this.pausedElsewhere(s, err))
+            return void log.info("E2B timeout reached: another replica pauses it");
+          // a service without snapshots cannot honour autoPause; the timeout still ends it
           log.warn({ err }, "E2B timeout reached and pause is refused: killing instead");
         }
       }
       await manager.kill(s.owner, s.id);
-      await this.d.store.forget(s.id);
       log.info("E2B timeout reached: killed");
     } catch (err) {
-      if (err instanceof NotFoundError) return void (await this.d.store.forget(s.id).catch(() => undefined));
+      if (err instanceof NotFoundError) return; // gone already: another replica, or a kill
       log.warn({ err }, "ending a sandbox at its E2B timeout failed; the next pass retries");
     }
+  }
+
+  /** The 409 of a pause racing another replica's pause (of this sandbox), not of a service that cannot pause. */
+  private async pausedElsewhere(s: Sandbox, err: ConflictError): Promise<boolean> {
+    const now = await this.d.manager.get(s.owner, s.id);
+    if (e2bState(now.phase) === "paused") return true;
+    return /another runtime replica|being paused by runtime replica/.test(err.message);
   }
 }

@@ -1,6 +1,6 @@
 // The E2B control-plane layer with the REAL e2b SDK on the Kubernetes backend, against the real
 // control plane the suite starts, through startService (the wiring `npm start` uses, so the layer
-// runs with e2bOptionsFor's Kubernetes options: no state file). A smaller set than the local
+// runs with e2bOptionsFor's options; its state is in the Sandbox resources). A smaller set than the local
 // file (test/e2b/rest.test.ts): create/getInfo, metadata list, setTimeout, kill, keys, owners.
 import { randomUUID } from "node:crypto";
 import { finished } from "node:stream/promises";

@@ -145,24 +145,44 @@ func (n *podNetwork) teardown(p *podNetns) {
 	_ = exec.Command("ip", "netns", "del", p.name).Run()
 }
 
-// inNetns runs fn on an OS thread that has joined the namespace at path. The thread is
-// never unlocked, so Go discards it when fn returns and no other goroutine ever runs in the
-// pod's namespace. Sockets created by fn stay in that namespace wherever they are used.
+// inNetns runs fn on an OS thread that has joined the namespace at path, then moves the
+// thread back to the host's namespace and unlocks it. Sockets created by fn stay in the pod's
+// namespace wherever they are used.
+//
+// Why not leave the thread locked and let Go discard it: a discarded thread is any thread the
+// scheduler picked, possibly one that earlier forked a container's bubblewrap, whose
+// Pdeathsig (SIGKILL on the death of the forking thread) then kills that container; the
+// likely cause of the deployed manager dying (exit 137) as a port-forward to it began
+// (docs/deploy.md, findings). Only when moving back fails is
+// the thread left locked and discarded, since it must never run anything else.
 func inNetns(path string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		host, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("reading this thread's network namespace: %w", err)
+			return
+		}
+		defer host.Close()
 		f, err := os.Open(path)
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- err
 			return
 		}
 		defer f.Close()
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("joining network namespace %s: %w", path, err)
 			return
 		}
-		errc <- fn()
+		err = fn()
+		if unix.Setns(int(host.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }
