@@ -3,6 +3,8 @@
 // runtime serves the CLI through a port-forward, a second `up` is a no-op, a new runtime
 // bundle and a new budget roll both Deployments without losing a sandbox, the policy pack runs
 // in the engine, and `destroy` leaves nothing. One up…destroy cycle; the steps run in order.
+// Over 400 lines on purpose: it is one ordered story whose steps share the deployed stack; its
+// helpers (port-forward, CLI, diagnosis) are already in support.ts.
 import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
