@@ -67,6 +67,25 @@ async function drain(stdin: Uint8Array | Readable): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** Socket errors that mean the request reached the service and the connection then went away. */
+const LOST_CONNECTION = new Set(["ECONNRESET", "EPIPE", "UND_ERR_SOCKET", "UND_ERR_CLOSED"]);
+
+/**
+ * fetch says only "fetch failed"; its cause tells a service that was never reached from one
+ * that went away mid-request, which the caller must treat differently: the second may have
+ * applied part of the request (an upload part of its files).
+ */
+function fetchFailure(err: unknown, method: string, url: string): UpstreamError {
+  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+  const detail = cause?.message ?? (err as Error).message;
+  if (cause?.code && LOST_CONNECTION.has(cause.code)) {
+    return new UpstreamError(
+      `the connection to ${url} was lost during the ${method} (${detail}): the service went away or cut the request, which may have been applied in part; check the service and retry`,
+    );
+  }
+  return new UpstreamError(`cannot reach ${url}: ${detail}; check SBX_SERVER and that the service runs`);
+}
+
 export class HttpManager implements Manager {
   private readonly base: string;
   constructor(private readonly opts: HttpManagerOptions) {
@@ -110,9 +129,7 @@ export class HttpManager implements Manager {
         ...(init.raw !== undefined ? { duplex: "half" } : {}),
       } as RequestInit);
     } catch (err) {
-      throw new UpstreamError(
-        `cannot reach ${this.base}${path}: ${(err as Error).message}; check SBX_SERVER and that the service runs`,
-      );
+      throw fetchFailure(err, method, `${this.base}${path}`);
     }
     if (!res.ok) throw await errorFromResponse(res);
     return res;

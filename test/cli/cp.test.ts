@@ -3,8 +3,9 @@
 // fails with a non-zero exit and a message saying what failed (issue 10 item 7): unreadable or
 // missing remote paths, a download cut mid-stream, a local tar that fails either way.
 import { spawn, type ChildProcess } from "node:child_process";
-import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -55,10 +56,10 @@ interface CliRun {
   done: Promise<{ code: number | null; stdout: string; stderr: string }>;
 }
 
-function sbx(args: string[]): CliRun {
+function sbx(args: string[], server = url): CliRun {
   const child = spawn(process.execPath, [join(repo, "bin/sbx.mjs"), ...args], {
     cwd: work,
-    env: { ...process.env, SBX_SERVER: url, SBX_TOKEN: TOKENS.alice },
+    env: { ...process.env, SBX_SERVER: server, SBX_TOKEN: TOKENS.alice },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stdout = "";
@@ -148,6 +149,33 @@ describe("sbx cp fails loudly", () => {
     );
     expect(r.stdout).toBe("");
   }, 90_000);
+
+  it("an upload whose connection drops mid-stream exits 8 and says the connection was lost", async () => {
+    // a stand-in for a service that dies mid-upload: it takes 1 MB of the request, then resets
+    const cutter = net.createServer((sock) => {
+      let got = 0;
+      sock.on("error", () => undefined);
+      sock.on("data", (c: Buffer) => {
+        got += c.length;
+        if (got > 1_000_000) sock.resetAndDestroy();
+      });
+    });
+    await new Promise<void>((r) => cutter.listen(0, "127.0.0.1", r));
+    try {
+      const big = join(work, "big.bin");
+      writeFileSync(big, randomBytes(16 * 1024 * 1024));
+      const port = (cutter.address() as net.AddressInfo).port;
+      const r = await sbx(["cp", big, `${id}:/workspace/cut-up`], `http://127.0.0.1:${port}`).done;
+      expect(r.code, r.stderr).toBe(8);
+      expect(r.stderr).toMatch(
+        new RegExp(
+          `^sbx: the connection to http://127\\.0\\.0\\.1:${port}/v1/sandboxes/${id}/files\\?path=%2Fworkspace%2Fcut-up was lost during the PUT \\(.+\\): .*may have been applied in part; check the service and retry\\n$`,
+        ),
+      );
+    } finally {
+      cutter.close();
+    }
+  }, 60_000);
 
   it("a local tar that cannot unpack exits 1 with tar's message", async () => {
     const out = join(work, "blocked");
