@@ -19,6 +19,10 @@ export function buildProgram(deps: ProgramDeps) {
   const delivery: RuntimeDelivery = config.runtime.image
     ? { kind: "image", image: config.runtime.image }
     : { kind: "bundle", bundle: deps.bundle(), nodeImage: config.runtime.nodeImage };
+  if (delivery.kind === "bundle" && delivery.bundle.helperMissing)
+    void pulumi.log.warn(
+      `the runtime bundle carries no in-sandbox helper, so Kubernetes sandboxes will run every command as its own websocket exec (slow): ${delivery.bundle.helperMissing}`,
+    );
   const platform = new SandboxPlatform(config.name, {
     config,
     delivery,

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds the local backend's in-sandbox helper (tools/local-helper/sbx-helper.c and the seccomp
-# filter in seccomp.c) into .cache/local/sbx-helper, statically linked so it also runs inside
-# OCI image rootfs that have no glibc. Idempotent: rebuilds only when the sha256 of the sources
-# and of this script changed (runtime/local/helper-binary.ts computes the same stamp; keep the
+# Builds the in-sandbox helper (tools/local-helper/sbx-helper.c, the seccomp filter in seccomp.c,
+# and the Kubernetes command channel: channel.c, daemon.c, registry.c, ring.c) into
+# .cache/local/sbx-helper, statically linked so it also runs inside OCI image rootfs and pods
+# that have no glibc. Idempotent: rebuilds only when the sha256 of the sources and of this
+# script changed (runtime/local/helper-binary.ts computes the same stamp; keep the
 # list and its order in step). Needs gcc and libc6-dev.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="$root/tools/local-helper"
-sources=("$dir/sbx-helper.c" "$dir/seccomp.c" "$dir/seccomp.h" "$dir/port-relay.c" "$dir/port-relay.h" "$root/scripts/build-local-helper.sh")
+sources=("$dir/sbx-helper.c" "$dir/seccomp.c" "$dir/seccomp.h" "$dir/port-relay.c" "$dir/port-relay.h" "$dir/channel.c" "$dir/channel.h" "$dir/daemon.c" "$dir/registry.c" "$dir/registry.h" "$dir/ring.c" "$root/scripts/build-local-helper.sh")
 out_dir="$root/.cache/local"
 out="$out_dir/sbx-helper"
 sum="$(cat "${sources[@]}" | sha256sum | cut -d' ' -f1)"
@@ -21,7 +22,7 @@ fi
 mkdir -p "$out_dir"
 tmp="$(mktemp "$out_dir/sbx-helper.XXXXXX")"
 trap 'rm -f "$tmp"' EXIT
-gcc -O2 -static -Wall -Wextra -Wno-unused-result -o "$tmp" "$dir/sbx-helper.c" "$dir/seccomp.c" "$dir/port-relay.c"
+gcc -O2 -static -Wall -Wextra -Wno-unused-result -o "$tmp" "$dir/sbx-helper.c" "$dir/seccomp.c" "$dir/port-relay.c" "$dir/channel.c" "$dir/daemon.c" "$dir/registry.c" "$dir/ring.c"
 chmod 0755 "$tmp"
 mv "$tmp" "$out"
 echo "$sum" > "$out.sha256"

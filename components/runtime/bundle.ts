@@ -2,7 +2,11 @@
 // entry (and every dependency) into one ESM file at deploy time; packBundle gzips it, cuts the
 // gzip into parts that each fit a ConfigMap, and hashes it so a code change rolls the Deployments.
 import { buildSync } from "esbuild";
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { ValidationError } from "../../runtime/core/errors.ts";
 
@@ -20,6 +24,10 @@ export const BUNDLE_FILE = "runtime.mjs";
 export interface RuntimeBundle {
   /** sha256 hex of the uncompressed bundle: the pod-template annotation and ConfigMap suffix */
   sha256: string;
+  /** sha256 of the in-sandbox helper the bundle carries for pods' command channels */
+  helperSha256?: string;
+  /** why it carries none (the helper could not be built here): every pod then execs per command */
+  helperMissing?: string;
   /** the gzipped bundle cut into parts of at most BUNDLE_PART_BYTES, each base64 (one ConfigMap's binaryData) */
   parts: string[];
   bytes: number;
@@ -40,13 +48,38 @@ export function joinBundleParts(bundle: RuntimeBundle): Buffer {
 const BANNER =
   'import { createRequire as __sbxCreateRequire } from "node:module"; const require = __sbxCreateRequire(import.meta.url);';
 
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+/** the global the runtime reads the helper from (runtime/k8s/channel/embedded.ts) */
+const HELPER_GLOBAL = "__sbxHelperGz";
+
+export type BundledHelper = { bytes: Buffer; sha256: string } | { missing: string };
+
+/**
+ * The in-sandbox helper a deployed manager copies into pods (runtime/k8s/channel/open.ts): built
+ * from tools/local-helper by its idempotent script (a no-op when current). A manager pod has no
+ * compiler, so the bundle is its only way to get one.
+ */
+export function helperForBundle(): BundledHelper {
+  const r = spawnSync("bash", [join(REPO, "scripts/build-local-helper.sh")], { encoding: "utf8", timeout: 180_000 });
+  if (r.status !== 0) return { missing: (r.stderr || r.error?.message || `exit ${r.status}`).trim() };
+  const bytes = readFileSync(join(REPO, ".cache/local/sbx-helper"));
+  return { bytes, sha256: createHash("sha256").update(bytes).digest("hex") };
+}
+
 /** Bundle `entry` into one ESM file for Node 20, packed for a ConfigMap. Throws with esbuild's first error. */
-export function bundleRuntime(entry: string): RuntimeBundle {
-  return packBundle(buildRuntimeCode(entry));
+export function bundleRuntime(entry: string, helper: BundledHelper = helperForBundle()): RuntimeBundle {
+  const packed = packBundle(buildRuntimeCode(entry, helper));
+  return "missing" in helper
+    ? { ...packed, helperMissing: helper.missing }
+    : { ...packed, helperSha256: helper.sha256 };
 }
 
 /** The bundled code itself, before the ConfigMap size check (tests run it; a prebuilt image ships it). */
-export function buildRuntimeCode(entry: string): string {
+export function buildRuntimeCode(entry: string, helper?: BundledHelper): string {
+  const carried =
+    helper && !("missing" in helper)
+      ? `globalThis.${HELPER_GLOBAL}=${JSON.stringify(gzipSync(helper.bytes, { level: 9 }).toString("base64"))};`
+      : "";
   const result = buildSync({
     entryPoints: [entry],
     bundle: true,
@@ -57,7 +90,7 @@ export function buildRuntimeCode(entry: string): string {
     // minified identifiers, but Function.name/class names survive (error names, plugin names)
     keepNames: true,
     legalComments: "none",
-    banner: { js: BANNER },
+    banner: { js: BANNER + carried },
     write: false,
     logLevel: "silent",
   });

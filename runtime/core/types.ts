@@ -91,6 +91,11 @@ export interface Sandbox {
   finishedAt?: string;
   /** the spec's autoPause policy; backends persist and return it so the controller finds it */
   autoPause?: AutoPauseDocument;
+  /**
+   * Kubernetes: how this replica runs commands in it, once it has: "helper" over one long-lived
+   * channel, "exec" one websocket exec per command (the helper cannot run in its pod)
+   */
+  commandChannel?: "helper" | "exec";
 }
 
 export interface ExecRequest {

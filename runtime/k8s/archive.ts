@@ -4,6 +4,7 @@ import { PassThrough, type Readable } from "node:stream";
 import { downloadCheckError, DOWNLOAD_CHECK_SH, withoutTrailingSlashes } from "../core/download-check.ts";
 import { UpstreamError, ValidationError } from "../core/errors.ts";
 import type { ExecSession } from "../core/types.ts";
+import { HELPER_DIR } from "./channel/paths.ts";
 
 export type RunInSandbox = (argv: string[], stdin?: Readable) => Promise<ExecSession>;
 
@@ -36,6 +37,17 @@ export async function putArchive(run: RunInSandbox, id: string, dir: string, tar
 }
 
 /**
+ * The tar member name of the command channel's directory (the helper, its daemon's socket) when
+ * the archive of `trimmed` would hold it: it is ours, not the sandbox's files, so neither a pause
+ * snapshot nor a download carries it (a resumed pod gets a fresh copy on first use).
+ */
+export function helperExclusion(trimmed: string, parent: string, base: string): string | undefined {
+  if (trimmed !== "/" && !HELPER_DIR.startsWith(`${trimmed}/`)) return undefined;
+  const rel = HELPER_DIR.slice(parent === "/" ? 1 : parent.length + 1);
+  return base === "." ? `./${rel}` : rel;
+}
+
+/**
  * Streams `path` as a tar archive (entries relative to its parent directory). A missing or
  * unreadable path is reported before any byte is sent (404, 400); later tar failures error
  * the stream.
@@ -45,15 +57,17 @@ export async function getArchive(run: RunInSandbox, id: string, path: string): P
   const trimmed = path.length > 1 ? withoutTrailingSlashes(path) : path;
   const parent = trimmed.slice(0, trimmed.lastIndexOf("/")) || "/";
   const base = trimmed.slice(trimmed.lastIndexOf("/") + 1) || ".";
+  const skip = helperExclusion(trimmed, parent, base);
   // one exec, check then tar: a missing or unreadable path is a 4xx (core/download-check.ts)
   const session = await run([
     "sh",
     "-c",
-    `p=$3\n${DOWNLOAD_CHECK_SH}\nexec tar -c -f - -C "$1" -- "$2"`,
+    `p=$3\n${DOWNLOAD_CHECK_SH}\nexec tar -c -f - -C "$1" ${skip ? '--anchored --exclude="$4" ' : ""}-- "$2"`,
     "sbx-get",
     parent,
     base,
     trimmed,
+    ...(skip ? [skip] : []),
   ]);
   const out = new PassThrough();
   const stderr = collect(session.stderr, 16 * 1024);

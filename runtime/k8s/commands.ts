@@ -1,11 +1,14 @@
 // What runs inside a sandbox's pod through the API server: commands (exec), files (tar in and
-// out) and the sandbox's own output (logs). Every command and transfer is killable: closing
-// the stream leaves a command running on a real kubelet, so kill() also runs a second exec that
-// kills every process marked with the command's id (execKill.ts).
+// out) and the sandbox's own output (logs). Commands and transfers go over the pod's command
+// channel when the helper runs there (runtime/k8s/channel/); what follows is the fallback, one
+// websocket exec each. Every command and transfer is killable: closing the stream leaves a
+// command running on a real kubelet, so kill() also runs a second exec that kills every
+// process marked with the command's id (execKill.ts).
 import { PassThrough, type Readable } from "node:stream";
 import { Log } from "@kubernetes/client-node";
 import type { Backend } from "../core/types.ts";
 import { getArchive, putArchive } from "./archive.ts";
+import type { SandboxChannels } from "./channel/sandboxChannels.ts";
 import { toDomainError } from "./client.ts";
 import { SANDBOX_CONTAINER } from "./contract.ts";
 import { credentialsEnv } from "./credentials.ts";
@@ -13,20 +16,21 @@ import { buildExecArgv } from "./execCommand.ts";
 import { newExecId, withProcessKill } from "./execKill.ts";
 import type { SandboxLookup } from "./lookup.ts";
 import type { KubernetesParts } from "./parts.ts";
-import { killableRunner } from "./podExec.ts";
 import { podNameOf } from "./resource.ts";
 
 export type SandboxCommands = Pick<Backend, "exec" | "putArchive" | "getArchive" | "logs">;
 
-export function sandboxCommands(p: KubernetesParts, lookup: SandboxLookup): SandboxCommands {
+/** `channels`: the command channel per pod (runtime/k8s/channel/); its fallback is the websocket path here */
+export function sandboxCommands(p: KubernetesParts, lookup: SandboxLookup, channels: SandboxChannels): SandboxCommands {
   const { config, clock, runInPod, namespace } = p;
   const podLogger = (id: string, pod: string) => p.logger.child({ sandbox: id, pod });
-  const transfers = (id: string, podName: string) =>
-    killableRunner(runInPod, podName, { clock, logger: podLogger(id, podName) });
+  const transfers = (id: string, podName: string) => channels.runner(id, podName);
   return {
     async exec(id, req) {
       const { cr, podName } = await lookup.runningPod(id);
       const baseEnv = { ...(cr.spec.env ?? {}), ...(config.credentials ? credentialsEnv(config.credentials, id) : {}) };
+      const viaChannel = await channels.exec(id, podName, req, baseEnv);
+      if (viaChannel) return viaChannel;
       const execId = newExecId();
       const session = await runInPod(podName, buildExecArgv(req, baseEnv, execId), req.stdin, req.timeoutMs);
       return withProcessKill(session, {

@@ -8,6 +8,7 @@ import type { RuntimeConfig } from "../config/schema.ts";
 import { catalogFrom, type ImageLookup } from "../core/catalog.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
+import type { CommandChannelOptions } from "./channel/sandboxChannels.ts";
 import { loadKubeClients, type KubeClients } from "./client.ts";
 import { createStsCredentialBroker, type CredentialBroker } from "./credentials.ts";
 import { credentialsDelivery, podRunner, type RunInPod } from "./podExec.ts";
@@ -23,6 +24,8 @@ export interface KubernetesBackendOverrides {
   retryPeriodMs?: number;
   activityFlushMs?: number;
   orphanGraceMs?: number;
+  /** the command channel (runtime/k8s/channel/sandboxChannels.ts); default on */
+  commandChannel?: CommandChannelOptions;
 }
 
 export interface KubernetesDeps {

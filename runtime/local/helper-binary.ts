@@ -21,6 +21,12 @@ export const HELPER_STAMP_INPUTS = [
   "tools/local-helper/seccomp.h",
   "tools/local-helper/port-relay.c",
   "tools/local-helper/port-relay.h",
+  "tools/local-helper/channel.c",
+  "tools/local-helper/channel.h",
+  "tools/local-helper/daemon.c",
+  "tools/local-helper/registry.c",
+  "tools/local-helper/registry.h",
+  "tools/local-helper/ring.c",
   "scripts/build-local-helper.sh",
 ];
 

@@ -207,6 +207,12 @@ export const sandboxSchema = {
     metadata: stringMap,
     cpuRequestMillis: { type: "integer" },
     memoryRequestBytes: { type: "integer" },
+    commandChannel: {
+      type: "string",
+      enum: ["helper", "exec"],
+      description:
+        "Kubernetes, once this replica ran a command there: helper = one long-lived channel to the in-sandbox helper; exec = one websocket exec per command (the helper cannot run in this pod; the reason is logged)",
+    },
   },
 } as const;
 

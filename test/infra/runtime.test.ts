@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -25,6 +25,8 @@ import {
 import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { DEFAULT_SIZE_CLASSES } from "../../runtime/config/schema.ts";
 import type { RuntimeSettings } from "../../components/runtime/args.ts";
+import { EMBEDDED_HELPER_GLOBAL, embeddedHelper } from "../../runtime/k8s/channel/embedded.ts";
+import { HELPER_BINARY } from "../../runtime/local/helper-binary.ts";
 
 const FIXTURE_ENTRY = fileURLToPath(new URL("./fixtures/entry.ts", import.meta.url));
 
@@ -90,6 +92,28 @@ describe("bundleRuntime", () => {
     expect(bin).toBe("node");
     expect(execFileSync(process.execPath, args, { cwd: dir, encoding: "utf8" })).toBe("sbx runtime fixture: manager\n");
   });
+
+  it("the bundle carries the in-sandbox helper, which the bundled runtime finds and copies into pods", () => {
+    const bundle = bundleRuntime(FIXTURE_ENTRY);
+    const onDisk = createHash("sha256").update(readFileSync(HELPER_BINARY)).digest("hex");
+    expect(bundle.helperMissing).toBeUndefined();
+    expect(bundle.helperSha256).toBe(onDisk);
+    const code = gunzipSync(joinBundleParts(bundle)).toString("utf8");
+    const carried = /globalThis\.__sbxHelperGz="([A-Za-z0-9+/=]+)"/.exec(code)?.[1];
+    expect(carried, "the banner sets the helper's global").toBeDefined();
+    // what runtime/k8s/channel/embedded.ts reads from that global in the bundled runtime
+    const g = globalThis as Record<string, unknown>;
+    g[EMBEDDED_HELPER_GLOBAL] = carried;
+    try {
+      expect(embeddedHelper()?.sha256).toBe(onDisk);
+    } finally {
+      delete g[EMBEDDED_HELPER_GLOBAL];
+    }
+    // a machine that cannot build the helper still bundles, and says why pods will exec instead
+    const without = bundleRuntime(FIXTURE_ENTRY, { missing: "gcc not found" });
+    expect(without.helperMissing).toBe("gcc not found");
+    expect(gunzipSync(joinBundleParts(without)).toString("utf8")).not.toContain("__sbxHelperGz");
+  }, 60_000);
 
   it("the real runtime/main.ts bundles under the ConfigMap budget and starts (reaches config loading)", () => {
     const bundle = bundleRuntime(fileURLToPath(new URL("../../runtime/main.ts", import.meta.url)));
@@ -206,6 +230,8 @@ describe("runtime config.json", () => {
       runtimeNamespace: "sbx-system",
       userNamespaces: false,
       leaseName: "sbx-controller",
+      // several manager replicas: one budget, shared through a Lease (docs/kubernetes-runtime.md)
+      budgetShares: { enabled: true, leaseSeconds: 15, tickMs: 500, headroomFraction: 0.1 },
     });
     expect(cfg.snapshots).toEqual({
       registry: "123456789012.dkr.ecr.us-east-1.amazonaws.com",
@@ -248,11 +274,12 @@ describe("renderRuntime", () => {
     expect(crd.metadata.annotations["pulumi.com/patchForce"]).toBe("true");
     expect(objects.filter((o) => o.kind.startsWith("Cluster"))).toEqual([]);
     const roles = objects.filter((o) => o.kind === "Role") as any[];
-    // the manager never leads: no Role in the runtime namespace (no Lease rule)
+    // the manager never leads: its runtime-namespace Role is for the budget shares Lease only
     expect(roles.map((r) => `${r.metadata.namespace}/${r.metadata.name}`).sort()).toEqual([
       "sbx-sandboxes/sbx-controller-sandboxes",
       "sbx-sandboxes/sbx-manager-sandboxes",
       "sbx-system/sbx-controller-runtime",
+      "sbx-system/sbx-manager-runtime",
     ]);
     for (const r of roles) {
       for (const rule of r.rules) {
@@ -323,10 +350,21 @@ describe("renderRuntime", () => {
     expect(rules("sbx-controller-runtime").find((r) => r.verbs.includes("update")).resourceNames).toEqual([
       "sbx-controller",
     ]);
+    // the manager may touch the budget shares Lease and no other; the controller not that one
+    expect(grants("sbx-manager-runtime", "leases").sort()).toEqual(["create", "get", "update"]);
+    expect(rules("sbx-manager-runtime").find((r) => r.verbs.includes("update")).resourceNames).toEqual([
+      "sbx-controller-shares",
+    ]);
+    expect(find("RoleBinding", "sbx-manager-runtime").subjects).toEqual([
+      { kind: "ServiceAccount", name: "sbx-manager", namespace: "sbx-system" },
+    ]);
     expect(grants("sbx-manager-sandboxes", "sandboxes")).toContain("create");
     expect(grants("sbx-controller-sandboxes", "sandboxes")).not.toContain("create");
     expect(grants("sbx-manager-sandboxes", "pods/log")).toEqual(["get"]);
     expect(grants("sbx-controller-sandboxes", "pods/log")).toEqual([]);
+    // the port relay (runtime/k8s/ports.ts): the manager only, as exec (websocket upgrades)
+    expect(grants("sbx-manager-sandboxes", "pods/portforward").sort()).toEqual(["create", "get"]);
+    expect(grants("sbx-controller-sandboxes", "pods/portforward")).toEqual([]);
     for (const name of ["sbx-manager-sandboxes", "sbx-controller-sandboxes"])
       expect(grants(name, "pods/exec"), name).toEqual(["create", "get"]);
     expect(find("RoleBinding", "sbx-controller-runtime").subjects).toEqual([

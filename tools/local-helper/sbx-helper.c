@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "channel.h"
 #include "port-relay.h"
 #include "seccomp.h"
 
@@ -534,6 +535,8 @@ static void relay(int sock) {
 // ---- init ------------------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
+  // the unprivileged mode of a Kubernetes pod (channel.c, daemon.c): same binary, no setup here
+  if (argc > 1 && !strcmp(argv[1], "channel")) return sbx_channel_main(argc, argv);
   double t_start = now_ms(), t_mount = 0;
   uid_t uid = 0;
   gid_t gid = 0;

@@ -1,0 +1,174 @@
+// The command channel's protocol against the real helper binary and daemon, run locally (the
+// same code runs in a pod; test/k8s/channel/ covers the cluster path).
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Readable } from "node:stream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { systemClock } from "../../core/clock.ts";
+import { ensureHelperBinary } from "../../local/helper-binary.ts";
+import { CommandChannel } from "./channel.ts";
+import { WINDOW } from "./frames.ts";
+import { localChannelTransport } from "./localTransport.ts";
+
+let helper: string;
+let dir: string;
+const daemons = new Set<number>();
+
+async function text(s: Readable): Promise<string> {
+  let out = "";
+  for await (const c of s) out += c.toString();
+  return out;
+}
+
+async function openChannel(): Promise<CommandChannel> {
+  const ch = new CommandChannel(localChannelTransport(helper, dir), "local", systemClock);
+  daemons.add((await ch.hello).daemonPid);
+  return ch;
+}
+
+let n = 0;
+const id = () => `test-${process.pid}-${++n}`;
+
+beforeAll(async () => {
+  helper = await ensureHelperBinary();
+  dir = join(mkdtempSync(join(tmpdir(), "sbx-ch-")), "h");
+});
+
+afterAll(() => {
+  for (const pid of daemons) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+  rmSync(join(dir, ".."), { recursive: true, force: true });
+});
+
+describe("command channel (local daemon)", () => {
+  it("runs a command with env, cwd, stdin and its exit code", async () => {
+    const ch = await openChannel();
+    const s = ch.start({
+      id: id(),
+      argv: ["sh", "-c", 'cat; echo "$GREETING in $(pwd)"; echo oops >&2; exit 3'],
+      env: { GREETING: "hi" },
+      cwd: "/tmp",
+      stdin: Buffer.from("from stdin\n"),
+    });
+    const [out, err, r] = await Promise.all([text(s.stdout), text(s.stderr), s.result]);
+    expect(out).toBe("from stdin\nhi in /tmp\n");
+    expect(err).toBe("oops\n");
+    expect(r).toMatchObject({ exitCode: 3, timedOut: false, oomKilled: false });
+    ch.close();
+  });
+
+  it("reports a missing program as 127 and a missing cwd as 126, with the reason on stderr", async () => {
+    const ch = await openChannel();
+    const a = ch.start({ id: id(), argv: ["no-such-program-xyz"], env: {}, cwd: "/" });
+    const b = ch.start({ id: id(), argv: ["true"], env: {}, cwd: "/no/such/dir" });
+    expect(await a.result).toMatchObject({ exitCode: 127 });
+    expect(await text(a.stderr)).toContain("no-such-program-xyz");
+    expect(await b.result).toMatchObject({ exitCode: 126 });
+    ch.close();
+  });
+
+  it("takes stdin far past the window, even as one chunk, against the daemon's credit", async () => {
+    const ch = await openChannel();
+    // a reader that starts late: what is not in its pipe yet waits here, not in the daemon
+    const s = ch.start({
+      id: id(),
+      argv: ["sh", "-c", "sleep 1; wc -c"],
+      env: {},
+      cwd: "/",
+      stdin: Buffer.alloc(8 << 20, 1),
+    });
+    expect((await text(s.stdout)).trim()).toBe(String(8 << 20));
+    expect(await s.result).toMatchObject({ exitCode: 0 });
+    ch.close();
+  });
+
+  it("starts commands with every signal at its default, though the daemon ignores SIGHUP and SIGPIPE", async () => {
+    const ch = await openChannel();
+    const hup = ch.start({ id: id(), argv: ["sh", "-c", "kill -HUP $$; sleep 5"], env: {}, cwd: "/" });
+    expect(await hup.result).toMatchObject({ exitCode: 129, oomKilled: false });
+    // the call's env wins over the daemon's, and the marker is the command's own id
+    const cmdId = id();
+    const env = ch.start({
+      id: cmdId,
+      argv: ["sh", "-c", 'echo "$HOME $SBX_EXEC_ID"'],
+      env: { HOME: "/call" },
+      cwd: "/",
+    });
+    expect(await text(env.stdout)).toBe(`/call ${cmdId}\n`);
+    ch.close();
+  });
+
+  it("times out with 124 and kills with 137, the whole group", async () => {
+    const ch = await openChannel();
+    const t = ch.start({ id: id(), argv: ["sh", "-c", "sleep 30 & sleep 31"], env: {}, cwd: "/", timeoutMs: 300 });
+    const k = ch.start({ id: id(), argv: ["sh", "-c", "echo up; sleep 32"], env: {}, cwd: "/" });
+    k.stdout.once("data", () => k.kill());
+    expect(await t.result).toMatchObject({ exitCode: 124, timedOut: true, oomKilled: false });
+    expect(await k.result).toMatchObject({ exitCode: 137, timedOut: false, oomKilled: false });
+    ch.close();
+  });
+
+  it("keeps commands when the channel dies; a new channel lists and re-attaches them, replaying the output", async () => {
+    const first = await openChannel();
+    const cmdId = id();
+    const s = first.start({ id: cmdId, argv: ["sh", "-c", "echo one; sleep 30; echo two"], env: {}, cwd: "/" });
+    await new Promise((r) => s.stdout.once("data", r));
+    first.close();
+    await expect(s.result).rejects.toMatchObject({ code: "upstream", details: { retryable: true } });
+
+    const second = await openChannel();
+    expect(await second.list()).toEqual(
+      expect.arrayContaining([expect.objectContaining({ id: cmdId, state: "running" })]),
+    );
+    const again = second.attach(cmdId);
+    const out = text(again.stdout);
+    expect(await again.pid).toBeGreaterThan(0);
+    again.kill();
+    expect(await out).toBe("one\n");
+    expect(await again.result).toMatchObject({ exitCode: 137 });
+    second.close();
+  });
+
+  it("200 concurrent commands over one channel each get their own output and exit code", async () => {
+    const ch = await openChannel();
+    const runs = Array.from({ length: 200 }, (_, i) => {
+      const s = ch.start({
+        id: id(),
+        argv: ["sh", "-c", `echo out-${i}; echo err-${i} >&2; exit ${i % 7}`],
+        env: {},
+        cwd: "/",
+      });
+      return Promise.all([text(s.stdout), text(s.stderr), s.result]);
+    });
+    const results = await Promise.all(runs);
+    results.forEach(([out, err, r], i) => {
+      expect(out).toBe(`out-${i}\n`);
+      expect(err).toBe(`err-${i}\n`);
+      expect(r.exitCode).toBe(i % 7);
+    });
+    ch.close();
+  });
+
+  it("a reader that stops holds back only its own command", async () => {
+    const ch = await openChannel();
+    // 64 MiB of output nobody reads, next to a small command that must still finish
+    const big = ch.start({ id: id(), argv: ["sh", "-c", "head -c 67108864 /dev/zero"], env: {}, cwd: "/" });
+    big.stdout.pause();
+    const small = ch.start({ id: id(), argv: ["echo", "still here"], env: {}, cwd: "/" });
+    expect(await text(small.stdout)).toBe("still here\n");
+    // what the daemon may send unasked (a window) plus what a reader buffers before credit stops
+    expect(big.stdout.readableLength).toBeLessThanOrEqual(WINDOW + (1 << 20));
+    let total = 0;
+    big.stdout.on("data", (c: Buffer) => (total += c.length));
+    big.stdout.resume();
+    expect(await big.result).toMatchObject({ exitCode: 0 });
+    expect(total).toBe(64 << 20);
+    ch.close();
+  });
+});

@@ -1,0 +1,137 @@
+// The command channel's frames (tools/local-helper/daemon.c lists every type): type (1 byte),
+// stream id (u32 big endian), payload length (u32 big endian), payload. Pure.
+export const HEADER_BYTES = 9;
+/** the largest payload either side accepts (CH_MAX_FRAME in channel.h) */
+export const MAX_FRAME = 1 << 20;
+/** output (and stdin) bytes a stream may have in flight before credit comes back (CH_WINDOW) */
+export const WINDOW = 4 * 1024 * 1024;
+
+export interface Frame {
+  type: string;
+  stream: number;
+  /** the payload as it arrived, in pieces: output is pushed on without being copied together */
+  parts: Buffer[];
+  /** the payload in one buffer (copied together when it came in pieces) */
+  readonly payload: Buffer;
+}
+
+export function encodeFrame(type: string, stream: number, payload: Buffer | string = Buffer.alloc(0)): Buffer {
+  const body = typeof payload === "string" ? Buffer.from(payload) : payload;
+  const out = Buffer.allocUnsafe(HEADER_BYTES + body.length);
+  out[0] = type.charCodeAt(0);
+  out.writeUInt32BE(stream >>> 0, 1);
+  out.writeUInt32BE(body.length, 5);
+  body.copy(out, HEADER_BYTES);
+  return out;
+}
+
+/** just the header of a frame whose payload is sent after it */
+export function frameHeader(type: string, stream: number, length: number): Buffer {
+  const out = Buffer.allocUnsafe(HEADER_BYTES);
+  out[0] = type.charCodeAt(0);
+  out.writeUInt32BE(stream >>> 0, 1);
+  out.writeUInt32BE(length, 5);
+  return out;
+}
+
+export function u32(n: number): Buffer {
+  const b = Buffer.allocUnsafe(4);
+  b.writeUInt32BE(n >>> 0, 0);
+  return b;
+}
+
+/** NUL-separated fields, as the daemon splits them (an empty field cannot be told from none) */
+export function fields(values: (string | number)[]): Buffer {
+  return Buffer.from(values.map((v) => `${v}\0`).join(""));
+}
+
+export class FrameError extends Error {}
+
+/**
+ * Splits a byte stream into frames without copying payloads. What comes from the pod is
+ * untrusted input: a length past MAX_FRAME throws instead of waiting for (and buffering) a
+ * gigabyte that will never be valid.
+ */
+export class FrameDecoder {
+  private chunks: Buffer[] = [];
+  private held = 0;
+
+  push(chunk: Buffer): Frame[] {
+    this.chunks.push(chunk);
+    this.held += chunk.length;
+    const frames: Frame[] = [];
+    while (this.held >= HEADER_BYTES) {
+      const head = this.header();
+      const len = head.readUInt32BE(5);
+      if (len > MAX_FRAME) throw new FrameError(`frame of ${len} bytes is over the limit of ${MAX_FRAME}`);
+      if (this.held < HEADER_BYTES + len) break;
+      this.take(HEADER_BYTES);
+      const parts = this.take(len);
+      frames.push({
+        type: String.fromCharCode(head[0]),
+        stream: head.readUInt32BE(1),
+        parts,
+        get payload() {
+          return parts.length === 1 ? parts[0] : Buffer.concat(parts);
+        },
+      });
+    }
+    return frames;
+  }
+
+  /** the next header's bytes, joining only as many chunks as it spans */
+  private header(): Buffer {
+    let joined = this.chunks[0];
+    for (let i = 1; joined.length < HEADER_BYTES; i++) joined = Buffer.concat([joined, this.chunks[i]]);
+    return joined.subarray(0, HEADER_BYTES);
+  }
+
+  private take(n: number): Buffer[] {
+    const parts: Buffer[] = [];
+    this.held -= n;
+    while (n > 0) {
+      const first = this.chunks[0];
+      if (first.length <= n) {
+        parts.push(first);
+        this.chunks.shift();
+        n -= first.length;
+      } else {
+        parts.push(first.subarray(0, n));
+        this.chunks[0] = first.subarray(n);
+        n = 0;
+      }
+    }
+    return parts;
+  }
+}
+
+/** "exit:N" | "signal:N" | "timeout:N" | "killed:N" from the daemon's 'X' frame */
+export function parseExit(text: string): { kind: "exit" | "signal" | "timeout" | "killed"; code: number } {
+  const m = /^(exit|signal|timeout|killed):(\d+)$/.exec(text);
+  if (!m) throw new FrameError(`exit frame ${JSON.stringify(text.slice(0, 60))} is not kind:code`);
+  return { kind: m[1] as "exit" | "signal" | "timeout" | "killed", code: Number(m[2]) };
+}
+
+export interface ListedCommand {
+  id: string;
+  pid: number;
+  state: "running" | "exited";
+  /** as parseExit reads it; absent while running */
+  exit?: string;
+}
+
+export function parseList(payload: Buffer): ListedCommand[] {
+  return payload
+    .toString("utf8")
+    .split("\n")
+    .filter((l) => l.length > 0)
+    .map((l) => {
+      const [id, pid, state, exit] = l.split("\t");
+      return {
+        id,
+        pid: Number(pid),
+        state: state === "exited" ? "exited" : "running",
+        ...(exit !== "-" ? { exit } : {}),
+      };
+    });
+}

@@ -1,0 +1,125 @@
+// The backend's use of channels: exec, archive transfers (opt-in), and the list/attach API a restarted
+// replica uses to find commands again. Each answers undefined when the sandbox's pod takes the
+// per-exec websocket path (the helper cannot run there, or channels are off), so the caller
+// keeps its old path as the fallback.
+import type { Readable } from "node:stream";
+import type { Clock } from "../../core/clock.ts";
+import type { Logger } from "../../core/log.ts";
+import type { ExecRequest } from "../../core/types.ts";
+import { ensureHelperBinary } from "../../local/helper-binary.ts";
+import type { RunInSandbox } from "../archive.ts";
+import { buildExecArgv } from "../execCommand.ts";
+import { newExecId } from "../execKill.ts";
+import type { RunInPod } from "../podExec.ts";
+import { WORKSPACE_DIR } from "../podTemplate.ts";
+import type { ChannelSession } from "./command.ts";
+import { embeddedHelper } from "./embedded.ts";
+import type { ListedCommand } from "./frames.ts";
+import { type HelperBinary, loadHelperBinary, openPodChannel } from "./open.ts";
+import { ChannelPool, type CommandChannelMode } from "./pool.ts";
+
+export interface CommandChannelOptions {
+  /** default true; false: every command is its own websocket exec (the old path, for baselines) */
+  enabled?: boolean;
+  /** the private directory in the pod; default /tmp/.sbx-helper */
+  dir?: string;
+  /** close a channel after this long without a command in flight; default 60 s */
+  idleMs?: number;
+  /** the static helper to copy into pods; default the one built from tools/local-helper */
+  helperPath?: string;
+  /**
+   * Archive transfers (sbx cp, pause and resume data) over the channel too; default false: on the
+   * test cluster they moved at 40-90% of the websocket path's rate (docs/benchmarks.md), so they
+   * stay on it until the channel's data path is as lean
+   */
+  transfers?: boolean;
+}
+
+export interface SandboxChannels {
+  mode(id: string): CommandChannelMode | undefined;
+  exec(id: string, pod: string, req: ExecRequest, baseEnv: Record<string, string>): Promise<ChannelSession | undefined>;
+  runner(id: string, pod: string): RunInSandbox;
+  list(id: string, pod: string): Promise<ListedCommand[] | undefined>;
+  attach(id: string, pod: string, commandId: string): Promise<ChannelSession | undefined>;
+  readonly pool: ChannelPool;
+  close(): void;
+}
+
+export function createSandboxChannels(o: {
+  runInPod: RunInPod;
+  clock: Clock;
+  logger: Logger;
+  /** the websocket path's archive runner, for pods without a channel */
+  fallbackRunner: (id: string, pod: string) => RunInSandbox;
+  options?: CommandChannelOptions;
+}): SandboxChannels {
+  const opts = o.options ?? {};
+  let helper: Promise<HelperBinary> | undefined;
+  const loadHelper = () => {
+    // an explicit path, else the one a runtime bundle carries, else built from this checkout
+    helper ??= (async () =>
+      opts.helperPath
+        ? loadHelperBinary(opts.helperPath)
+        : (embeddedHelper() ?? loadHelperBinary(await ensureHelperBinary())))();
+    helper.catch(() => (helper = undefined)); // a failed build is tried again next time
+    return helper;
+  };
+  const pool = new ChannelPool({
+    open: (pod) =>
+      opts.enabled === false
+        ? Promise.resolve({ fallback: "command channels are turned off for this backend" })
+        : openPodChannel({ runInPod: o.runInPod, helper: loadHelper, clock: o.clock, dir: opts.dir }, pod),
+    clock: o.clock,
+    logger: o.logger,
+    idleMs: opts.idleMs,
+  });
+  const settled = (s: ChannelSession) => s.result;
+  return {
+    pool,
+    mode: (id) => pool.mode(id),
+
+    async exec(id, pod, req, baseEnv) {
+      const execId = newExecId();
+      // the same rules as the websocket path's argv, so both refuse the same requests
+      buildExecArgv(req, baseEnv, execId);
+      return pool.with(
+        id,
+        pod,
+        (c) =>
+          c.start({
+            id: execId,
+            argv: req.command,
+            env: { ...baseEnv, ...(req.env ?? {}) },
+            cwd: req.cwd ?? WORKSPACE_DIR,
+            timeoutMs: req.timeoutMs,
+            stdin: req.stdin,
+          }),
+        settled,
+      );
+    },
+
+    runner(id, pod) {
+      if (!opts.transfers) return o.fallbackRunner(id, pod);
+      return async (argv: string[], stdin?: Readable) => {
+        const start = (c: Parameters<Parameters<ChannelPool["with"]>[2]>[0]) =>
+          c.start({ id: newExecId(), argv, env: {}, cwd: "/", stdin });
+        return (await pool.with(id, pod, start, settled)) ?? o.fallbackRunner(id, pod)(argv, stdin);
+      };
+    },
+
+    async list(id, pod) {
+      return pool.with(
+        id,
+        pod,
+        (c) => c.list(),
+        (p) => p,
+      );
+    },
+
+    async attach(id, pod, commandId) {
+      return pool.with(id, pod, (c) => c.attach(commandId), settled);
+    },
+
+    close: () => pool.close(),
+  };
+}

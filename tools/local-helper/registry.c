@@ -1,0 +1,232 @@
+// The process registry of a pod's command daemon (see registry.h). Each command runs in its
+// own session and process group, as the pod's user, with the daemon's environment (the
+// container's, from the exec that started the daemon) plus the request's pairs plus
+// SBX_EXEC_ID=<its id>: the marker by which a kill finds the processes that left its group,
+// the same marker the per-exec websocket path uses (runtime/k8s/execKill.ts).
+#define _GNU_SOURCE
+#include "registry.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+struct command **reg_all;
+int reg_count;
+static int reg_cap;
+
+/** how long a finished command stays: until its exit was read, or this long unread */
+#define KEEP_UNREAD_MS (10 * 60 * 1000)
+#define KEEP_READ_MS (30 * 1000)
+#define SWEEP_ROUNDS 5
+
+struct command *reg_find(const char *id) {
+  for (int i = 0; i < reg_count; i++)
+    if (!strcmp(reg_all[i]->id, id)) return reg_all[i];
+  return NULL;
+}
+
+struct command *reg_by_stream(int conn, uint32_t stream) {
+  for (int i = 0; i < reg_count; i++)
+    if (reg_all[i]->conn == conn && reg_all[i]->stream == stream) return reg_all[i];
+  return NULL;
+}
+
+// The daemon's environment with the request's pairs over it and the marker last. Pointers
+// into environ and the request: they only need to live until posix_spawn returns.
+static char **command_env(char **pairs, char *marker) {
+  size_t n = 0, m = 0;
+  while (environ[n]) n++;
+  while (pairs[m]) m++;
+  char **env = calloc(n + m + 2, sizeof *env);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t key = strcspn(environ[i], "=");
+    int shadowed = !strncmp(environ[i], "SBX_EXEC_ID=", 12);
+    for (size_t j = 0; j < m && !shadowed; j++) shadowed = !strncmp(environ[i], pairs[j], key + 1);
+    if (!shadowed) env[k++] = environ[i];
+  }
+  for (size_t j = 0; j < m; j++) env[k++] = pairs[j];
+  env[k++] = marker;
+  return env;
+}
+
+// posix_spawn, not fork: glibc spawns with CLONE_VM|CLONE_VFORK, so the daemon's page tables
+// are not copied for every command (fork was most of the daemon's CPU per command). Every
+// signal goes back to its default (the daemon ignores SIGPIPE and SIGHUP; an ignored signal
+// would stay ignored across exec) and none is blocked.
+static int spawn(const char *id, const char *cwd, char **argv, char **pairs, int in, int out, int err, pid_t *pid) {
+  char marker[ID_MAX + 16];
+  snprintf(marker, sizeof marker, "SBX_EXEC_ID=%s", id);
+  char **env = command_env(pairs, marker);
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in, 0);
+  posix_spawn_file_actions_adddup2(&fa, out, 1);
+  posix_spawn_file_actions_adddup2(&fa, err, 2);
+  posix_spawn_file_actions_addchdir_np(&fa, cwd);
+  posix_spawnattr_init(&at);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &all);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  int rc = posix_spawnp(pid, argv[0], &fa, &at, argv, env);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  free(env);
+  return rc;
+}
+
+// A command that could not start is an entry like any other that exited at once, with the
+// code and the reason a shell gives: 126 cannot enter cwd or cannot run, 127 not found.
+static void failed(struct command *c, const char *what, const char *arg, int e, int code) {
+  char msg[512];
+  int n = snprintf(msg, sizeof msg, "sbx: %s %s: %s\n", what, arg, strerror(e));
+  size_t len;
+  char *slot = ch_ring_slot(&c->out[1], (size_t)n, &len);
+  if (slot) {
+    memcpy(slot, msg, len);
+    ch_ring_commit(&c->out[1], len);
+  }
+  c->exited = 1;
+  c->status = code << 8;
+  c->expires = ch_now_ms() + KEEP_UNREAD_MS;
+}
+
+struct command *reg_start(const char *id, const char *cwd, double timeout_ms, char **argv, char **env) {
+  int in[2], out[2], err[2];
+  if (pipe2(in, O_CLOEXEC) < 0) return NULL;
+  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) return NULL;
+  struct command *c = calloc(1, sizeof *c);
+  snprintf(c->id, sizeof c->id, "%s", id);
+  struct stat st;
+  int rc = stat(cwd, &st) < 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : 0;
+  if (rc) failed(c, "cannot enter", cwd, rc, 126);
+  else if ((rc = spawn(id, cwd, argv, env, in[0], out[1], err[1], &c->pid)))
+    failed(c, "cannot run", argv[0], rc, rc == ENOENT ? 127 : 126);
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  if (rc) { /* nothing runs: no pipes to read */
+    close(in[1]), close(out[0]), close(err[0]);
+    in[1] = out[0] = err[0] = -1;
+  }
+  c->in_fd = in[1];
+  c->out_fd[0] = out[0];
+  c->out_fd[1] = err[0];
+  for (int i = 0; i < 3 && !rc; i++) {
+    int fd = i == 0 ? c->in_fd : c->out_fd[i - 1];
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    // best effort, as in sbx-helper.c: past the uid's pipe allowance the kernel keeps 64 KiB
+    fcntl(fd, F_SETPIPE_SZ, CH_RING);
+  }
+  c->deadline = timeout_ms > 0 ? ch_now_ms() + timeout_ms : 0;
+  c->conn = -1;
+  if (reg_count == reg_cap) {
+    reg_cap = reg_cap ? reg_cap * 2 : 64;
+    reg_all = realloc(reg_all, (size_t)reg_cap * sizeof *reg_all);
+  }
+  reg_all[reg_count++] = c;
+  return c;
+}
+
+// Whether /proc/<pid>/environ holds exactly `marker` as one entry.
+static int carries(const char *pid, const char *marker) {
+  char path[64], buf[65536];
+  snprintf(path, sizeof path, "/proc/%s/environ", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  size_t ml = strlen(marker);
+  for (char *p = buf; p < buf + n; p += strlen(p) + 1)
+    if (strlen(p) == ml && !memcmp(p, marker, ml)) return 1;
+  return 0;
+}
+
+// Kills every process carrying the command's marker and each one's group, until none is
+// left (a fork racing one round is caught by the next). What escapes: a process that left
+// the group and dropped the marker; the pod's lifetime bounds those.
+static void sweep(const struct command *c) {
+  char marker[ID_MAX + 16];
+  snprintf(marker, sizeof marker, "SBX_EXEC_ID=%s", c->id);
+  for (int round = 0; round < SWEEP_ROUNDS; round++) {
+    int found = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9' || !carries(e->d_name, marker)) continue;
+      pid_t p = (pid_t)atoi(e->d_name);
+      if (getpgid(p) == p) kill(-p, SIGKILL);
+      if (kill(p, SIGKILL) == 0) found = 1;
+    }
+    if (d) closedir(d);
+    if (!found) return;
+  }
+}
+
+void reg_signal(struct command *c, int sig) {
+  if (c->exited && sig != SIGKILL) return;
+  if (!c->exited && c->pid > 0) { /* pid 0 would be our own group */
+    kill(-c->pid, sig);
+    kill(c->pid, sig);
+  }
+  if (sig == SIGKILL) sweep(c);
+}
+
+void reg_reap(void) {
+  int status;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    for (int i = 0; i < reg_count; i++) {
+      struct command *c = reg_all[i];
+      if (c->pid != pid || c->exited) continue;
+      c->exited = 1;
+      c->status = status;
+      c->expires = ch_now_ms() + KEEP_UNREAD_MS;
+    }
+  }
+}
+
+static void release(struct command *c) {
+  for (int i = 0; i < 2; i++) {
+    if (c->out_fd[i] >= 0) close(c->out_fd[i]);
+    ch_ring_free(&c->out[i]);
+  }
+  if (c->in_fd >= 0) close(c->in_fd);
+  free(c->inq);
+  free(c);
+}
+
+void reg_expire(double now) {
+  for (int i = 0; i < reg_count;) {
+    struct command *c = reg_all[i];
+    if (c->exit_sent && c->expires > now + KEEP_READ_MS) c->expires = now + KEEP_READ_MS;
+    if (c->exited && c->expires && c->expires <= now) {
+      release(c);
+      reg_all[i] = reg_all[--reg_count];
+    } else {
+      i++;
+    }
+  }
+}
+
+int reg_exit_text(const struct command *c, char *buf, size_t len) {
+  int code = WIFSIGNALED(c->status) ? 128 + WTERMSIG(c->status) : WEXITSTATUS(c->status);
+  const char *kind = c->timed_out ? "timeout" : c->killed ? "killed" : WIFSIGNALED(c->status) ? "signal" : "exit";
+  return snprintf(buf, len, "%s:%d", kind, code);
+}

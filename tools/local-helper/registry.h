@@ -1,0 +1,50 @@
+// The daemon's process registry (registry.c): one entry per command, addressed by the id the
+// replica gave it, kept after the command ends until its exit was read (or it expired).
+#ifndef SBX_REGISTRY_H
+#define SBX_REGISTRY_H
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "channel.h"
+
+#define ID_MAX 64
+
+struct command {
+  char id[ID_MAX + 1];
+  pid_t pid;           /* leads its own session and process group */
+  int in_fd;           /* the command's stdin pipe, -1 once closed */
+  int out_fd[2];       /* stdout, stderr pipes; -1 at their end */
+  struct ch_ring out[2];
+  char *inq;           /* stdin received and not yet in the pipe */
+  size_t inq_len, inq_cap;
+  int in_eof;          /* close stdin once inq is written */
+  int exited, status;  /* wait status once exited */
+  int timed_out, killed;
+  double deadline;     /* monotonic ms, 0: none */
+  double expires;      /* monotonic ms after which a finished entry goes, 0: not finished */
+  int exit_sent;
+  // the reader, if one is attached: connection index, its stream id, credit and position
+  int conn;
+  uint32_t stream;
+  int64_t credit;
+  uint64_t sent[2];
+  uint32_t in_credit;  /* stdin bytes written to the pipe and not yet granted back */
+};
+
+/** starts argv with env pairs added to the daemon's own, in cwd; stderr gets the reason if it cannot */
+struct command *reg_start(const char *id, const char *cwd, double timeout_ms, char **argv, char **env);
+struct command *reg_find(const char *id);
+struct command *reg_by_stream(int conn, uint32_t stream);
+/** signals the command's group; SIGKILL also sweeps every process carrying its SBX_EXEC_ID */
+void reg_signal(struct command *c, int sig);
+/** reaps children; marks commands exited */
+void reg_reap(void);
+/** frees entries whose time is up */
+void reg_expire(double now);
+/** the exit as the replica reads it: exit:N, signal:N, timeout:N or killed:N */
+int reg_exit_text(const struct command *c, char *buf, size_t len);
+
+extern struct command **reg_all;
+extern int reg_count;
+
+#endif
