@@ -4,7 +4,7 @@
 import { join } from "node:path";
 import { planRole, type Role } from "./config/role.ts";
 import type { RuntimeConfig } from "./config/schema.ts";
-import { Admission } from "./core/admission.ts";
+import { Admission, type AdmissionScope } from "./core/admission.ts";
 import { createAuditStore } from "./core/audit.ts";
 import { ImageCatalog, type ImageLookup } from "./core/catalog.ts";
 import type { Clock } from "./core/clock.ts";
@@ -154,6 +154,8 @@ async function autoPauseTask(
 /** What a backend shared by several runtime replicas offers the automatic pause/wake task. */
 interface SharedStateBackend extends Backend {
   autoPauseStatus?: AutoPauseStatusStore;
+  /** this replica's share of a budget shared by several replicas */
+  budgetShares?: { scope: AdmissionScope };
   leads?(): boolean;
 }
 
@@ -187,7 +189,8 @@ export async function buildManager(
     audit: createAuditStore(config.audit, deps.logger),
     clock: deps.clock,
     logger: deps.logger,
-    admission: new Admission(config.budget),
+    // several manager replicas share one budget through the backend (runtime/k8s/budget)
+    admission: new Admission(config.budget, { scope: (backend as SharedStateBackend).budgetShares?.scope }),
     processMetrics: deps.processMetrics,
     reaperIntervalMs: deps.reaperIntervalMs,
     maintenance,

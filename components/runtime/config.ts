@@ -42,6 +42,8 @@ export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
       namespace: v.sandboxNamespace,
       runtimeNamespace: v.namespace,
       leaseName: LEASE_NAME,
+      // the manager Deployment runs several replicas: they share one admission budget (runtime/k8s/budget)
+      budgetShares: { enabled: true },
       ...(s.runtimeClassName ? { runtimeClassName: s.runtimeClassName } : {}),
       ...(s.userNamespaces ? { userNamespaces: true } : {}),
     },

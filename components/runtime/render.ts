@@ -68,8 +68,8 @@ export function renderCrd(): K8sObject {
 
 /**
  * ServiceAccounts, Roles and RoleBindings: namespaced only, each role's rules straight from
- * contract.ts (least privilege per role). The manager never leads, so it has no Role in the
- * runtime namespace at all.
+ * contract.ts (least privilege per role). The manager never leads: its Role in the runtime
+ * namespace covers only the budget shares Lease (several manager replicas, one budget).
  */
 export function renderRbac(namespace: string, sandboxNamespace: string): K8sObject[] {
   const out: K8sObject[] = [];

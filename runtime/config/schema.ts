@@ -106,12 +106,30 @@ export const runtimeConfigInput = z.object({
       userNamespaces: z.boolean().default(false),
       kubeconfigPath: z.string().optional(),
       leaseName: z.string().default("sbx-controller"),
+      /**
+       * One admission budget across several manager replicas (docs/kubernetes-runtime.md): each
+       * admits within a share held in the Lease `<leaseName>-shares` in runtimeNamespace. Off:
+       * every replica admits against the whole budget (right for exactly one replica).
+       */
+      budgetShares: z
+        .object({
+          enabled: z.boolean().default(false),
+          /** a replica whose share has not been renewed for this long is dead; its share is freed */
+          leaseSeconds: z.number().min(1).max(300).default(15),
+          /** how often a replica reads the shares (a write only on change or renewal) */
+          tickMs: z.number().int().min(50).max(10_000).default(500),
+          /** free room a replica keeps ahead of its use, as a fraction of its fair part */
+          headroomFraction: z.number().min(0).max(1).default(0.1),
+        })
+        .strict()
+        .default({ enabled: false, leaseSeconds: 15, tickMs: 500, headroomFraction: 0.1 }),
     })
     .default({
       namespace: "sbx-sandboxes",
       runtimeNamespace: "sbx-system",
       userNamespaces: false,
       leaseName: "sbx-controller",
+      budgetShares: { enabled: false, leaseSeconds: 15, tickMs: 500, headroomFraction: 0.1 },
     }),
   local: z
     .object({

@@ -23,15 +23,47 @@ export interface Reservation {
 }
 
 export interface AdmissionUsage {
+  /** what this replica admits against: the whole budget, or its share when the budget is shared */
   budget: Budget;
+  /** the whole budget, shared or not (the configured one) */
+  total: Budget;
   used: Budget;
   free: Budget;
   reservations: number;
+  /** present when the budget is shared between replicas */
+  shared?: SharedBudgetStats;
+}
+
+export interface SharedBudgetStats {
+  /** share changes this replica wrote */
+  moves: { grow: number; shrink: number };
+  /** live replicas holding a share, this one included */
+  replicas: number;
+  /** true while this replica may admit nothing: it has not renewed its share for most of a lease */
+  fenced: boolean;
 }
 
 export interface AdmissionOptions {
   /** the Retry-After a rejected caller is told; capacity frees as sandboxes end */
   retryAfterSeconds?: number;
+  /** this replica's part of a budget shared by several replicas; absent: the whole budget is ours */
+  scope?: AdmissionScope;
+}
+
+/**
+ * A budget shared by several replicas (runtime/k8s/budget): each admits only within its own
+ * share and counts only the sandboxes it admitted; the others' count against their shares.
+ */
+export interface AdmissionScope {
+  /** what this replica may hold now; read on every admit, so it must be synchronous and cheap */
+  limit(): Budget;
+  /** whether a live sandbox found on the substrate was admitted by this replica */
+  counts(id: string): boolean;
+  /** called once by the Admission it scopes: the scope sizes its share by what is used */
+  attach?(used: () => Budget): void;
+  stats?(): SharedBudgetStats;
+  /** true while the share cannot be trusted (not renewed): rejects say so instead of naming the share */
+  fenced?(): boolean;
 }
 
 /** What admission needs from a spec: its id and its size class's requests. */
@@ -46,12 +78,20 @@ export class Admission {
   private usedMemory = 0;
   private nextSeq = 1;
   private readonly retryAfterSeconds: number;
+  private readonly scope?: AdmissionScope;
 
   constructor(
     readonly budget: Budget,
     opts: AdmissionOptions = {},
   ) {
     this.retryAfterSeconds = opts.retryAfterSeconds ?? 5;
+    this.scope = opts.scope;
+    this.scope?.attach?.(() => ({ cpuMillis: this.usedCpu, memoryBytes: this.usedMemory }));
+  }
+
+  /** What admits are checked against: this replica's share when the budget is shared. */
+  limit(): Budget {
+    return this.scope?.limit() ?? this.budget;
   }
 
   /**
@@ -63,22 +103,33 @@ export class Admission {
     if (existing) return existing;
     const cpu = req.size.cpuRequestMillis;
     const mem = req.size.memoryRequestBytes;
+    const lim = this.limit();
     const short: string[] = [];
-    if (this.usedCpu + cpu > this.budget.cpuMillis) {
+    if (this.usedCpu + cpu > lim.cpuMillis) {
       short.push(
-        `cpu (requested ${formatCpu(cpu)}, free ${formatCpu(Math.max(0, this.budget.cpuMillis - this.usedCpu))} of ${formatCpu(this.budget.cpuMillis)})`,
+        `cpu (requested ${formatCpu(cpu)}, free ${formatCpu(Math.max(0, lim.cpuMillis - this.usedCpu))} of ${formatCpu(lim.cpuMillis)})`,
       );
     }
-    if (this.usedMemory + mem > this.budget.memoryBytes) {
+    if (this.usedMemory + mem > lim.memoryBytes) {
       short.push(
-        `memory (requested ${formatMemory(mem)}, free ${formatMemory(Math.max(0, this.budget.memoryBytes - this.usedMemory))} of ${formatMemory(this.budget.memoryBytes)})`,
+        `memory (requested ${formatMemory(mem)}, free ${formatMemory(Math.max(0, lim.memoryBytes - this.usedMemory))} of ${formatMemory(lim.memoryBytes)})`,
       );
     }
     if (short.length > 0) {
+      // shared: the 429 says it is this replica's share, which moves to demand within a second or two
+      const fenced = this.scope?.fenced?.() ?? false;
+      const whose = !this.scope
+        ? ""
+        : fenced
+          ? " (this replica could not renew its share of the budget for half a lease: the API server is unreachable or slow from here; another replica may admit)"
+          : ` (this replica's share of the budget of cpu ${formatCpu(this.budget.cpuMillis)}, memory ${formatMemory(this.budget.memoryBytes)}; shares move to where demand is)`;
       throw new CapacityError(
-        `admission: not enough capacity for size ${req.size.name ?? "?"}: short on ${short.join(" and ")}; retry later, kill idle sandboxes, or use a smaller size`,
+        `admission: not enough capacity for size ${req.size.name ?? "?"}: short on ${short.join(" and ")}${whose}; retry later, kill idle sandboxes, or use a smaller size`,
         this.retryAfterSeconds,
-        { short: short.map((s) => s.split(" ")[0]) },
+        {
+          short: short.map((s) => s.split(" ")[0]),
+          ...(this.scope ? { reason: fenced ? "replica_fenced" : "replica_share" } : {}),
+        },
       );
     }
     return this.add(req.id, cpu, mem);
@@ -109,6 +160,8 @@ export class Admission {
    */
   adopt(s: Pick<Sandbox, "id" | "phase" | "cpuRequestMillis" | "memoryRequestBytes">): boolean {
     if (this.reservations.has(s.id) || !holdsCapacity(s.phase)) return false;
+    // another replica's sandbox counts against that replica's share, not ours
+    if (this.scope && !this.scope.counts(s.id)) return false;
     this.add(s.id, s.cpuRequestMillis, s.memoryRequestBytes);
     return true;
   }
@@ -142,16 +195,20 @@ export class Admission {
     return { adopted, released };
   }
 
+  /** budget is what this replica admits against: its share when the budget is shared */
   usage(): AdmissionUsage {
     const used = { cpuMillis: this.usedCpu, memoryBytes: this.usedMemory };
+    const lim = this.limit();
     return {
-      budget: { ...this.budget },
+      budget: { ...lim },
+      total: { ...this.budget },
       used,
       free: {
-        cpuMillis: this.budget.cpuMillis - used.cpuMillis,
-        memoryBytes: this.budget.memoryBytes - used.memoryBytes,
+        cpuMillis: lim.cpuMillis - used.cpuMillis,
+        memoryBytes: lim.memoryBytes - used.memoryBytes,
       },
       reservations: this.reservations.size,
+      ...(this.scope?.stats ? { shared: this.scope.stats() } : {}),
     };
   }
 

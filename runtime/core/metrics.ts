@@ -106,6 +106,51 @@ export class Metrics {
       },
     });
     new Gauge({
+      name: "sbx_budget_total",
+      help: "the whole admission budget as configured (resource=cpu_millis|memory_bytes), however many replicas share it",
+      labelNames: ["resource"],
+      registers,
+      collect() {
+        const u = sources.admission();
+        this.set({ resource: "cpu_millis" }, u.total.cpuMillis);
+        this.set({ resource: "memory_bytes" }, u.total.memoryBytes);
+      },
+    });
+    new Gauge({
+      name: "sbx_budget_share",
+      help: "what this replica admits against (resource=cpu_millis|memory_bytes): its share when several replicas share the budget, else the whole budget",
+      labelNames: ["resource"],
+      registers,
+      collect() {
+        const u = sources.admission();
+        this.set({ resource: "cpu_millis" }, u.budget.cpuMillis);
+        this.set({ resource: "memory_bytes" }, u.budget.memoryBytes);
+      },
+    });
+    let moved = { grow: 0, shrink: 0 };
+    new Counter({
+      name: "sbx_budget_share_moves_total",
+      help: "changes of this replica's budget share it wrote (direction=grow|shrink); zero with one replica",
+      labelNames: ["direction"],
+      registers,
+      collect() {
+        const m = sources.admission().shared?.moves;
+        if (!m) return;
+        // the ledger counts; a counter only goes up, so add what it counted since the last scrape
+        this.inc({ direction: "grow" }, Math.max(0, m.grow - moved.grow));
+        this.inc({ direction: "shrink" }, Math.max(0, m.shrink - moved.shrink));
+        moved = { ...m };
+      },
+    });
+    new Gauge({
+      name: "sbx_budget_share_fenced",
+      help: "1 while this replica admits nothing because it could not renew its budget share (API server unreachable)",
+      registers,
+      collect() {
+        this.set(sources.admission().shared?.fenced ? 1 : 0);
+      },
+    });
+    new Gauge({
       name: "sbx_budget_free",
       help: "admission budget free (resource=cpu_millis|memory_bytes); negative when live sandboxes exceed it",
       labelNames: ["resource"],

@@ -11,8 +11,12 @@ import type { PoolStatus, Sandbox, SandboxEvent, SandboxSpec, WaitOptions } from
 import type { AutoPauseStatusStore } from "../autopause/controller.ts";
 import type { SnapshotAwareBackend } from "../snapshot/wire.ts";
 import { createAcceptor } from "./accept.ts";
+import { type BudgetShares, createBudgetShares } from "./budget/wire.ts";
 import { ActivityRecorder } from "./activity.ts";
 import { SandboxAutoPauseStore } from "./autoPauseStatus.ts";
+import type { ChannelSession } from "./channel/command.ts";
+import type { ListedCommand } from "./channel/frames.ts";
+import { createSandboxChannels, type SandboxChannels } from "./channel/sandboxChannels.ts";
 import { isNotFound, mergePatch, toDomainError } from "./client.ts";
 import { sandboxCommands } from "./commands.ts";
 import { ANNOTATIONS, API_GROUP, API_VERSION, SANDBOX_PLURAL } from "./contract.ts";
@@ -21,6 +25,8 @@ import type { SupervisedInformer } from "./informer.ts";
 import { sandboxLookup } from "./lookup.ts";
 import type { KubernetesParts } from "./parts.ts";
 import { createComputeRelease, discardClaimedPod } from "./pause.ts";
+import { killableRunner } from "./podExec.ts";
+import { sandboxPorts } from "./ports.ts";
 import { POD_DELETE_GRACE_SECONDS } from "./podTemplate.ts";
 import type { RecordWriter } from "./recordWriter.ts";
 import { labelSafe, podNameOf, type SandboxResource, specFromResource } from "./resource.ts";
@@ -39,6 +45,19 @@ export interface KubernetesBackend extends SnapshotAwareBackend {
   readonly warmPool: WarmPods;
   /** the write-behind queue, exposed for benchmarks (durability lag) */
   readonly records: RecordWriter;
+  /** this replica's share of a budget shared by several replicas (config.kubernetes.budgetShares) */
+  readonly budgetShares?: BudgetShares;
+  /**
+   * Commands in a sandbox's registry (its pod's helper daemon), which outlive the replica that
+   * started them: list them, and attach to one by id to read its output (replayed from the
+   * start of what the daemon kept) and kill it. Undefined when the pod has no channel.
+   */
+  readonly commands: {
+    list(id: string): Promise<ListedCommand[] | undefined>;
+    attach(id: string, commandId: string): Promise<ChannelSession | undefined>;
+  };
+  /** this replica's command channels, exposed for tests */
+  readonly channels: SandboxChannels;
   /**
    * Stops at once without draining anything, as a killed process would: accepts whose
    * records were not written yet are lost. For crash tests.
@@ -69,14 +88,27 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
   const acceptor = createAcceptor(p, (id) => controller.enqueueSandbox(id));
   const recordWriter = acceptor.records;
   const lookup = sandboxLookup(p);
+  const shares = createBudgetShares(p);
+  // every record says whose share admitted it (runtime/k8s/budget)
+  const admitted = (): Record<string, string> => ({ ...(shares?.annotations ?? {}) });
   let informers: SupervisedInformer<unknown>[] = [];
   let closed = false;
 
+  const channels = createSandboxChannels({
+    runInPod: p.runInPod,
+    clock,
+    logger,
+    fallbackRunner: (id, pod) => killableRunner(p.runInPod, pod, { clock, logger: logger.child({ sandbox: id, pod }) }),
+    options: p.overrides.commandChannel,
+  });
+
   const withActivity = (sb: Sandbox): Sandbox => {
     const pending = activity.latest(sb.id);
+    const mode = channels.mode(sb.id);
+    const seen = mode ? { ...sb, commandChannel: mode } : sb;
     return pending && (!sb.lastActivityAt || sb.lastActivityAt < pending.toISOString())
-      ? { ...sb, lastActivityAt: pending.toISOString() }
-      : sb;
+      ? { ...seen, lastActivityAt: pending.toISOString() }
+      : seen;
   };
 
   const derived = (id: string): Sandbox => {
@@ -116,6 +148,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     controller,
     warmPool,
     records: recordWriter,
+    budgetShares: shares,
     snapshotRecords: new SandboxRecordStore({
       namespace: ns,
       custom,
@@ -125,7 +158,13 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     snapshotHolder: p.identity,
     autoPauseStatus: new SandboxAutoPauseStore({ namespace: ns, custom, index }),
     leads: () => controller.isLeader(),
-    ...sandboxCommands(p, lookup),
+    ...sandboxCommands(p, lookup, channels),
+    channels,
+    commands: {
+      list: async (id) => channels.list(id, (await lookup.runningPod(id)).podName),
+      attach: async (id, commandId) => channels.attach(id, (await lookup.runningPod(id)).podName, commandId),
+    },
+    ...sandboxPorts(p, lookup),
 
     async specOf(id) {
       const cr = index.resource(id);
@@ -157,6 +196,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
       });
       controller.start();
       activity.start();
+      await shares?.ledger.start(); // after the informers synced: orphans are counted from them
     },
 
     async claim(spec) {
@@ -166,7 +206,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
       if (!pod) return undefined;
       const podName = pod.metadata!.name!;
       try {
-        const annotations: Record<string, string> = {};
+        const annotations = admitted();
         if (deliverCredentials)
           annotations[ANNOTATIONS.credentialsExpiresAt] = (await deliverCredentials(spec.id, podName)).toISOString();
         acceptor.accept(spec, podName, annotations);
@@ -180,7 +220,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
 
     async provision(spec) {
       open(spec);
-      acceptor.accept(spec);
+      acceptor.accept(spec, undefined, admitted());
       return derived(spec.id);
     },
 
@@ -200,6 +240,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
       const cr = index.resource(id) ?? local;
       const podName = cr ? podNameOf(cr) : id;
       activity.forget(id);
+      channels.pool.forget(id);
       const results = await Promise.allSettled([
         custom.deleteNamespacedCustomObject({ ...crApi, name: id, propagationPolicy: "Background" }),
         core.deleteNamespacedPod({ name: podName, namespace: ns, gracePeriodSeconds: POD_DELETE_GRACE_SECONDS }),
@@ -251,14 +292,18 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
 
     async crash() {
       closed = true;
+      channels.close();
       recordWriter.abandon();
+      await shares?.ledger.stop();
       await controller.stop();
       await Promise.all(informers.map((i) => i.stop()));
     },
 
     async close() {
       closed = true;
+      channels.close();
       await recordWriter.drain();
+      await shares?.ledger.close();
       await controller.stop();
       await activity.close();
       await Promise.all(informers.map((i) => i.stop()));

@@ -4,6 +4,7 @@
 // change here changes both sides at once.
 
 import { createHash } from "node:crypto";
+import { sharesLeaseName } from "./budget/sharePlan.ts";
 
 export const API_GROUP = "sbx.dev";
 export const API_VERSION = "v1alpha1";
@@ -61,10 +62,12 @@ export type DeployedRole = "manager" | "controller";
  * package renders these, test/k8s/runtime/roles.test.ts runs each role with exactly them).
  * Both watch pods and records (the shared informers) and patch, create and delete pods (the
  * manager claims warm pods and reconciles what it starts; the controller refills and reaps).
- * Only the manager accepts creates (sandboxes create) and streams logs; only the controller
- * touches the Lease, and only the one it is configured with. Nothing reads ConfigMaps,
- * ResourceQuotas or writes Events through the API (config is mounted), so neither gets them.
- * The runtime namespace rules of the manager are empty: it never leads.
+ * Only the manager accepts creates (sandboxes create), streams logs and relays ports
+ * (pods/portforward); only the controller touches the Lease, and only the one it is configured
+ * with. Nothing reads ConfigMaps, ResourceQuotas or writes Events through the API (config is
+ * mounted), so neither gets them.
+ * The manager never leads; in the runtime namespace it may touch only the budget shares Lease
+ * (runtime/k8s/budget: several manager replicas share one admission budget).
  */
 export function roleRules(
   role: DeployedRole,
@@ -88,10 +91,22 @@ export function roleRules(
         pods,
         exec,
         { apiGroups: [""], resources: ["pods/log"], verbs: ["get"] },
+        // relaying traffic to sandbox ports (runtime/k8s/ports.ts), as for exec: the websocket
+        // upgrade is a GET, authorized as get, and create is what the API server also requires
+        // of it with AuthorizePodWebsocketUpgradeCreatePermission (and what SPDY's POST needs)
+        { apiGroups: [""], resources: ["pods/portforward"], verbs: ["create", "get"] },
         records(["get", "list", "watch", "create", "patch", "delete"]),
         status,
       ],
-      runtimeNamespace: [],
+      runtimeNamespace: [
+        { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
+        {
+          apiGroups: ["coordination.k8s.io"],
+          resources: ["leases"],
+          verbs: ["get", "update"],
+          resourceNames: [sharesLeaseName(leaseName)],
+        },
+      ],
     };
   return {
     sandboxNamespace: [pods, exec, records(["get", "list", "watch", "patch", "delete"]), status],

@@ -51,7 +51,8 @@ describe("resource counts per mode", () => {
       "kubernetes:core/v1:Namespace": 2,
       "kubernetes:core/v1:ResourceQuota": 1,
       "kubernetes:networking.k8s.io/v1:NetworkPolicy": 2, // default deny + DNS; no egress configured
-      "kubernetes:rbac.authorization.k8s.io/v1:Role": 3, // manager + controller in the sandbox namespace, controller Lease
+      // manager + controller in the sandbox namespace; controller Lease; manager's budget shares Lease
+      "kubernetes:rbac.authorization.k8s.io/v1:Role": 4,
       "pulumi:providers:kubernetes": 1,
     });
   });

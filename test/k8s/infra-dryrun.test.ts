@@ -164,6 +164,8 @@ describe("the API server accepts what the platform ships", () => {
       "Role", // manager in the sandbox namespace
       "Role", // controller in the sandbox namespace
       "Role", // controller's Lease in the runtime namespace
+      "Role", // manager's budget shares Lease in the runtime namespace
+      "RoleBinding",
       "RoleBinding",
       "RoleBinding",
       "RoleBinding",

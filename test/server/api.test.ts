@@ -276,6 +276,9 @@ describe("admission over HTTP", () => {
 
     const metrics = await rt.app.inject({ method: "GET", url: "/metrics" });
     expect(metrics.body).toMatch(/sbx_budget_used\{resource="cpu_millis"\} 200/);
+    // one replica: its share is the whole budget
+    expect(metrics.body).toMatch(/sbx_budget_total\{resource="cpu_millis"\} 250/);
+    expect(metrics.body).toMatch(/sbx_budget_share\{resource="cpu_millis"\} 250/);
     expect(metrics.body).toMatch(/sbx_admission_rejects_total 1/);
 
     const kill = await rt.app.inject({ method: "DELETE", url: `/v1/sandboxes/${created[0]}`, headers: auth("alice") });

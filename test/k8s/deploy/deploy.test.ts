@@ -205,12 +205,14 @@ async function expectOneLeader(controllers: V1Pod[]): Promise<void> {
   expect(names).toContain(await leaseHolder());
 }
 
-/** The manager's admission budget (cpu, millis) as its /metrics reports it: used + free. */
+/**
+ * The manager's whole admission budget (cpu, millis) as its /metrics reports it. Not used + free:
+ * with budget shares on (the deployed default) those are this replica's share, which is the
+ * budget less what other replicas, live or rolled away, hold.
+ */
 async function budgetCpuMillis(url: string): Promise<number | undefined> {
   const text = await (await fetch(`${url}/metrics`)).text();
-  const used = metricValue(text, 'sbx_budget_used{resource="cpu_millis"}');
-  const free = metricValue(text, 'sbx_budget_free{resource="cpu_millis"}');
-  return used === undefined || free === undefined ? undefined : used + free;
+  return metricValue(text, 'sbx_budget_total{resource="cpu_millis"}');
 }
 
 async function forwardToManager(): Promise<Forward> {
@@ -332,6 +334,8 @@ describe("the platform as deployed by the real engine", () => {
         expect(await ok(["run", id, "--", "echo", "hello from the deployed manager"])).toBe(
           "hello from the deployed manager\n",
         );
+        // over the command channel: the bundle carried the helper into the manager's pod
+        expect(JSON.parse(await ok(["get", id, "--json"])).commandChannel).toBe("helper");
         await putFile(id);
         await ok(["cp", `${id}:/workspace/in`, join(workDir, `out-${id}`)]);
         const back = readFileSync(join(workDir, `out-${id}`, "in", "data.bin"));

@@ -49,7 +49,11 @@ beforeAll(async () => {
   admin = adminClients(await testKubeconfigPath());
   await installSandboxCrd(admin.kc);
   ns = await freshNamespaces(admin.core, "rt-rbac");
-  config = testConfig(ns, { warmPool: [{ profile: "base", size: "nano", count: 2 }] });
+  config = testConfig(ns, {
+    warmPool: [{ profile: "base", size: "nano", count: 2 }],
+    // the budget shares Lease too (runtime/k8s/budget), under the manager's runtime-namespace rules
+    kubernetes: { budgetShares: { enabled: true, leaseSeconds: 3, tickMs: 200 } },
+  });
   await admin.core.createNamespacedServiceAccount({
     namespace: ns.runtime,
     body: { metadata: { name: "sbx-manager" } },
@@ -67,6 +71,7 @@ beforeAll(async () => {
   backend = testBackend(config, clientsFor(saKc));
   await backend.start();
   await waitFor("leadership with the contract's Lease rules", async () => backend.controller.isLeader(), 20_000);
+  await waitFor("a budget share written with the contract's rules", async () => !backend.budgetShares!.ledger.fenced());
 });
 
 afterAll(async () => {
@@ -103,6 +108,25 @@ describe("manager with exactly the contract's RBAC", () => {
     s.stdout.on("data", (c: Buffer) => out.push(c));
     expect((await s.result).exitCode).toBe(0);
     expect(Buffer.concat(out).toString()).toBe("ok\n");
+    // a port through the API server's port-forward (pods/portforward create, get)
+    const srv = await backend.exec("rbac-cold", {
+      command: ["sh", "-c", "nohup python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &"],
+    });
+    srv.stdout.resume();
+    expect((await srv.result).exitCode).toBe(0);
+    await waitFor("the port answers through port-forward", async () => {
+      const sock = await backend.openPort!("rbac-cold", 8000);
+      const got: Buffer[] = [];
+      sock.on("data", (c: Buffer) => got.push(c));
+      const ended = new Promise((r) => {
+        sock.once("end", r);
+        sock.once("error", r);
+      });
+      sock.write("GET / HTTP/1.0\r\n\r\n");
+      await ended;
+      sock.destroy();
+      return Buffer.concat(got).toString().startsWith("HTTP/1.0 200");
+    });
     const logs = await backend.logs("rbac-cold", {});
     logs.resume();
     await waitFor("status written (sandboxes/status)", async () => {

@@ -203,10 +203,16 @@ describe("controller role", () => {
       .readNamespacedLease({ name: config.kubernetes.leaseName, namespace: ns.runtime })
       .catch((e) => e);
     expect(statusCode(read)).toBe(403);
-    const create = await asManager.coordination
-      .createNamespacedLease({ namespace: ns.runtime, body: { metadata: { name: "sbx-manager-steals" } } })
+    // The manager may create Leases (its budget shares Lease; RBAC cannot limit create by name),
+    // but it can read and update only that one: never the controller Lease.
+    const update = await asManager.coordination
+      .replaceNamespacedLease({
+        name: config.kubernetes.leaseName,
+        namespace: ns.runtime,
+        body: { metadata: { name: config.kubernetes.leaseName }, spec: { holderIdentity: "sbx-manager-steals" } },
+      })
       .catch((e) => e);
-    expect(statusCode(create)).toBe(403);
+    expect(statusCode(update)).toBe(403);
     const asController = clientsFor(kcs.controller!);
     const record = await asController.custom
       .createNamespacedCustomObject({

@@ -1,0 +1,305 @@
+// This replica's side of the shared admission budget (docs/kubernetes-runtime.md, "One budget
+// across manager replicas"). A loop reads the shares Lease, judges the other replicas' liveness
+// by its own monotonic clock, retires and then drops the silent, sizes this replica's share
+// (sharePlan.ts) and writes it back under the Lease's resourceVersion. Admission reads limit()
+// synchronously: it is never larger than the share last written, and it drops to zero when this
+// replica has not managed to write for half a lease (partitioned, or the API server too slow).
+//
+// The lease has two phases of leaseMs/2: a replica silent for one phase is retired (its share
+// still held, so accepts it had not yet written land inside it), silent for another it is
+// removed and its share is free. A slow replica that finds itself retired takes its entry back.
+import type { CoordinationV1Api, V1Lease } from "@kubernetes/client-node";
+import type { Clock } from "../../core/clock.ts";
+import type { Logger } from "../../core/log.ts";
+import { isConflict, isNotFound } from "../client.ts";
+import { Liveness, shouldAdmit } from "./liveness.ts";
+import {
+  decideShare,
+  minVec,
+  retireSilent,
+  sameVec,
+  type SharesDoc,
+  type ShareVec,
+  sharesWithin,
+} from "./sharePlan.ts";
+import { emptyDoc, formatSharesDoc, parseSharesDoc, SHARES_ANNOTATION } from "./sharesDoc.ts";
+
+export interface ShareLedgerOptions {
+  api: CoordinationV1Api;
+  namespace: string;
+  leaseName: string;
+  identity: string;
+  budget: ShareVec;
+  /** the free room this replica keeps ahead of its used (planHeadroom) */
+  headroom(replicas: number): ShareVec;
+  /** what this replica's admission holds now (bound once admission exists) */
+  used?: () => ShareVec;
+  /** live usage admitted by none of `replicas` */
+  orphans(replicas: ReadonlySet<string>): ShareVec;
+  /** sleeps between rounds; now() is never read (time comes from monotonicMs) */
+  clock: Clock;
+  logger: Logger;
+  /** a replica whose beat stood still this long has lost its share (two phases: retired, then removed) */
+  leaseMs: number;
+  /** how often a round runs (a read; a write only on change or renewal) */
+  tickMs: number;
+  /** default performance.now */
+  monotonicMs?: () => number;
+}
+
+export interface ShareStats {
+  share: ShareVec;
+  used: ShareVec;
+  /** share changes this replica wrote, by direction */
+  moves: { grow: number; shrink: number };
+  /** replicas in the last document read, this one included */
+  replicas: number;
+  /** replicas this one retired (silent for a phase) and removed (silent for another) */
+  retired: number;
+  reclaimed: number;
+  conflicts: number;
+  fenced: boolean;
+}
+
+const ZERO: ShareVec = { cpuMillis: 0, memoryBytes: 0 };
+const CONFLICT_RETRIES = 3;
+
+export class ShareLedger {
+  private local: ShareVec = { ...ZERO };
+  /** used at the previous round: more now means this replica is admitting */
+  private lastUsed: ShareVec = { ...ZERO };
+  private lastWriteSentAt?: number;
+  private readonly liveness = new Liveness();
+  private readonly now: () => number;
+  private readonly phaseMs: number;
+  private readonly renewMs: number;
+  private readonly stats = { moves: { grow: 0, shrink: 0 }, replicas: 0, retired: 0, reclaimed: 0, conflicts: 0 };
+  private usedOf: () => ShareVec;
+  /** replicas the round being written retires or removes (for the log and stats once it lands) */
+  private pendingDead: string[] = [];
+  private pendingRetired: string[] = [];
+  private readonly abort = new AbortController();
+  private loop?: Promise<void>;
+
+  constructor(private readonly o: ShareLedgerOptions) {
+    this.now = o.monotonicMs ?? (() => performance.now());
+    this.phaseMs = Math.max(2, Math.floor(o.leaseMs / 2));
+    // four writes per phase: two may fail before this replica fences itself
+    this.renewMs = Math.max(1, Math.floor(this.phaseMs / 4));
+    this.usedOf = o.used ?? (() => ZERO);
+  }
+
+  bindUsed(used: () => ShareVec): void {
+    this.usedOf = used;
+  }
+
+  /** What admission may hold now: the written share, or nothing once fenced. */
+  limit(): ShareVec {
+    return this.fenced() ? { ...ZERO } : this.local;
+  }
+
+  fenced(): boolean {
+    // Fenced after half the lease: observers free the share only after the whole lease, so
+    // what this replica accepted until then has the other half to be written inside it.
+    return !shouldAdmit(this.lastWriteSentAt, this.now(), this.o.leaseMs, this.phaseMs);
+  }
+
+  snapshot(): ShareStats {
+    return {
+      share: this.limit(),
+      used: this.usedOf(),
+      fenced: this.fenced(),
+      ...this.stats,
+      moves: { ...this.stats.moves },
+    };
+  }
+
+  /** First round before returning, so a replica starts with a share; then a round every tickMs. */
+  async start(): Promise<void> {
+    await this.round().catch((err) => this.o.logger.warn({ op: "budget-shares", err }, "first share round failed"));
+    this.loop = this.run();
+  }
+
+  /** Stops the loop and gives the share back: this replica's sandboxes count as orphans from now on. */
+  async close(): Promise<void> {
+    await this.stop();
+    this.local = { ...ZERO };
+    try {
+      await this.cas((doc) => {
+        delete doc.replicas[this.o.identity];
+        return true;
+      });
+    } catch (err) {
+      this.o.logger.warn(
+        { op: "budget-shares", err },
+        "could not give the budget share back; it expires with the lease",
+      );
+    }
+  }
+
+  /** Stops without giving anything back, as a killed process would (crash tests). */
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    const signal = this.abort.signal;
+    while (!signal.aborted) {
+      try {
+        await this.o.clock.sleep(this.o.tickMs, signal);
+      } catch {
+        return; // aborted
+      }
+      await this.round().catch((err) =>
+        this.o.logger.warn(
+          { op: "budget-shares", err: String((err as Error)?.message ?? err) },
+          "share round failed; retrying",
+        ),
+      );
+    }
+  }
+
+  /** One round: read, reclaim the dead, size our share, write if anything changed or renewal is due. */
+  async round(): Promise<void> {
+    for (let attempt = 0; attempt <= CONFLICT_RETRIES; attempt++) {
+      try {
+        await this.cas((doc, at) => this.plan(doc, at));
+        return;
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+        this.stats.conflicts++;
+      }
+    }
+  }
+
+  /** Mutates doc into what this replica writes; false when nothing needs writing. */
+  private plan(doc: SharesDoc, at: number): boolean {
+    const me = this.o.identity;
+    this.liveness.observe(doc, at);
+    const silent = this.liveness.expired(at, this.phaseMs, me);
+    const { retired, removed } = retireSilent(doc, silent);
+    this.pendingRetired = retired;
+    this.pendingDead = removed;
+    // retired replicas' records stay covered by their held share, so they are not orphans yet
+    const ids = new Set([...Object.keys(doc.replicas), me]);
+    const live = new Set([
+      ...Object.entries(doc.replicas)
+        .filter(([, e]) => !e.retired)
+        .map(([id]) => id),
+      me,
+    ]);
+    this.stats.replicas = live.size;
+    const used = this.usedOf();
+    const active = used.cpuMillis > this.lastUsed.cpuMillis || used.memoryBytes > this.lastUsed.memoryBytes;
+    this.lastUsed = used;
+    const orphans = this.o.orphans(ids);
+    const decision = decideShare({
+      active,
+      me,
+      budget: this.o.budget,
+      doc,
+      orphans,
+      used,
+      headroom: this.o.headroom(live.size),
+    });
+    const cur = doc.replicas[me];
+    if (!this.safeToGrow(doc, cur?.share, decision.share, orphans)) decision.share = { ...(cur?.share ?? ZERO) };
+    // never admit past a smaller share while it is being written
+    this.local = minVec(this.local, decision.share);
+    const changed = !cur || cur.retired || !sameVec(cur.share, decision.share) || cur.want !== decision.want;
+    const renewDue = this.lastWriteSentAt === undefined || at - this.lastWriteSentAt >= this.renewMs;
+    if (!changed && !renewDue && silent.length === 0 && sameVec(this.local, decision.share)) return false;
+    doc.replicas[me] = { share: decision.share, used, want: decision.want, beat: (cur?.beat ?? 0) + 1 };
+    return true;
+  }
+
+  /**
+   * Belt and braces: a growth that would put the shares plus orphans past the budget, or a share
+   * that is not a finite number, is a bug in the rules; it is logged and not written.
+   */
+  private safeToGrow(doc: SharesDoc, before: ShareVec | undefined, next: ShareVec, orphans: ShareVec): boolean {
+    const b = before ?? ZERO;
+    const finite = Number.isFinite(next.cpuMillis) && Number.isFinite(next.memoryBytes);
+    if (finite && next.cpuMillis <= b.cpuMillis && next.memoryBytes <= b.memoryBytes) return true;
+    const replicas = { ...doc.replicas, [this.o.identity]: { share: next, used: ZERO, want: false, beat: 0 } };
+    if (finite && sharesWithin({ replicas }, orphans, this.o.budget)) return true;
+    this.o.logger.error(
+      { op: "budget-shares", before: b, next, orphans, doc },
+      "refusing a budget share that would put the shares past the budget; this is a bug, keeping the share it had",
+    );
+    return false;
+  }
+
+  /** Read-modify-write of the Lease under its resourceVersion; a 409 propagates to the caller. */
+  private async cas(mutate: (doc: SharesDoc, atMs: number) => boolean): Promise<void> {
+    const { api, namespace, leaseName: name } = this.o;
+    let lease: V1Lease;
+    try {
+      lease = await api.readNamespacedLease({ name, namespace });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      lease = await api.createNamespacedLease({
+        namespace,
+        body: {
+          metadata: { name, namespace, annotations: { [SHARES_ANNOTATION]: formatSharesDoc(emptyDoc()) } },
+          spec: { holderIdentity: "sbx-budget-shares" },
+        },
+      });
+    }
+    const doc = parseSharesDoc(lease.metadata?.annotations?.[SHARES_ANNOTATION]);
+    const before = doc.replicas[this.o.identity]?.share;
+    this.pendingDead = [];
+    this.pendingRetired = [];
+    if (!mutate(doc, this.now())) return;
+    const sentAt = this.now();
+    await api.replaceNamespacedLease({
+      name,
+      namespace,
+      body: {
+        ...lease,
+        metadata: {
+          ...lease.metadata,
+          annotations: { ...(lease.metadata?.annotations ?? {}), [SHARES_ANNOTATION]: formatSharesDoc(doc) },
+        },
+      },
+    });
+    this.written(doc, before, sentAt);
+  }
+
+  private written(doc: SharesDoc, before: ShareVec | undefined, sentAt: number): void {
+    const mine = doc.replicas[this.o.identity];
+    if (!mine) return;
+    this.lastWriteSentAt = sentAt;
+    this.local = mine.share;
+    if (this.pendingRetired.length > 0) {
+      this.stats.retired += this.pendingRetired.length;
+      this.o.logger.warn(
+        { op: "budget-shares", replicas: this.pendingRetired },
+        "replicas stopped renewing their budget share for half a lease; retired: their shares stay held for the other half",
+      );
+    }
+    if (this.pendingDead.length > 0) {
+      this.stats.reclaimed += this.pendingDead.length;
+      this.o.logger.warn(
+        { op: "budget-shares", replicas: this.pendingDead },
+        "replicas stopped renewing their budget share for a whole lease; their shares are free and their sandboxes count from the live records",
+      );
+    }
+    const b = before ?? ZERO;
+    if (sameVec(mine.share, b)) return;
+    if (mine.share.cpuMillis > b.cpuMillis || mine.share.memoryBytes > b.memoryBytes) this.stats.moves.grow++;
+    else this.stats.moves.shrink++;
+    this.o.logger.info(
+      {
+        op: "budget-shares",
+        from: b,
+        to: mine.share,
+        used: mine.used,
+        want: mine.want,
+        replicas: Object.keys(doc.replicas),
+      },
+      "budget share moved",
+    );
+  }
+}

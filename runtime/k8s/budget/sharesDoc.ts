@@ -1,0 +1,61 @@
+// The shares document: one JSON annotation on one coordination.k8s.io Lease in the runtime
+// namespace, replaced whole under its resourceVersion, so every change of any share is one
+// serialised compare-and-swap. Parsing is strict: a document we cannot read is an error the
+// ledger refuses to write over (it would forget other replicas' shares and over-admit).
+import type { ShareEntry, SharesDoc, ShareVec } from "./sharePlan.ts";
+
+export const SHARES_ANNOTATION = "sbx.dev/budget-shares";
+/** On each Sandbox record: the replica whose share admitted it. */
+export const ADMITTED_BY_ANNOTATION = "sbx.dev/admitted-by";
+
+export { sharesLeaseName } from "./sharePlan.ts";
+
+export function emptyDoc(): SharesDoc {
+  return { replicas: {} };
+}
+
+export function parseSharesDoc(raw: string | undefined): SharesDoc {
+  if (raw === undefined || raw === "") return emptyDoc();
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch (err) {
+    throw new Error(
+      `annotation ${SHARES_ANNOTATION} is not JSON (${(err as Error).message}); delete the Lease to reset the shares`,
+    );
+  }
+  const replicas = (v as { replicas?: unknown })?.replicas;
+  if (!replicas || typeof replicas !== "object")
+    throw new Error(`annotation ${SHARES_ANNOTATION} has no replicas object; delete the Lease to reset the shares`);
+  const out: SharesDoc = { replicas: {} };
+  for (const [id, e] of Object.entries(replicas as Record<string, unknown>)) out.replicas[id] = parseEntry(id, e);
+  return out;
+}
+
+function parseEntry(id: string, e: unknown): ShareEntry {
+  const x = e as Partial<ShareEntry>;
+  if (!x || !isVec(x.share) || !isVec(x.used) || typeof x.want !== "boolean" || !Number.isInteger(x.beat))
+    throw new Error(
+      `annotation ${SHARES_ANNOTATION}: replica ${id} has a malformed entry ${JSON.stringify(e)}; delete the Lease to reset the shares`,
+    );
+  if (x.retired !== undefined && typeof x.retired !== "boolean")
+    throw new Error(
+      `annotation ${SHARES_ANNOTATION}: replica ${id} has a malformed entry ${JSON.stringify(e)}; delete the Lease to reset the shares`,
+    );
+  return {
+    share: x.share,
+    used: x.used,
+    want: x.want,
+    beat: x.beat as number,
+    ...(x.retired ? { retired: true } : {}),
+  };
+}
+
+function isVec(v: unknown): v is ShareVec {
+  const x = v as ShareVec;
+  return !!x && Number.isFinite(x.cpuMillis) && Number.isFinite(x.memoryBytes);
+}
+
+export function formatSharesDoc(doc: SharesDoc): string {
+  return JSON.stringify(doc);
+}
