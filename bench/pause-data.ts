@@ -11,9 +11,14 @@
 //       [--settle-seconds 60] [--output out.jsonl] [--warm 1]
 //       [--platform kubernetes | --kubeconfig k.yaml --namespace ns --registry URL --image IMG]
 //       [--server URL --token T --registry URL]
+//   npx tsx bench/pause-data.ts --delayed [--waits 10,60] [--modes paused,idle] [--wakes api,port]
+//       [--mib 64] [--idle-after 3] [--trials 1] [--output out.jsonl] [target flags as above]
+// --delayed is the Delayed Resume variant (bench/lib/delayedResume.ts): paused, or left idle until
+// automatic pause takes it, for each wait; then woken by the API or by a request to a port.
 import { performance } from "node:perf_hooks";
-import { finished } from "node:stream/promises";
 import { NotFoundError } from "../runtime/core/errors.ts";
+import { delayedArgs, runDelayed } from "./lib/delayedResume.ts";
+import { readBackScript, shText } from "./lib/exec.ts";
 import { openResults } from "./lib/jsonl.ts";
 import { rawThroughput } from "./lib/rawRegistry.ts";
 import { BENCH_SEED, shakeStream } from "./lib/shake.ts";
@@ -54,6 +59,7 @@ const RAW_MIN_BYTES = 64 << 20;
 
 async function main(): Promise<void> {
   const f = flags(process.argv.slice(2));
+  if (f.has("delayed")) return delayed(f);
   const variants = (f.get("variants") ?? "empty,mem1g,disk1g,disk2g,disk4g").split(",").map((v) => {
     const x = VARIANTS[v];
     if (!x)
@@ -117,6 +123,28 @@ async function main(): Promise<void> {
     console.log(`results: ${out.path}`);
   }
   process.exitCode = exit;
+}
+
+async function delayed(f: Map<string, string>): Promise<void> {
+  const args = delayedArgs(f);
+  // the idle mode needs the automatic pause task, one of the Manager's maintenance tasks
+  const target = await openTarget(
+    targetArgs(f, {
+      size: "bench",
+      profile: "base",
+      warm: intFlag(f, "warm", 0),
+      memoryLimit: "1Gi",
+      workspace: "2Gi",
+      maintenance: true,
+    }),
+  );
+  try {
+    const server =
+      target.kind === "server" ? { url: f.get("server")!, token: f.get("token") ?? process.env.SBX_TOKEN } : undefined;
+    process.exitCode = await runDelayed(target, args, { output: f.get("output"), server });
+  } finally {
+    await target.close();
+  }
 }
 
 async function trial(
@@ -190,14 +218,7 @@ async function trial(
     if (t.stepsSince) rec.resume_steps = t.stepsSince(sb.id, t0);
     stage = "read";
     t0 = performance.now();
-    const read = await sh(
-      m,
-      t.owner,
-      sb.id,
-      // decide the mode outside the pipeline: a variable set inside a pipeline stage is lost
-      `if dd if=${file} iflag=direct bs=4M count=1 of=/dev/null status=none 2>/dev/null; then d=direct; f=iflag=direct; else d=buffered; f=iflag=fullblock; fi; ` +
-        `dd if=${file} $f bs=4M status=none | sha256sum | cut -d' ' -f1; echo $d; stat -c %s ${file}; cat /proc/sys/kernel/random/boot_id`,
-    );
+    const read = await sh(m, t.owner, sb.id, readBackScript(file));
     timings.read_ms = performance.now() - t0;
     timings.resume_plus_read_ms = timings.resume_ms + timings.read_ms;
     const [gotSha, mode, size, bootAfter] = read.stdout.trim().split("\n");
@@ -229,19 +250,7 @@ async function trial(
 }
 
 async function sh(m: BenchTarget["manager"], owner: string, id: string, script: string): Promise<{ stdout: string }> {
-  const s = await m.exec(owner, id, { command: ["sh", "-c", script], timeoutMs: 15 * 60_000 });
-  let stdout = "";
-  let stderr = "";
-  s.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-  s.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-  const [r] = await Promise.all([
-    s.result,
-    finished(s.stdout).catch(() => undefined),
-    finished(s.stderr).catch(() => undefined),
-  ]);
-  if (r.exitCode !== 0)
-    throw new Error(`${script.slice(0, 60)}... exited ${r.exitCode}: ${stderr.trim().slice(0, 300)}`);
-  return { stdout };
+  return shText(m, owner, id, script);
 }
 
 main().catch((err: unknown) => {

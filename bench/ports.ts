@@ -1,5 +1,6 @@
-// Port relay benchmark (docs/ports.md, docs/benchmarks.md "Port relay"), local platform. In one
-// run, against the same fixture server (test/server/fixtures/port-server.py):
+// Port relay benchmark (docs/ports.md, docs/benchmarks.md "Port relay"), on the local platform or
+// (--platform kubernetes) the test control plane, whose relay is the API server's port-forward.
+// In one run, against the same fixture server (test/server/fixtures/port-server.py):
 //   direct_first_byte_ms  a fresh TCP connection + GET /echo to the server on the host's loopback
 //   relay_first_byte_ms   the same request through the service's path form (one relay per request)
 //   relay_mib_s / direct_mib_s   a 100 MiB download both ways, SHA-256 compared
@@ -7,13 +8,14 @@
 // Prints a JSON document and a table. Asserts nothing.
 //
 //   npx tsx bench/ports.ts [--samples 200] [--wakes 10] [--mib 100] [--output ports.json]
+//       [--platform kubernetes]   (the test control plane; bench/lib/kubernetesTarget.ts)
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import http from "node:http";
 import { performance } from "node:perf_hooks";
 import { nearestRank } from "./lib/percentile.ts";
-import { flags, intFlag } from "./lib/target.ts";
+import { flags, intFlag, runnerEnvironment, targetArgs } from "./lib/target.ts";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -24,6 +26,7 @@ import { silentLogger } from "../runtime/core/log.ts";
 import { hashToken, TokenStore } from "../runtime/core/tokens.ts";
 import { createLocalBackend } from "../runtime/local/backend.ts";
 import { startLocalRegistry } from "../runtime/local/registry.ts";
+import type { SandboxManager } from "../runtime/core/manager.ts";
 import { buildApp } from "../runtime/server/app.ts";
 
 const SERVER_FILE = new URL("../test/server/fixtures/port-server.py", import.meta.url).pathname;
@@ -32,8 +35,18 @@ const TOKEN = "bench-token-0123456789";
 const AUTH = { authorization: `Bearer ${TOKEN}` };
 const START_SERVER = "nohup python3 /workspace/port-server.py 8000 >/tmp/server.log 2>&1 &";
 
+interface Runtime {
+  url: string;
+  /** the create body's size class */
+  size: string;
+  environment: Record<string, unknown>;
+  close(): Promise<void>;
+}
+
 /** The service on the local backend, on a real socket, with the embedded-style loopback registry. */
-async function startRuntime(registryUrl: string) {
+async function startLocal(): Promise<Runtime> {
+  const registry = await startLocalRegistry({ purpose: "bench registry" });
+  const registryUrl = registry.url;
   const stateDir = mkdtempSync(join(tmpdir(), "sbx-bench-ports-"));
   const config = validateRuntimeConfig({ local: { stateDir }, snapshots: { registry: registryUrl } });
   const logger = silentLogger();
@@ -45,10 +58,37 @@ async function startRuntime(registryUrl: string) {
   const url = await app.listen({ host: "127.0.0.1", port: 0 });
   return {
     url,
+    size: "nano",
+    environment: { target: "local" },
     close: async () => {
       await app.close();
       await manager.close();
       rmSync(stateDir, { recursive: true, force: true });
+      await registry.stop();
+    },
+  };
+}
+
+/**
+ * The service over the Kubernetes target's Manager (the test control plane, or --kubeconfig):
+ * the relay is the API server's port-forward; exposures would live in sandbox metadata.
+ */
+async function startKubernetes(f: Map<string, string>): Promise<Runtime> {
+  const { openKubernetes } = await import("./lib/kubernetesTarget.ts");
+  const target = await openKubernetes(
+    targetArgs(f, { size: "bench", profile: "base", warm: intFlag(f, "warm", 0), memoryLimit: "1Gi" }),
+  );
+  const tokens = new TokenStore(new Map([[hashToken(TOKEN), target.owner]]));
+  const manager = target.manager as unknown as SandboxManager;
+  const app = buildApp({ manager, tokens, logger: silentLogger(), e2b: false, ports: { accessInMetadata: true } });
+  const url = await app.listen({ host: "127.0.0.1", port: 0 });
+  return {
+    url,
+    size: "bench",
+    environment: target.environment,
+    close: async () => {
+      await app.close();
+      await target.close();
     },
   };
 }
@@ -64,8 +104,8 @@ async function call(base: string, method: string, path: string, body?: unknown) 
   return text;
 }
 
-async function sandbox(base: string, metadata: Record<string, string> = {}): Promise<string> {
-  const id = JSON.parse(await call(base, "POST", "/v1/sandboxes", { size: "nano", metadata })).id as string;
+async function sandbox(base: string, size: string, metadata: Record<string, string> = {}): Promise<string> {
+  const id = JSON.parse(await call(base, "POST", "/v1/sandboxes", { size, metadata })).id as string;
   await call(base, "POST", `/v1/sandboxes/${id}/wait`, { timeoutSeconds: 60 });
   const exec = (script: string, stdin?: Buffer) =>
     call(base, "POST", `/v1/sandboxes/${id}/exec`, {
@@ -112,12 +152,18 @@ async function main(): Promise<void> {
   const samples = intFlag(f, "samples", 200, 1);
   const wakes = intFlag(f, "wakes", 10, 0);
   const mib = intFlag(f, "mib", 100, 1);
-  const registry = await startLocalRegistry({ purpose: "bench registry" });
-  const rt = await startRuntime(registry.url);
+  const rt = f.get("platform") === "kubernetes" || f.has("kubeconfig") ? await startKubernetes(f) : await startLocal();
   const host = spawn("python3", [SERVER_FILE, "18777"], { stdio: "ignore" });
+  host.on("error", (err) => console.error(`the direct fixture server: ${err.message}`));
   try {
-    const id = await sandbox(rt.url);
-    await call(rt.url, "POST", `/v1/sandboxes/${id}/exec`, { command: ["sh", "-c", `${START_SERVER} sleep 1`] });
+    const id = await sandbox(rt.url, rt.size);
+    await call(rt.url, "POST", `/v1/sandboxes/${id}/exec`, {
+      command: [
+        "sh",
+        "-c",
+        `${START_SERVER} for i in $(seq 100); do python3 -c "import socket; socket.create_connection(('127.0.0.1', 8000))" 2>/dev/null && exit 0; sleep 0.1; done; exit 1`,
+      ],
+    });
     const relay = `${rt.url}/v1/sandboxes/${id}/ports/8000`;
     const direct = "http://127.0.0.1:18777";
     const d: number[] = [];
@@ -131,12 +177,13 @@ async function main(): Promise<void> {
     const bigR = await get(`${relay}/big?mb=${mib}`, AUTH);
     const w: number[] = [];
     for (let i = 0; i < wakes; i++) {
-      const sid = await sandbox(rt.url, { "sbx.post-resume": START_SERVER });
+      const sid = await sandbox(rt.url, rt.size, { "sbx.post-resume": START_SERVER });
       await call(rt.url, "POST", `/v1/sandboxes/${sid}/pause`);
       w.push((await get(`${rt.url}/v1/sandboxes/${sid}/ports/8000/echo`, AUTH)).firstByteMs);
       await call(rt.url, "DELETE", `/v1/sandboxes/${sid}`);
     }
     const out = {
+      environment: { ...runnerEnvironment(), ...rt.environment },
       direct_first_byte_ms: stats(d),
       relay_first_byte_ms: stats(r),
       added_p50_ms: (nearestRank(r, 50) ?? 0) - (nearestRank(d, 50) ?? 0),
@@ -162,7 +209,6 @@ async function main(): Promise<void> {
   } finally {
     host.kill();
     await rt.close();
-    await registry.stop();
   }
 }
 

@@ -25,6 +25,8 @@ export interface TargetArgs {
   workspace?: string;
   tmp?: string;
   memoryLimit?: string;
+  /** run the Manager's maintenance tasks (automatic pause among them); default off */
+  maintenance?: boolean;
 }
 
 export interface BenchTarget {

@@ -117,7 +117,7 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
       pauseResume,
       reaperIntervalMs: 3_600_000,
     });
-    await manager.start({ reaper: false });
+    await manager.start({ reaper: false, maintenance: a.maintenance ?? false });
     cleanups.push(() => manager.close());
     await until(
       `leadership of lease ${namespaces.runtime}/sbx-bench (another bench run or runtime may hold it)`,

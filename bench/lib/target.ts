@@ -93,7 +93,7 @@ async function openLocal(a: TargetArgs): Promise<BenchTarget> {
   const local: Backend = createLocalBackend(config, { logger, clock: systemClock });
   const backend = createPauseResume(local, { config, clock: systemClock, logger });
   const { manager } = await buildManager(config, { logger, clock: systemClock, backend: local, pauseResume: backend });
-  await manager.start({ reaper: false });
+  await manager.start({ reaper: false, maintenance: a.maintenance ?? false });
   return {
     kind: "local",
     manager: manager as unknown as BenchTarget["manager"],

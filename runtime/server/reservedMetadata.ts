@@ -1,21 +1,29 @@
 // Metadata keys that belong to the service's own layers (the E2B layer's state: its timeout end
 // and access-token hashes, runtime/server/e2b/shape.ts RESERVED). Our /v1 API never shows them and
-// never lets a caller set them, so a tenant can neither read a token hash nor forge an end.
+// never lets a caller set them, so a tenant can neither read a token hash nor forge an end. The
+// port relay's exposures (sbx.ports.<port>, runtime/server/ports/metadataAccess.ts) likewise.
 import { ValidationError } from "../core/errors.ts";
 import type { Sandbox } from "../core/types.ts";
 import { RESERVED } from "./e2b/shape.ts";
+import { PORTS_METADATA_PREFIX } from "./ports/metadataAccess.ts";
 
-const isReserved = (key: string): boolean => key.startsWith(RESERVED.prefix);
+/** Each reserved prefix and what owns it (for the refusal's message). */
+const PREFIXES: [string, string][] = [
+  [RESERVED.prefix, "the service's E2B layer"],
+  [PORTS_METADATA_PREFIX, "port exposures (PUT /v1/sandboxes/{id}/exposed-ports/{port})"],
+];
+const isReserved = (key: string): boolean => PREFIXES.some(([p]) => key.startsWith(p));
 
 /** A 400 naming the first key under a reserved prefix. */
 export function refuseReserved(metadata: Record<string, unknown> | undefined | null): void {
   for (const k of Object.keys(metadata ?? {}))
-    if (isReserved(k))
-      throw new ValidationError(
-        `metadata.${k}`,
-        k,
-        `keys starting with ${RESERVED.prefix} are reserved for the service's E2B layer; rename the key`,
-      );
+    for (const [prefix, owner] of PREFIXES)
+      if (k.startsWith(prefix))
+        throw new ValidationError(
+          `metadata.${k}`,
+          k,
+          `keys starting with ${prefix} are reserved for ${owner}; rename the key`,
+        );
 }
 
 /** The sandbox as /v1 shows it: without reserved metadata. */

@@ -34,7 +34,12 @@ export const REAL_NODES_PLACEHOLDER = "SBX_REAL_NODES";
  */
 export const REAL_NODES = ["sbx-system-0"] as const;
 export const SERVICE_CIDR = "10.96.0.0/16";
-export const POD_CIDR = "10.244.0.0/16";
+/**
+ * kwok's fake sandbox-pod addresses: the lower half of 10.244.0.0/16 only. The upper half holds
+ * the real nodes' bridges (10.244.200-249.0/24, network.ts), one per control plane on this
+ * machine; a fake address inside another run's bridge would route to that run's pods.
+ */
+export const POD_CIDR = "10.244.0.0/17";
 
 export function pki(l: Layout, file: string): string {
   return join(l.dir, "pki", file);

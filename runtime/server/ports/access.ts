@@ -1,7 +1,8 @@
 // Who may reach a sandbox's port besides its owner: per port, public or a per-port access token
 // (only its sha256 is kept, the token is shown once). One small JSON file per sandbox under the
 // state dir, so an exposure survives a service restart; without a dir (tests, embedders) the
-// store lives in memory. The file name is a hash of the id: ids come from URLs.
+// store lives in memory. The file name is a hash of the id: ids come from URLs. Kubernetes keeps
+// them in the sandbox's metadata instead (metadataAccess.ts), shared by every replica.
 import { createHash, timingSafeEqual } from "node:crypto";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
@@ -23,6 +24,30 @@ interface SandboxAccess {
 
 const sha256 = (s: string) => createHash("sha256").update(s, "utf8").digest("hex");
 
+/** What is kept of a per-port token: its sha256, hex. */
+export const hashPortToken = sha256;
+
+/**
+ * Where exposures live. `owner` is the caller's when known: a store may find the sandbox faster
+ * through it (get) or must act as it (list, close); a store ignores an owner it cannot use.
+ */
+export interface PortAccessStore {
+  get(id: string, port: number, owner?: string): Promise<PortAccess | undefined>;
+  list(id: string, owner: string): Promise<Record<string, PortAccess>>;
+  /** Records the port's access: public, or the hash of `token`. Replaces what was there. */
+  expose(
+    id: string,
+    port: number,
+    owner: string,
+    opts: { public: boolean; token?: string },
+    at: Date,
+  ): Promise<PortAccess>;
+  /** Back to owner-only. True when the port was exposed. */
+  close(id: string, port: number, owner: string): Promise<boolean>;
+  /** Drops every exposure of a sandbox that no longer exists. */
+  forget(id: string): Promise<void>;
+}
+
 /** Constant-time comparison of a presented token with a stored hash. */
 export function tokenMatches(access: PortAccess, token: string | undefined): boolean {
   if (!access.tokenSha256 || token === undefined) return false;
@@ -31,7 +56,8 @@ export function tokenMatches(access: PortAccess, token: string | undefined): boo
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-export class PortAccessStore {
+/** One JSON file per sandbox under `dir` (the local platform), or memory without a dir. */
+export class FilePortAccessStore implements PortAccessStore {
   private readonly cache = new Map<string, SandboxAccess>();
 
   /** dir: where the files live; undefined keeps everything in memory */
@@ -45,7 +71,6 @@ export class PortAccessStore {
     return { ...(await this.load(id)).ports };
   }
 
-  /** Records the port's access: public, or the hash of `token`. Replaces what was there. */
   async expose(id: string, port: number, owner: string, opts: { public: boolean; token?: string }, at: Date) {
     const doc = await this.load(id);
     const access: PortAccess = { owner, public: opts.public, exposedAt: at.toISOString() };
@@ -54,7 +79,6 @@ export class PortAccessStore {
     return access;
   }
 
-  /** Back to owner-only. True when the port was exposed. */
   async close(id: string, port: number): Promise<boolean> {
     const doc = await this.load(id);
     if (!doc.ports[String(port)]) return false;
@@ -64,7 +88,6 @@ export class PortAccessStore {
     return true;
   }
 
-  /** Drops every exposure of a sandbox that no longer exists. */
   async forget(id: string): Promise<void> {
     this.cache.delete(id);
     if (this.dir) await rm(this.file(id), { force: true });

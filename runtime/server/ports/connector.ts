@@ -43,6 +43,35 @@ export function isPortRefused(err: unknown): boolean {
   return err instanceof SbxError && err.code === "upstream" && err.details.refused === true;
 }
 
+/**
+ * A relayed connection that cannot tell a refused connect when it opens (Kubernetes port-forward:
+ * the refusal comes later, as the stream's error) offers this: it rejects like a refused open when
+ * nothing listens on the port. Used after a wake, where "not yet listening" must be retried.
+ */
+interface ListeningConfirmable {
+  confirmListening(): Promise<void>;
+}
+
+async function confirmed(sock: Duplex): Promise<Duplex> {
+  const { confirmListening } = sock as Duplex & Partial<ListeningConfirmable>;
+  if (!confirmListening) return sock;
+  // the refusal may arrive on the stream while the check runs: it is the answer then, not an
+  // unhandled error
+  let failed: Error | undefined;
+  const onError = (err: Error) => (failed ??= err);
+  sock.on("error", onError);
+  try {
+    await confirmListening.call(sock);
+    if (failed) throw failed;
+    return sock;
+  } catch (err) {
+    sock.destroy();
+    throw err;
+  } finally {
+    sock.off("error", onError);
+  }
+}
+
 export class PortConnector {
   private readonly wakes = new Map<string, Promise<void>>();
   private readonly leases = new Map<string, { owner: string; count: number }>();
@@ -151,7 +180,7 @@ export class PortConnector {
     const until = performance.now() + this.o.connectRetryMs;
     for (;;) {
       try {
-        return await this.open(owner, id, port);
+        return await confirmed(await this.open(owner, id, port));
       } catch (err) {
         if (!isPortRefused(err) || signal.aborted || performance.now() > until) throw err;
         await new Promise((r) => setTimeout(r, this.o.retryDelayMs ?? 25));

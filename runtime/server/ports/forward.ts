@@ -9,6 +9,7 @@
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
+import { SbxError } from "../../core/errors.ts";
 import type { PortTarget } from "./target.ts";
 
 /** Hop-by-hop headers (RFC 9110 7.6.1): they describe one connection, not the message. */
@@ -95,7 +96,10 @@ export function forwardHttp(
       answer.on("end", done);
     });
     out.on("error", (err) => {
-      if (!res.headersSent) onFailure(502, `the server inside the sandbox broke the connection: ${err.message}`);
+      // a relay's own refusal (Kubernetes port-forward reports a refused connect this way) says it all
+      const message =
+        err instanceof SbxError ? err.message : `the server inside the sandbox broke the connection: ${err.message}`;
+      if (!res.headersSent) onFailure(502, message);
       else res.destroy();
       done();
     });
@@ -113,9 +117,17 @@ export function forwardHttp(
 }
 
 /**
+ * Answers the client for a relay that failed before the server inside sent a byte (Kubernetes
+ * port-forward reports a refused connect that way, after the relay opened); true when it did.
+ */
+export type EarlyFailure = (err: Error) => boolean;
+
+/**
  * An upgrade (websocket): the request head goes to the server inside as received (path rewritten,
  * credential dropped), then the client's socket and the relay are joined both ways; the server's
- * 101 (or refusal) reaches the client unchanged. Resolves when both are closed.
+ * 101 (or refusal) reaches the client unchanged. A relay that fails before the server's first
+ * byte goes to `early`, so the client can get our error answer instead of a cut connection.
+ * Resolves when both are closed.
  */
 export function forwardUpgrade(
   req: IncomingMessage,
@@ -123,11 +135,12 @@ export function forwardUpgrade(
   head: Buffer,
   upstream: Duplex,
   info: ForwardInfo,
+  early?: EarlyFailure,
 ): Promise<void> {
   const lines = [`${req.method} ${info.target.path} HTTP/1.1`];
   for (const [k, v] of forwardedHeaders(req, info, true)) lines.push(`${k}: ${v}`);
   upstream.write(`${lines.join("\r\n")}\r\n\r\n`);
-  return join(client, head, upstream);
+  return join(client, head, upstream, early);
 }
 
 /** The upgrade token of a raw TCP tunnel (sbx port-forward): the service answers the 101 itself. */
@@ -142,10 +155,12 @@ export function forwardTunnel(client: Duplex, head: Buffer, upstream: Duplex): P
   return join(client, head, upstream);
 }
 
-function join(client: Duplex, head: Buffer, upstream: Duplex): Promise<void> {
+function join(client: Duplex, head: Buffer, upstream: Duplex, early?: EarlyFailure): Promise<void> {
   return new Promise((resolve) => {
     if (head.length) upstream.write(head);
     let open = 2;
+    let upstreamSpoke = false;
+    let answered = false;
     const closed = () => {
       if (--open === 0) resolve();
     };
@@ -154,13 +169,24 @@ function join(client: Duplex, head: Buffer, upstream: Duplex): Promise<void> {
       upstream.destroy();
     };
     client.on("error", end);
-    upstream.on("error", end);
+    upstream.once("data", () => (upstreamSpoke = true));
+    upstream.on("error", (err) => {
+      // nothing of the server's reached the client yet: it can still get a proper answer, which
+      // ends its socket itself (and with it this join)
+      if (!upstreamSpoke && early?.(err)) {
+        answered = true;
+        upstream.unpipe(client);
+        upstream.destroy();
+        return;
+      }
+      end();
+    });
     client.once("close", () => {
       upstream.destroy();
       closed();
     });
     upstream.once("close", () => {
-      client.destroy();
+      if (!answered) client.destroy();
       closed();
     });
     client.pipe(upstream);

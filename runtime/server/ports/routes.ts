@@ -69,7 +69,7 @@ export function portRoutes(ports: PortService): RouteDef[] {
       handler: async ({ manager }, req) => {
         const { id } = req.params as { id: string };
         await manager.get(req.owner, id);
-        const all = await ports.access.list(id);
+        const all = await ports.access.list(id, req.owner);
         return {
           ports: Object.entries(all).map(([p, a]) => shown(ports, req, id, Number(p), a)),
         };
@@ -111,7 +111,7 @@ export function portRoutes(ports: PortService): RouteDef[] {
         const p = req.params as P;
         const port = validatePort(p.port);
         await manager.get(req.owner, p.id);
-        return { port, closed: await ports.access.close(p.id, port) };
+        return { port, closed: await ports.access.close(p.id, port, req.owner) };
       },
     },
   ];

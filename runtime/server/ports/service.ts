@@ -12,8 +12,9 @@ import { HTTP_STATUS, NotFoundError, SbxError, UnauthenticatedError } from "../.
 import type { Logger } from "../../core/log.ts";
 import type { Manager } from "../../core/types.ts";
 import { errorBody } from "../requestErrors.ts";
-import { PortAccessStore, tokenMatches } from "./access.ts";
+import { FilePortAccessStore, type PortAccessStore, tokenMatches } from "./access.ts";
 import { PortConnector, WakeHoldExpired } from "./connector.ts";
+import { MetadataPortAccessStore } from "./metadataAccess.ts";
 import { forwardHttp, forwardTunnel, forwardUpgrade, rawAnswer, TUNNEL_UPGRADE, type ForwardInfo } from "./forward.ts";
 import { hostTarget, pathTarget, type PortTarget } from "./target.ts";
 
@@ -28,18 +29,23 @@ export interface PortOptions {
   leaseTouchMs?: number;
   /** where exposures are kept (survive a restart); unset: in memory */
   accessDir?: string;
+  /** keep exposures in the sandbox's metadata instead (shared by replicas; Kubernetes) */
+  accessInMetadata?: boolean;
   /** the clock of the hold bound and the lease (default: the service's) */
   clock?: Clock;
 }
 
-/** The service's port options from its config: exposures live in the local state dir on the local platform. */
+/**
+ * The service's port options from its config. Exposures live where the sandbox's record does: the
+ * local state dir on the local platform, the Sandbox resource's metadata on Kubernetes.
+ */
 export function portOptionsFrom(config: RuntimeConfig): PortOptions {
   return {
     domain: config.ports.domain,
     wakeHoldMs: config.ports.wakeHoldSeconds * 1000,
     connectRetryMs: config.ports.connectRetrySeconds * 1000,
-    // Kubernetes: in memory for now (docs/ports.md, "What remains")
     accessDir: config.platform === "local" ? join(config.local.stateDir, "port-access") : undefined,
+    accessInMetadata: config.platform === "kubernetes",
   };
 }
 
@@ -69,7 +75,9 @@ export class PortService {
     opts: PortOptions = {},
   ) {
     this.domain = opts.domain;
-    this.access = new PortAccessStore(opts.accessDir);
+    this.access = opts.accessInMetadata
+      ? new MetadataPortAccessStore(deps.manager)
+      : new FilePortAccessStore(opts.accessDir);
     this.connector = new PortConnector({
       manager: deps.manager,
       clock: opts.clock ?? deps.clock,
@@ -99,7 +107,9 @@ export class PortService {
       socket.on("error", () => socket.destroy());
       void this.relayUpgrade(req, socket, head, app);
     });
-    app.addHook("onClose", async () => {
+    // preClose, not onClose: fastify's own onClose closes the HTTP server, which waits for every
+    // connection, and a relayed one ends only when we end it
+    app.addHook("preClose", async () => {
       for (const s of this.open) s.destroy();
     });
   }
@@ -108,7 +118,7 @@ export class PortService {
   async authorize(req: IncomingMessage, target: PortTarget): Promise<{ owner: string; dropAuthorization: boolean }> {
     const presented = bearerOf(req.headers.authorization);
     const owner = presented ? this.deps.tokens.authenticate(presented) : undefined;
-    const access = await this.access.get(target.id, target.port);
+    const access = await this.access.get(target.id, target.port, owner);
     // a public port's own Authorization header (the app's) passes through, unless it was ours
     if (access?.public) return { owner: access.owner, dropAuthorization: owner !== undefined };
     if (owner) return { owner, dropAuthorization: true };
@@ -180,7 +190,13 @@ export class PortService {
       this.open.add(up).add(socket);
       const release = this.connector.lease(owner, target.id);
       if (String(req.headers.upgrade).toLowerCase() === TUNNEL_UPGRADE) await forwardTunnel(socket, head, up);
-      else await forwardUpgrade(req, socket, head, up, info);
+      else
+        await forwardUpgrade(req, socket, head, up, info, (err) => {
+          // a refusal reported after the relay opened (Kubernetes) gets the answer an open's would
+          if (!(err instanceof SbxError)) return false;
+          rawAnswer(socket, HTTP_STATUS[err.code], errorBody(err.code, err.message, err.details));
+          return true;
+        });
       this.open.delete(up);
       this.open.delete(socket);
       release();

@@ -1,18 +1,20 @@
 // The real node's pod network as the host sees it: this run's bridge, no route off the
 // machine for pod addresses, clean-up of a crashed run's bridge and namespaces, and no
-// port-forward into a kwok-played sandbox pod (it has no network). docs/control-plane.md.
+// port-forward into a kwok-played sandbox pod reaching its own loopback only. docs/control-plane.md.
 import { spawnSync } from "node:child_process";
+import net, { type AddressInfo } from "node:net";
 import { dirname } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { reapStaleNetworks } from "../../../tools/control-plane/network.ts";
 import {
   createNamespace,
-  kubectl,
   loadKubeConfig,
   podManifest,
   runPod,
   type TestNamespace,
+  waitFor,
 } from "../../support/cluster.ts";
+import { httpText, portForward } from "./real-pods.fixtures.ts";
 
 const kc = loadKubeConfig();
 let ns: TestNamespace;
@@ -31,9 +33,11 @@ describe("the pod network", () => {
     const sandbox = await runPod(kc, ns.name, podManifest("fake-ip"));
     const fake = sandbox.status!.podIP!;
     expect(fake).toMatch(/^10\.244\./);
+    // below the real nodes' bridges (10.244.200+), so never inside a parallel run's bridge
+    expect(Number(fake.split(".")[2])).toBeLessThan(128);
     // kwok's address is no real pod's: the unreachable route answers, not the default gateway
     const lookup = ip("route", "get", fake);
-    expect(lookup.status).not.toBe(0);
+    expect(lookup.status, `ip route get ${fake}: ${lookup.stdout}`).not.toBe(0);
     expect(lookup.stderr).toContain("No route to host");
     const real = await runPod(kc, ns.name, podManifest("real-ip", { onSandboxNode: false }));
     const route = ip("-j", "route", "get", real.status!.podIP!);
@@ -43,11 +47,30 @@ describe("the pod network", () => {
     expect(alias).toBe(`sbx owner=${alias?.split(/[= ]/)[2]} dir=${dirname(inject("podsDir"))}`);
   });
 
-  it("refuses port-forward into a sandbox pod, naming why", async () => {
-    await runPod(kc, ns.name, podManifest("no-net"));
-    const r = await kubectl(["-n", ns.name, "port-forward", "pod/no-net", ":8080"], undefined);
-    expect(r.code).not.toBe(0);
-    expect(r.stderr).toContain("has no pod network");
+  it("port-forwards into a sandbox pod's own network namespace, never the host's loopback", async () => {
+    const server = ["python3", "-m", "http.server", "8080", "--bind", "127.0.0.1"];
+    await runPod(kc, ns.name, podManifest("own-net", { command: server }));
+    const fwd = await portForward(ns.name, "own-net", 8080);
+    try {
+      await waitFor(
+        "the sandbox's server through port-forward",
+        async () => (await httpText(`http://127.0.0.1:${fwd.local}/`)).status === 200,
+      );
+    } finally {
+      fwd.stop();
+    }
+    // a port only the host listens on is not in the sandbox's namespace
+    const host = net.createServer((c) => c.end("host\n"));
+    await new Promise<void>((r) => host.listen(0, "127.0.0.1", r));
+    const hostPort = (host.address() as AddressInfo).port;
+    const toHost = await portForward(ns.name, "own-net", hostPort);
+    try {
+      const got = await httpText(`http://127.0.0.1:${toHost.local}/`).catch((e: Error) => e);
+      expect(got).toBeInstanceOf(Error);
+    } finally {
+      toHost.stop();
+      host.close();
+    }
   });
 
   it("removes the bridge and pod namespaces of a run whose owner died", () => {

@@ -274,8 +274,12 @@ describe("restarts on the real node", () => {
     const st = restarted.status!.containerStatuses![0]!;
     expect(st.lastState?.terminated?.exitCode).toBeGreaterThan(0);
     expect(st.state?.running).toBeTruthy();
-    // the new run serves again (it removed the sick flag at start)
-    expect((await httpText(`http://${restarted.status!.podIP}:${PORT}/healthz`)).status).toBe(200);
+    // the new run serves again (it removed the sick flag at start); Ready without a readiness
+    // probe means started, not listening yet, so the connect is retried
+    await waitFor("the restarted container serves /healthz", async () => {
+      const r = await httpText(`http://${restarted.status!.podIP}:${PORT}/healthz`).catch(() => undefined);
+      return r?.status === 200;
+    });
   });
 
   it("restarts an exited container with back-off (restartPolicy Always) and keeps the previous log", async () => {
@@ -308,7 +312,13 @@ describe("restarts on the real node", () => {
     expect(init.restartCount).toBe(1);
     expect(init.lastState?.terminated).toMatchObject({ exitCode: 7, reason: "Error" });
     expect(init.state?.terminated).toMatchObject({ exitCode: 0, reason: "Completed" });
-    expect((await httpText(`http://${p.status!.podIP}:${PORT}/`)).body).toBe("second\n");
+    // Ready without a readiness probe means started, not listening yet: retry the connect
+    let page = "";
+    await waitFor("the main container serves", async () => {
+      page = (await httpText(`http://${p.status!.podIP}:${PORT}/`).catch(() => ({ body: "" }))).body;
+      return page !== "";
+    });
+    expect(page).toBe("second\n");
   });
 
   it("expands $(VAR) in args from the container's env", async () => {

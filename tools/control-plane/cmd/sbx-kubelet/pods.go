@@ -142,6 +142,9 @@ func (d *podDirs) startMain(pod *corev1.Pod, c *corev1.Container) (*container, e
 	if err != nil {
 		return nil, err
 	}
+	// Its own network namespace (loopback only), as a pod's sandbox has on a real node: the
+	// port-forward into it (portforward.go) must reach the sandbox's ports, never the host's.
+	args = append([]string{"--unshare-net"}, args...)
 	log, err := os.OpenFile(d.logPath(pod.UID, c.Name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err

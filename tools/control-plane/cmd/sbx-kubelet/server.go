@@ -72,6 +72,9 @@ func runServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve: reading kubeconfig %s: %w", *kubeconfig, err)
 	}
+	// a real kubelet's client limits (kubeAPIQPS 50, kubeAPIBurst 100), not client-go's 5/10:
+	// every exec and port-forward reads its pod, so 5/s spaced relayed connections 200 ms apart
+	cfg.QPS, cfg.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err

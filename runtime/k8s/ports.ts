@@ -1,0 +1,31 @@
+// The Kubernetes backend's openPort (docs/ports.md "Kubernetes"): the API server's port-forward
+// to the sandbox's pod (portForward.ts), which the kubelet connects to 127.0.0.1:<port> inside
+// the pod's own network namespace, so only the sandbox's ports are reachable. Needs RBAC
+// pods/portforward create in the sandbox namespace (contract.ts, the manager's role).
+import type { Duplex } from "node:stream";
+import type { SandboxLookup } from "./lookup.ts";
+import type { KubernetesParts } from "./parts.ts";
+import { listeningProbeArgv, openPodPort, PodPortRefused } from "./portForward.ts";
+
+export function sandboxPorts(
+  p: Pick<KubernetesParts, "clients" | "namespace" | "runInPod">,
+  lookup: SandboxLookup,
+): { openPort(id: string, port: number): Promise<Duplex> } {
+  return {
+    async openPort(id, port) {
+      const { podName } = await lookup.runningPod(id);
+      const stream = await openPodPort(p.clients.kc, { namespace: p.namespace, pod: podName, sandboxId: id, port });
+      // port-forward cannot tell a refused connect at open; this can, at the cost of an exec
+      return Object.assign(stream, {
+        confirmListening: async () => {
+          const session = await p.runInPod(podName, listeningProbeArgv(port));
+          session.stdout.resume();
+          session.stderr.resume();
+          const { exitCode } = await session.result;
+          if (exitCode !== 0)
+            throw new PodPortRefused(id, port, `no socket listens on port ${port} in the pod (exit ${exitCode})`, true);
+        },
+      });
+    },
+  };
+}
