@@ -2,30 +2,126 @@
 // (envd's process.Process/Start over Connect, served by the control plane) against our own
 // API's exec of the same command line (`/bin/bash -l -c true`, as the SDK sends it) and of
 // bare `true`, on the same sandbox and service, interleaved round by round so machine load
-// moves them all alike. Both go over a real socket to the service `npm start` runs. Prints
-// JSON, then a table.
-//   npx tsx bench/e2b-exec.ts [--samples 200]
-// Needs root (the local service runs real sandboxes). Asserts nothing: tests assert behaviour.
+// moves them all alike. Everything goes over a real socket.
+//   npx tsx bench/e2b-exec.ts [--samples 200] [--platform local|kubernetes] [--service inproc|child]
+// --service inproc (the default, as the first measurements ran) runs the service in this
+// process, so the SDK's client work and the service's share one event loop; child runs it in a
+// process of its own, as `npm start` does, so they share only the cores (on this 2-core machine
+// under load that is the slower of the two: docs/benchmarks.md). --platform kubernetes starts the service on
+// the test control plane (SBX_TEST_KUBECONFIG, else a fresh one, as bench/k8s/env.ts does).
+// The added cost is reported twice: the difference of the two p50s, and the median of the
+// per-round differences (less moved by load that changes between rounds). Prints JSON, then a
+// table. Needs root (real sandboxes). Asserts nothing: tests assert behaviour.
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import { Sandbox } from "e2b";
 import { validateRuntimeConfig } from "../runtime/config/schema.ts";
 import { systemClock } from "../runtime/core/clock.ts";
 import { silentLogger } from "../runtime/core/log.ts";
 import { hashToken, TokenStore } from "../runtime/core/tokens.ts";
+import { createKubernetesBackend } from "../runtime/kubernetes.ts";
 import { createLocalBackend } from "../runtime/local/backend.ts";
 import { startService } from "../runtime/server/service.ts";
+import { adminClients, freshNamespaces, installSandboxCrd, testConfig } from "../tools/control-plane/fixtures.ts";
+import { kubeconfig } from "../tools/control-plane/standalone.ts";
 import { nearestRank } from "./lib/percentile.ts";
 
-const arg = (name: string, dflt: number) => {
+const arg = (name: string, dflt: string): string => {
   const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : dflt;
+  return i > 0 ? (process.argv[i + 1] ?? dflt) : dflt;
 };
-const SAMPLES = arg("samples", 200);
+const SAMPLES = Number(arg("samples", "200"));
+const PLATFORM = arg("platform", "local");
+const SERVICE = arg("service", "inproc");
 const WARMUP = 10;
 const TOKEN = "sbx_bench_e2b_exec_0123456789";
+
+if (!["local", "kubernetes"].includes(PLATFORM)) throw new Error(`--platform ${PLATFORM}: use local or kubernetes`);
+if (!["child", "inproc"].includes(SERVICE)) throw new Error(`--service ${SERVICE}: use child or inproc`);
+
+interface Running {
+  url: string;
+  close(): Promise<void>;
+}
+
+/** The service on the chosen platform, in this process. */
+async function serve(): Promise<Running> {
+  const logger = silentLogger();
+  const tokens = new TokenStore(new Map([[hashToken(TOKEN), "bench"]]));
+  if (PLATFORM === "kubernetes") {
+    const cp = await kubeconfig();
+    const clients = adminClients(cp.path);
+    await installSandboxCrd(clients.kc);
+    const ns = await freshNamespaces(clients.core, "bench-e2b");
+    const config = testConfig(ns, { listen: { host: "127.0.0.1", port: 0 }, warmPool: [] });
+    const backend = createKubernetesBackend(
+      config,
+      { logger, clock: systemClock },
+      { clients, retryPeriodMs: 1000, leaseDurationMs: 15_000, activityFlushMs: 500 },
+    );
+    const service = await startService({ config, tokens, logger, clock: systemClock, backend, port: 0 });
+    for (let i = 0; i < 200 && !backend.controller.isLeader(); i++) await new Promise((r) => setTimeout(r, 100));
+    return {
+      url: service.url,
+      close: async () => {
+        await service.close();
+        await ns.cleanup();
+        await cp.stop();
+      },
+    };
+  }
+  const stateDir = mkdtempSync(join(os.tmpdir(), "sbx-bench-e2b-"));
+  const config = validateRuntimeConfig({ local: { stateDir }, listen: { host: "127.0.0.1", port: 0 }, warmPool: [] });
+  const backend = createLocalBackend(config, { logger, clock: systemClock });
+  const service = await startService({ config, tokens, logger, clock: systemClock, backend, port: 0 });
+  return {
+    url: service.url,
+    close: async () => {
+      await service.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** `--serve`: the child's side. Prints the URL, serves until its stdin closes. */
+async function serveChild(): Promise<void> {
+  const s = await serve();
+  console.log(JSON.stringify({ url: s.url }));
+  process.stdin.resume();
+  await new Promise((r) => process.stdin.once("end", r));
+  await s.close();
+}
+
+/** The service in a process of its own (this script with --serve); its URL once it listens. */
+async function serveInChild(): Promise<Running> {
+  const self = fileURLToPath(import.meta.url);
+  const child = spawn(process.execPath, ["--import", "tsx", self, "--serve", "--platform", PLATFORM], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  child.stdin.on("error", () => undefined);
+  const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  const lines = createInterface({ input: child.stdout });
+  const url = await new Promise<string>((resolve, reject) => {
+    // the first line that is ours: anything else the service prints is passed through
+    lines.on("line", (l) => {
+      if (l.startsWith('{"url":')) resolve((JSON.parse(l) as { url: string }).url);
+      else process.stderr.write(`${l}\n`);
+    });
+    child.once("exit", (code) => reject(new Error(`the service process exited (${code}) before it listened`)));
+  });
+  return {
+    url,
+    close: async () => {
+      child.stdin.end();
+      await exited;
+    },
+  };
+}
 
 /** our API's exec, the whole NDJSON response read */
 async function apiExec(url: string, id: string, command: string[]): Promise<void> {
@@ -63,34 +159,20 @@ async function rawStart(url: string, id: string, accessToken: string): Promise<v
 
 const round = (x: number) => Math.round(x * 100) / 100;
 
-async function main(): Promise<void> {
-  const stateDir = mkdtempSync(join(os.tmpdir(), "sbx-bench-e2b-"));
-  const config = validateRuntimeConfig({ local: { stateDir }, listen: { host: "127.0.0.1", port: 0 }, warmPool: [] });
-  const logger = silentLogger();
-  const service = await startService({
-    config,
-    tokens: new TokenStore(new Map([[hashToken(TOKEN), "bench"]])),
-    logger,
-    clock: systemClock,
-    backend: createLocalBackend(config, { logger, clock: systemClock }),
-    port: 0,
-  });
+async function measure(url: string): Promise<void> {
   const loadAvgAtStart = os.loadavg()[0];
+  const sbx = await Sandbox.create("base", { apiKey: TOKEN, apiUrl: url, sandboxUrl: url, requestTimeoutMs: 150_000 });
+  const id = sbx.sandboxId;
+  // the SDK keeps it to itself; the raw case needs it (the SDK sends it on every envd call)
+  const accessToken = (sbx as unknown as { envdAccessToken: string }).envdAccessToken;
+  const cases: { label: string; run: () => Promise<unknown> }[] = [
+    { label: "e2b sdk commands.run('true')", run: () => sbx.commands.run("true") },
+    { label: "envd Start over fetch (no SDK)", run: () => rawStart(url, id, accessToken) },
+    { label: "sbx exec /bin/bash -l -c true", run: () => apiExec(url, id, ["/bin/bash", "-l", "-c", "true"]) },
+    { label: "sbx exec true", run: () => apiExec(url, id, ["true"]) },
+  ];
+  const ms: number[][] = cases.map(() => []);
   try {
-    const sbx = await Sandbox.create("base", { apiKey: TOKEN, apiUrl: service.url, sandboxUrl: service.url });
-    const id = sbx.sandboxId;
-    // the SDK keeps it to itself; the raw case needs it (the SDK sends it on every envd call)
-    const accessToken = (sbx as unknown as { envdAccessToken: string }).envdAccessToken;
-    const cases: { label: string; run: () => Promise<unknown> }[] = [
-      { label: "e2b sdk commands.run('true')", run: () => sbx.commands.run("true") },
-      { label: "envd Start over fetch (no SDK)", run: () => rawStart(service.url, id, accessToken) },
-      {
-        label: "sbx exec /bin/bash -l -c true",
-        run: () => apiExec(service.url, id, ["/bin/bash", "-l", "-c", "true"]),
-      },
-      { label: "sbx exec true", run: () => apiExec(service.url, id, ["true"]) },
-    ];
-    const ms: number[][] = cases.map(() => []);
     for (let i = 0; i < WARMUP + SAMPLES; i++) {
       for (const [k, c] of cases.entries()) {
         const t0 = performance.now();
@@ -98,34 +180,55 @@ async function main(): Promise<void> {
         if (i >= WARMUP) ms[k]!.push(performance.now() - t0);
       }
     }
-    const rows = cases.map((c, k) => ({
-      label: c.label,
-      samples: ms[k]!.length,
-      p50: round(nearestRank(ms[k]!, 50) ?? Number.NaN),
-      p90: round(nearestRank(ms[k]!, 90) ?? Number.NaN),
-      p99: round(nearestRank(ms[k]!, 99) ?? Number.NaN),
-    }));
-    const added = round(rows[0]!.p50 - rows[2]!.p50);
-    const result = {
-      bench: "e2b-exec",
-      platform: "local",
-      samples: SAMPLES,
-      node: process.version,
-      cpus: os.cpus().length,
-      loadAvgAtStart,
-      loadAvgAtEnd: os.loadavg()[0],
-      rows,
-      e2bAddedP50Ms: added,
-    };
-    console.log(JSON.stringify(result));
-    console.log("\n| case | samples | p50 ms | p90 ms | p99 ms |\n|---|---|---|---|---|");
-    for (const r of rows) console.log(`| ${r.label} | ${r.samples} | ${r.p50} | ${r.p90} | ${r.p99} |`);
-    console.log(`\nE2B layer adds ${added} ms at p50 (SDK run vs our exec of the same bash -l -c command line)`);
-    await sbx.kill();
   } finally {
-    await service.close();
-    rmSync(stateDir, { recursive: true, force: true });
+    await sbx.kill();
   }
+  const p = (xs: number[], q: number) => round(nearestRank(xs, q) ?? Number.NaN);
+  const rows = cases.map((c, k) => ({
+    label: c.label,
+    samples: ms[k]!.length,
+    p50: p(ms[k]!, 50),
+    p90: p(ms[k]!, 90),
+    p99: p(ms[k]!, 99),
+  }));
+  const added = round(rows[0]!.p50 - rows[2]!.p50);
+  const pairedAdded = p(
+    ms[0]!.map((x, i) => x - ms[2]![i]!),
+    50,
+  );
+  const serverAdded = p(
+    ms[1]!.map((x, i) => x - ms[2]![i]!),
+    50,
+  );
+  const result = {
+    bench: "e2b-exec",
+    platform: PLATFORM,
+    service: SERVICE,
+    samples: SAMPLES,
+    node: process.version,
+    cpus: os.cpus().length,
+    loadAvgAtStart,
+    loadAvgAtEnd: os.loadavg()[0],
+    rows,
+    e2bAddedP50Ms: added,
+    e2bAddedPairedMedianMs: pairedAdded,
+    rawStartAddedPairedMedianMs: serverAdded,
+  };
+  console.log(JSON.stringify(result));
+  console.log("\n| case | samples | p50 ms | p90 ms | p99 ms |\n|---|---|---|---|---|");
+  for (const r of rows) console.log(`| ${r.label} | ${r.samples} | ${r.p50} | ${r.p90} | ${r.p99} |`);
+  console.log(
+    `\nE2B layer adds ${added} ms at p50 (${pairedAdded} ms median of per-round differences; without the SDK ${serverAdded} ms), ${PLATFORM}, service ${SERVICE}`,
+  );
 }
 
-await main();
+if (process.argv.includes("--serve")) {
+  await serveChild();
+} else {
+  const running = SERVICE === "child" ? await serveInChild() : await serve();
+  try {
+    await measure(running.url);
+  } finally {
+    await running.close();
+  }
+}

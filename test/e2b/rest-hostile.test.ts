@@ -165,6 +165,12 @@ function cases(): Case[] {
       payload: { metadata: { "sbx.e2b.end": "x" } },
       field: "metadata.sbx.e2b.end",
     },
+    {
+      ...create,
+      name: "create port exposure key",
+      payload: { metadata: { "sbx.ports.8080": "{}" } },
+      field: "metadata.sbx.ports.8080",
+    },
     { ...create, name: "create bad metadata key", payload: { metadata: { "a b": "x" } }, field: "metadata.a b" },
     { ...create, name: "create bad env name", payload: { envVars: { "1X": "x" } }, field: "envVars.1X" },
     { ...create, name: "create timeout over the hard TTL", payload: { timeout: 10 ** 6 }, field: "timeout" },

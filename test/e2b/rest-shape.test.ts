@@ -86,7 +86,8 @@ describe("state and end", () => {
 
   it("shows user metadata only", () => {
     const s = sandbox("a", "2026-01-01T00:00:00.000Z", {
-      metadata: { job: "1", [RESERVED.tokenHash]: "f".repeat(64) },
+      // the port relay's exposures hold a token's hash too (runtime/server/ports/metadataAccess.ts)
+      metadata: { job: "1", [RESERVED.tokenHash]: "f".repeat(64), "sbx.ports.8080": '{"public":true}' },
     });
     expect(toE2b(s, undefined).metadata).toEqual({ job: "1" });
   });

@@ -7,7 +7,7 @@ import type { Logger } from "../../core/log.ts";
 import type { CreateRequest, Manager, MetadataPatch, Sandbox } from "../../core/types.ts";
 import { ENVD_VERSION } from "./access.ts";
 import { deriveAccessToken, newNonce } from "./accessToken.ts";
-import { endAtMs, e2bState, RESERVED } from "./shape.ts";
+import { endAtMs, e2bState, RESERVED, serviceKey } from "./shape.ts";
 
 /** E2B's default when the SDK sends no timeout (it stopped sending defaults in 2.x). */
 export const DEFAULT_TIMEOUT_SECONDS = 300;
@@ -77,9 +77,10 @@ function refuseUnsupported(b: CreateBody): void {
       true,
       "sbx pauses keep the filesystem, not memory: use onTimeout { action: 'pause', keepMemory: false }",
     );
-  for (const k of Object.keys(b.metadata ?? {}))
-    if (k.startsWith(RESERVED.prefix))
-      throw new ValidationError(`metadata.${k}`, k, `keys starting with ${RESERVED.prefix} are reserved; rename it`);
+  for (const k of Object.keys(b.metadata ?? {})) {
+    const prefix = serviceKey(k);
+    if (prefix) throw new ValidationError(`metadata.${k}`, k, `keys starting with ${prefix} are reserved; rename it`);
+  }
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();

@@ -15,6 +15,7 @@ import { type E2bManager, Lifecycle } from "./lifecycle.ts";
 import { registerRoutes } from "./routes.ts";
 import { RESERVED } from "./shape.ts";
 import { TimeoutSweeper } from "./sweeper.ts";
+import { VerifiedTokens } from "./verifiedTokens.ts";
 
 export interface E2bOptions {
   /** the hard TTL of E2B sandboxes: config.defaults.maxTtlSeconds (default 86400, E2B's own maximum) */
@@ -56,22 +57,37 @@ function presentedKey(req: FastifyRequest): string | undefined {
   return m?.[1];
 }
 
-export function envdAccess(manager: Manager): EnvdAccess {
+/**
+ * envd's access check: the sandbox's stored token hashes against the presented token, in
+ * constant time; a token already verified against the same hashes skips the hashing
+ * (verifiedTokens.ts). The Manager lookup stays on every request: it is what says the sandbox
+ * still exists and is the token owner's, and it is an in-memory read on both platforms.
+ */
+export function envdAccess(manager: Manager, verified = new VerifiedTokens()): EnvdAccess {
   return {
     async resolve(sandboxId, accessToken) {
       const owner = tokenOwner(accessToken);
-      if (!owner) return undefined;
+      if (!owner || accessToken === undefined) return undefined;
       let metadata: Record<string, string>;
       try {
         metadata = (await manager.get(owner, sandboxId)).metadata;
       } catch (err) {
-        if (err instanceof NotFoundError) return undefined;
+        if (err instanceof NotFoundError) {
+          verified.forget(sandboxId);
+          return undefined;
+        }
         throw err;
       }
+      const createdHash = metadata[RESERVED.tokenHash];
+      const mintedHash = metadata[RESERVED.connectTokenHash];
+      const stored = `${createdHash ?? ""}:${mintedHash ?? ""}`;
+      if (verified.known(sandboxId, accessToken, stored)) return { owner, sandboxId };
       // both are compared, whichever matches: no early exit on the first
-      const created = accessTokenMatches(accessToken, metadata[RESERVED.tokenHash]);
-      const minted = accessTokenMatches(accessToken, metadata[RESERVED.connectTokenHash]);
-      return created || minted ? { owner, sandboxId } : undefined;
+      const created = accessTokenMatches(accessToken, createdHash);
+      const minted = accessTokenMatches(accessToken, mintedHash);
+      if (!created && !minted) return undefined;
+      verified.remember(sandboxId, accessToken, stored);
+      return { owner, sandboxId };
     },
   };
 }

@@ -3,6 +3,7 @@
 // (metadata/state/template filters, order, cursor paging). No I/O here, so it is table-tested.
 import { ValidationError } from "../../core/errors.ts";
 import type { Sandbox, SandboxPhase } from "../../core/types.ts";
+import { PORTS_METADATA_PREFIX } from "../ports/metadataAccess.ts";
 import { ENVD_VERSION } from "./access.ts";
 
 /**
@@ -32,8 +33,15 @@ export function e2bState(phase: SandboxPhase): E2bState | undefined {
   return undefined;
 }
 
+/**
+ * Keys a caller of E2B may neither see nor set: this layer's, and the port relay's exposures
+ * (sbx.ports.<port>: a token's hash), which /v1 hides too (runtime/server/reservedMetadata.ts).
+ */
+const SERVICE_PREFIXES = [RESERVED.prefix, PORTS_METADATA_PREFIX];
+export const serviceKey = (k: string): string | undefined => SERVICE_PREFIXES.find((p) => k.startsWith(p));
+
 export function userMetadata(metadata: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(metadata).filter(([k]) => !k.startsWith(RESERVED.prefix)));
+  return Object.fromEntries(Object.entries(metadata).filter(([k]) => !serviceKey(k)));
 }
 
 /** The timeout end in the sandbox's metadata (the hard TTL when it has none), never past the hard TTL. */
@@ -166,7 +174,7 @@ function matches(s: Sandbox, f: ListFilter): boolean {
   if (f.template !== undefined && (s.metadata[RESERVED.template] ?? s.profile) !== f.template) return false;
   if (f.startedAfterMs !== undefined && Date.parse(s.createdAt) <= f.startedAfterMs) return false;
   for (const [k, v] of Object.entries(f.metadata)) {
-    if (k.startsWith(RESERVED.prefix) || s.metadata[k] !== v) return false;
+    if (serviceKey(k) || s.metadata[k] !== v) return false;
   }
   return true;
 }

@@ -1,9 +1,9 @@
 // envd through the control plane with the REAL e2b SDK on the Kubernetes backend (pods on the
 // control plane the suite starts), through startService as `npm start` wires it. A smaller set
 // than the local file (test/e2b/envd.test.ts): run, exit codes, envs/cwd, streamed output,
-// background processes by pid, file round trips and listing, and a wrong access token.
+// background processes by pid, file round trips and listing, watchDir, and a wrong access token.
 import { createHash, randomBytes } from "node:crypto";
-import { CommandExitError, Sandbox } from "e2b";
+import { CommandExitError, type FilesystemEvent, Sandbox } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
@@ -121,6 +121,23 @@ describe("envd with the real SDK (Kubernetes platform)", () => {
     expect(await sbx.files.read("/workspace/arr/new/one.txt")).toBe("1");
     await sbx.files.remove("/workspace/arr");
     expect(await sbx.files.exists("/workspace/arr")).toBe(false);
+  });
+
+  it("files.watchDir: create, write, rename and remove, as the SDK reports them", async () => {
+    await sbx.files.makeDir("/workspace/watched");
+    const events: FilesystemEvent[] = [];
+    const h = await sbx.files.watchDir("/workspace/watched", (e) => void events.push(e), { timeoutMs: 0 });
+    const seen = () => events.map((e) => `${e.type} ${e.name}`);
+    try {
+      await sbx.files.write("/workspace/watched/a.txt", "x");
+      await expect.poll(seen, { timeout: 30_000 }).toEqual(["create a.txt", "write a.txt"]);
+      await sbx.files.rename("/workspace/watched/a.txt", "/workspace/watched/b.txt");
+      await expect.poll(() => seen().slice(2), { timeout: 30_000 }).toEqual(["rename a.txt", "create b.txt"]);
+      await sbx.files.remove("/workspace/watched/b.txt");
+      await expect.poll(() => seen().slice(4), { timeout: 30_000 }).toEqual(["remove b.txt"]);
+    } finally {
+      await h.stop();
+    }
   });
 
   it("a wrong access token gets nothing", async () => {

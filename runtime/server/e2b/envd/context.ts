@@ -5,6 +5,7 @@ import type { Logger } from "../../../core/log.ts";
 import type { Manager } from "../../../core/types.ts";
 import type { EnvdCaller } from "../access.ts";
 import type { ProcessRegistry } from "./registry.ts";
+import type { WatcherSlots, WatchLimits } from "./watchers.ts";
 
 export const CALLER = createContextKey<EnvdCaller | undefined>(undefined, { description: "envd caller" });
 
@@ -12,8 +13,12 @@ export interface EnvdServices {
   manager: Manager;
   registry: ProcessRegistry;
   logger: Logger;
-  /** how often an idle Start/Connect stream sends a keepalive event */
+  /** how often an idle Start/Connect/WatchDir stream sends a keepalive event */
   keepaliveMs: number;
+  /** WatchDir's polling interval and bounds */
+  watch: WatchLimits;
+  /** open WatchDir streams per owner (bounded by watch.maxPerOwner) */
+  watchers: WatcherSlots;
 }
 
 /** The resolved caller; the route only hands requests that passed the access check to Connect. */

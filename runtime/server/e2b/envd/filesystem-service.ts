@@ -1,5 +1,5 @@
 // filesystem.Filesystem through small commands in the sandbox (sandbox-command.ts): GNU find
-// describes entries, mkdir/mv/rm change them. Every image profile we ship has GNU findutils
+// describes entries, mkdir/mv/rm change them, a polling loop watches a directory (watch.ts). Every image profile we ship has GNU findutils
 // and coreutils (the host's tools locally, Debian-based images on Kubernetes).
 import { posix } from "node:path";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
@@ -9,8 +9,9 @@ import { resolveSandboxPath, userFromAuthorization, validateUser } from "./calle
 import { callerOf, type EnvdServices } from "./context.ts";
 import { type Entry, FIND_FORMAT, parseFindEntries } from "./entries.ts";
 import type { Filesystem } from "./gen/filesystem/filesystem_pb.ts";
-import { guarded } from "./rpc-errors.ts";
+import { guarded, toConnectError } from "./rpc-errors.ts";
 import { EXIT, runScript, type CommandOutput } from "./sandbox-command.ts";
+import { PolledWatchers, watchDir } from "./watch-service.ts";
 
 /** List $1 to depth $2 ($2 = 0: the entry itself). */
 const LIST = `
@@ -63,6 +64,7 @@ function callerFor(ctx: HandlerContext): EnvdCaller {
 
 export function filesystemService(s: EnvdServices): Partial<ServiceImpl<typeof Filesystem>> {
   const log = s.logger.child({ op: "envd.filesystem" });
+  const polled = new PolledWatchers();
   return {
     stat: (req, ctx) =>
       guarded(log, async () => {
@@ -97,6 +99,39 @@ export function filesystemService(s: EnvdServices): Partial<ServiceImpl<typeof F
         const out = await runScript(s.manager, callerFor(ctx), MOVE, [source, destination, posix.dirname(destination)]);
         if (out.exitCode !== 0) throw failure(source, out, "move");
         return { entry: single(parseFindEntries(out.stdout), destination) };
+      }),
+
+    async *watchDir(req, ctx) {
+      let caller: EnvdCaller;
+      let path: string;
+      try {
+        caller = callerFor(ctx);
+        path = resolveSandboxPath("path", req.path);
+      } catch (err) {
+        throw toConnectError(err, log);
+      }
+      try {
+        yield* watchDir(s, caller, path, req.recursive, ctx);
+      } catch (err) {
+        throw toConnectError(err, log);
+      }
+    },
+
+    createWatcher: (req, ctx) =>
+      guarded(log, async () => {
+        const path = resolveSandboxPath("path", req.path);
+        return { watcherId: await polled.create(s, callerFor(ctx), path, req.recursive, ctx) };
+      }),
+
+    getWatcherEvents: (req, ctx) =>
+      guarded(log, async () => ({
+        events: polled.take(callerFor(ctx), req.watcherId).map((e) => ({ name: e.name, type: e.type })),
+      })),
+
+    removeWatcher: (req, ctx) =>
+      guarded(log, async () => {
+        polled.remove(callerFor(ctx), req.watcherId);
+        return {};
       }),
 
     remove: (req, ctx) =>

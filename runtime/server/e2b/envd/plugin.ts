@@ -21,6 +21,7 @@ import { Process } from "./gen/process/process_pb.ts";
 import { processService } from "./process-service.ts";
 import { rpcAdapter } from "./rpc-adapter.ts";
 import { MemoryProcessRegistry, type ProcessRegistry } from "./registry.ts";
+import { DEFAULT_WATCH_LIMITS, WatcherSlots, type WatchLimits } from "./watchers.ts";
 
 export interface EnvdOptions {
   /** the process table; one per replica by default (registry.ts) */
@@ -29,6 +30,8 @@ export interface EnvdOptions {
   keepaliveMs?: number;
   /** largest upload body (POST /files), bytes */
   uploadBytes?: number;
+  /** WatchDir's polling interval and per-owner bounds (watch-service.ts DEFAULT_WATCH_LIMITS) */
+  watch?: Partial<WatchLimits>;
 }
 
 const DEFAULTS = { keepaliveMs: 20_000, uploadBytes: 512 * 1024 * 1024 };
@@ -44,11 +47,14 @@ function e2bBody(reply: FastifyReply, status: number, message: string): FastifyR
 }
 
 export function registerEnvd(app: FastifyInstance, deps: E2bDeps, opts: EnvdOptions = {}): void {
+  const watch = { ...DEFAULT_WATCH_LIMITS, ...opts.watch };
   const services: EnvdServices = {
     manager: deps.manager,
     logger: deps.logger,
     registry: opts.registry ?? new MemoryProcessRegistry(),
     keepaliveMs: opts.keepaliveMs ?? DEFAULTS.keepaliveMs,
+    watch,
+    watchers: new WatcherSlots(watch.maxPerOwner),
   };
   const uploadBytes = opts.uploadBytes ?? DEFAULTS.uploadBytes;
   const log = deps.logger.child({ op: "envd" });
