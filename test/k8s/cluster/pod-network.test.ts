@@ -48,17 +48,19 @@ describe("the pod network", () => {
   });
 
   it("port-forwards into a sandbox pod's own network namespace, never the host's loopback", async () => {
-    const server = ["python3", "-m", "http.server", "8080", "--bind", "127.0.0.1"];
+    // listening only after a while, so the first tries are always refused
+    const server = ["sh", "-c", "sleep 2; exec python3 -m http.server 8080 --bind 127.0.0.1"];
     await runPod(kc, ns.name, podManifest("own-net", { command: server }));
-    const fwd = await portForward(ns.name, "own-net", 8080);
-    try {
-      await waitFor(
-        "the sandbox's server through port-forward",
-        async () => (await httpText(`http://127.0.0.1:${fwd.local}/`)).status === 200,
-      );
-    } finally {
-      fwd.stop();
-    }
+    // a fresh port-forward per attempt: kubectl ends its forward on the first refused connection,
+    // which is what a try before python listens (a busy machine starts it slowly) gets
+    await waitFor("the sandbox's server through port-forward", async () => {
+      const fwd = await portForward(ns.name, "own-net", 8080);
+      try {
+        return (await httpText(`http://127.0.0.1:${fwd.local}/`)).status === 200;
+      } finally {
+        fwd.stop();
+      }
+    });
     // a port only the host listens on is not in the sandbox's namespace
     const host = net.createServer((c) => c.end("host\n"));
     await new Promise<void>((r) => host.listen(0, "127.0.0.1", r));
