@@ -5,44 +5,19 @@
 import { createHash, randomBytes } from "node:crypto";
 import { CommandExitError, type FilesystemEvent, Sandbox } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { systemClock } from "../../../runtime/core/clock.ts";
-import { silentLogger } from "../../../runtime/core/log.ts";
-import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
-import { startService, type Service } from "../../../runtime/server/service.ts";
-import { waitFor } from "../../support/cluster.ts";
-import { TOKENS, testTokens } from "../../support/local.ts";
-import {
-  adminClients,
-  freshNamespaces,
-  installSandboxCrd,
-  testBackend,
-  testConfig,
-  testKubeconfigPath,
-  type TestNamespaces,
-} from "../runtime/support.ts";
+import type { Service } from "../../../runtime/server/service.ts";
+import { TOKENS } from "../../support/local.ts";
+import type { TestNamespaces } from "../runtime/support.ts";
+import { startTestService, type TestService } from "../runtime/service-support.ts";
 
+let t: TestService;
 let ns: TestNamespaces;
-let backend: KubernetesBackend;
 let service: Service;
 let sbx: Sandbox;
 
 beforeAll(async () => {
-  const clients = adminClients(await testKubeconfigPath());
-  await installSandboxCrd(clients.kc);
-  ns = await freshNamespaces(clients.core, "e2b-envd");
-  const config = testConfig(ns, { listen: { host: "127.0.0.1", port: 0 } });
-  backend = testBackend(config, clients);
-  service = await startService({
-    config,
-    tokens: testTokens(),
-    logger: silentLogger(),
-    clock: systemClock,
-    backend,
-    host: "127.0.0.1",
-    port: 0,
-    reaperIntervalMs: 60_000,
-  });
-  await waitFor("leader", async () => backend.controller.isLeader(), 15_000);
+  t = await startTestService("e2b-envd");
+  ({ ns, service } = t);
   sbx = await Sandbox.create("base", {
     apiKey: TOKENS.alice,
     apiUrl: service.url,

@@ -5,24 +5,12 @@
 // room for three nano sandboxes, no more.
 import { RateLimitError, Sandbox } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { systemClock } from "../../../runtime/core/clock.ts";
-import { silentLogger } from "../../../runtime/core/log.ts";
-import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
-import { startService, type Service } from "../../../runtime/server/service.ts";
-import { registryUrl, waitFor } from "../../support/cluster.ts";
-import { TOKENS, testTokens } from "../../support/local.ts";
-import {
-  adminClients,
-  freshNamespaces,
-  installSandboxCrd,
-  testBackend,
-  testConfig,
-  testKubeconfigPath,
-  type TestNamespaces,
-} from "../runtime/support.ts";
+import type { Service } from "../../../runtime/server/service.ts";
+import { registryUrl } from "../../support/cluster.ts";
+import { TOKENS } from "../../support/local.ts";
+import { startTestService, type TestService } from "../runtime/service-support.ts";
 
-let ns: TestNamespaces;
-let backend: KubernetesBackend;
+let t: TestService;
 let service: Service;
 /** 429s the create route answered: the SDK's retries show up here */
 let rejectedCreates = 0;
@@ -36,37 +24,21 @@ const sdk = (extra: Record<string, unknown> = {}) => ({
 });
 
 beforeAll(async () => {
-  const clients = adminClients(await testKubeconfigPath());
-  await installSandboxCrd(clients.kc);
-  ns = await freshNamespaces(clients.core, "e2b-life");
-  const config = testConfig(ns, {
-    listen: { host: "127.0.0.1", port: 0 },
+  t = await startTestService("e2b-life", (ns) => ({
     budget: { cpu: "300m", memory: "4Gi" },
     snapshots: { registry: registryUrl(), repository: `snap-${ns.sandboxes}` },
-  });
-  backend = testBackend(config, clients);
-  service = await startService({
-    config,
-    tokens: testTokens(),
-    logger: silentLogger(),
-    clock: systemClock,
-    backend,
-    host: "127.0.0.1",
-    port: 0,
-    reaperIntervalMs: 60_000,
-  });
+  }));
+  ({ service } = t);
   // the app already listens (no more hooks): watch the node server's answers instead
   service.app.server.on("request", (req, res) => {
     res.once("finish", () => {
       if (req.url === "/v2/sandboxes" && req.method === "POST" && res.statusCode === 429) rejectedCreates++;
     });
   });
-  await waitFor("leader", async () => backend.controller.isLeader(), 15_000);
 }, 240_000);
 
 afterAll(async () => {
-  await service?.close();
-  await ns?.cleanup();
+  await t?.close();
 });
 
 describe("E2B lifecycle with the real SDK (Kubernetes platform)", () => {

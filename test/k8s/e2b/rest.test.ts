@@ -6,24 +6,11 @@ import { randomUUID } from "node:crypto";
 import { finished } from "node:stream/promises";
 import { AuthenticationError, Sandbox, SandboxNotFoundError } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { systemClock } from "../../../runtime/core/clock.ts";
-import { silentLogger } from "../../../runtime/core/log.ts";
-import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
-import { startService, type Service } from "../../../runtime/server/service.ts";
-import { waitFor } from "../../support/cluster.ts";
-import { TOKENS, testTokens } from "../../support/local.ts";
-import {
-  adminClients,
-  freshNamespaces,
-  installSandboxCrd,
-  testBackend,
-  testConfig,
-  testKubeconfigPath,
-  type TestNamespaces,
-} from "../runtime/support.ts";
+import type { Service } from "../../../runtime/server/service.ts";
+import { TOKENS } from "../../support/local.ts";
+import { startTestService, type TestService } from "../runtime/service-support.ts";
 
-let ns: TestNamespaces;
-let backend: KubernetesBackend;
+let t: TestService;
 let service: Service;
 
 const sdk = (owner: keyof typeof TOKENS | "nobody" = "alice") => ({
@@ -34,27 +21,12 @@ const sdk = (owner: keyof typeof TOKENS | "nobody" = "alice") => ({
 });
 
 beforeAll(async () => {
-  const clients = adminClients(await testKubeconfigPath());
-  await installSandboxCrd(clients.kc);
-  ns = await freshNamespaces(clients.core, "e2b-rest");
-  const config = testConfig(ns, { listen: { host: "127.0.0.1", port: 0 } });
-  backend = testBackend(config, clients);
-  service = await startService({
-    config,
-    tokens: testTokens(),
-    logger: silentLogger(),
-    clock: systemClock,
-    backend,
-    host: "127.0.0.1",
-    port: 0,
-    reaperIntervalMs: 60_000,
-  });
-  await waitFor("leader", async () => backend.controller.isLeader(), 15_000);
+  t = await startTestService("e2b-rest");
+  ({ service } = t);
 }, 120_000);
 
 afterAll(async () => {
-  await service?.close();
-  await ns?.cleanup();
+  await t?.close();
 });
 
 async function sh(id: string, script: string): Promise<string> {

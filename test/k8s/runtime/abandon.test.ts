@@ -3,22 +3,10 @@
 // command running when its stream closes: a client that disconnects from an exec or a download
 // leaves no process in the pod and no fd in the service; a command reported as timed out is dead.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { systemClock } from "../../../runtime/core/clock.ts";
-import { silentLogger } from "../../../runtime/core/log.ts";
-import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
-import { startService, type Service } from "../../../runtime/server/service.ts";
-import { waitFor } from "../../support/cluster.ts";
-import { parseExecFrames, TOKENS, testTokens } from "../../support/local.ts";
+import type { Service } from "../../../runtime/server/service.ts";
+import { parseExecFrames, TOKENS } from "../../support/local.ts";
 import { abandon, openFds, request, settle, type Abandon } from "../../support/raw-http.ts";
-import {
-  adminClients,
-  freshNamespaces,
-  installSandboxCrd,
-  testBackend,
-  testConfig,
-  testKubeconfigPath,
-  type TestNamespaces,
-} from "./support.ts";
+import { startTestService, type TestService } from "./service-support.ts";
 
 /** generous: a kill costs a second exec through the API server on a busy 2-core machine */
 const SETTLE_MS = 20_000;
@@ -31,32 +19,16 @@ const DISCONNECTS = 5;
  */
 const FD_NOISE = 2;
 const token = TOKENS.alice;
-let ns: TestNamespaces;
-let backend: KubernetesBackend;
+let t: TestService;
 let svc: Service;
 
 beforeAll(async () => {
-  const clients = adminClients(await testKubeconfigPath());
-  await installSandboxCrd(clients.kc);
-  ns = await freshNamespaces(clients.core, "rt-abandon");
-  const config = testConfig(ns, { listen: { host: "127.0.0.1", port: 0 } });
-  backend = testBackend(config, clients);
-  svc = await startService({
-    config,
-    tokens: testTokens(),
-    logger: silentLogger(),
-    clock: systemClock,
-    backend,
-    host: "127.0.0.1",
-    port: 0,
-    reaperIntervalMs: 60_000,
-  });
-  await waitFor("leader", async () => backend.controller.isLeader(), 15_000);
+  t = await startTestService("rt-abandon");
+  ({ service: svc } = t);
 }, 120_000);
 
 afterAll(async () => {
-  await svc?.close();
-  await ns?.cleanup();
+  await t?.close();
 });
 
 async function createSandbox(): Promise<string> {

@@ -6,24 +6,13 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { systemClock } from "../../../runtime/core/clock.ts";
-import { silentLogger } from "../../../runtime/core/log.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
-import { startService, type Service } from "../../../runtime/server/service.ts";
-import { waitFor } from "../../support/cluster.ts";
-import { TOKENS, testTokens } from "../../support/local.ts";
-import {
-  adminClients,
-  freshNamespaces,
-  installSandboxCrd,
-  testBackend,
-  testConfig,
-  testKubeconfigPath,
-  type TestNamespaces,
-} from "./support.ts";
+import type { Service } from "../../../runtime/server/service.ts";
+import { TOKENS } from "../../support/local.ts";
+import { startTestService, type TestService } from "./service-support.ts";
 
 const repo = resolve(import.meta.dirname, "../../..");
-let ns: TestNamespaces;
+let t: TestService;
 let backend: KubernetesBackend;
 let service: Service;
 let work: string;
@@ -49,27 +38,12 @@ function sbx(
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "sbx-k8s-svc-"));
-  const clients = adminClients(await testKubeconfigPath());
-  await installSandboxCrd(clients.kc);
-  ns = await freshNamespaces(clients.core, "rt-svc");
-  const config = testConfig(ns, { listen: { host: "127.0.0.1", port: 0 } });
-  backend = testBackend(config, clients);
-  service = await startService({
-    config,
-    tokens: testTokens(),
-    logger: silentLogger(),
-    clock: systemClock,
-    backend,
-    host: "127.0.0.1",
-    port: 0,
-    reaperIntervalMs: 60_000,
-  });
-  await waitFor("leader", async () => backend.controller.isLeader(), 15_000);
+  t = await startTestService("rt-svc");
+  ({ backend, service } = t);
 }, 120_000);
 
 afterAll(async () => {
-  await service?.close();
-  await ns?.cleanup();
+  await t?.close();
 });
 
 describe("service and CLI on the Kubernetes backend", () => {

@@ -1,0 +1,71 @@
+// The service as `npm start` wires it, on the Kubernetes backend against the suite's control
+// plane, in a fresh namespace pair, its backend leading: what the service-level k8s tests (the
+// HTTP API, E2B, abandoned streams) start in beforeAll. A separate module from support.ts, so
+// the backend-level tests do not load the whole service.
+import type { RuntimeConfig, RuntimeConfigInput } from "../../../runtime/config/schema.ts";
+import { systemClock } from "../../../runtime/core/clock.ts";
+import { silentLogger } from "../../../runtime/core/log.ts";
+import type { KubeClients } from "../../../runtime/k8s/client.ts";
+import type { KubernetesBackend } from "../../../runtime/kubernetes.ts";
+import { type Service, startService } from "../../../runtime/server/service.ts";
+import { waitFor } from "../../support/cluster.ts";
+import { testTokens } from "../../support/local.ts";
+import {
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testBackend,
+  testConfig,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "./support.ts";
+
+export interface TestService {
+  ns: TestNamespaces;
+  clients: KubeClients;
+  config: RuntimeConfig;
+  backend: KubernetesBackend;
+  service: Service;
+  /** closes the service (and its backend), then deletes the namespaces */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts it on loopback with the suite's tokens. `over` is merged into the test config (a
+ * function gets the namespaces, e.g. for a snapshot repository named after them).
+ */
+export async function startTestService(
+  prefix: string,
+  over: Partial<RuntimeConfigInput> | ((ns: TestNamespaces) => Partial<RuntimeConfigInput>) = {},
+): Promise<TestService> {
+  const clients = adminClients(await testKubeconfigPath());
+  await installSandboxCrd(clients.kc);
+  const ns = await freshNamespaces(clients.core, prefix);
+  const config = testConfig(ns, {
+    listen: { host: "127.0.0.1", port: 0 },
+    ...(typeof over === "function" ? over(ns) : over),
+  });
+  const backend = testBackend(config, clients);
+  const service = await startService({
+    config,
+    tokens: testTokens(),
+    logger: silentLogger(),
+    clock: systemClock,
+    backend,
+    host: "127.0.0.1",
+    port: 0,
+    reaperIntervalMs: 60_000,
+  });
+  await waitFor("leader", async () => backend.controller.isLeader(), 15_000);
+  return {
+    ns,
+    clients,
+    config,
+    backend,
+    service,
+    close: async () => {
+      await service.close();
+      await ns.cleanup();
+    },
+  };
+}
