@@ -189,15 +189,27 @@ async function warm(c: Ctx): Promise<Row> {
   const pool = c.o.claimers + 10;
   const extra = { warmPool: [{ profile: "base", size: "nano", count: pool }] };
   return withFleet(c, "brep-warm", extra, true, async (f, ns) => {
+    // a fresh replica claims warm only once its pool partition settled: one phase, half the lease
+    const settledAt = performance.now() + (c.o.leaseSeconds / 2) * 1000 + 2_000;
     const ready = async () =>
       (
         await c.admin.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.pool}=warm` })
       ).items.filter((p) => p.status?.conditions?.some((x) => x.type === "Ready" && x.status === "True")).length;
     for (let i = 0; i < 1200 && (await ready()) < pool; i++) await sleep(200);
+    await sleep(Math.max(0, settledAt - performance.now()));
     const out = await round(f, c.o.claimers);
-    const pods = (
-      await c.admin.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.pool}=claimed` })
-    ).items;
+    const warmOut = out.filter((o) => o.warm === true).length;
+    const claimed = async () =>
+      (await c.admin.core.listNamespacedPod({ namespace: ns.sandboxes, labelSelector: `${LABELS.pool}=claimed` }))
+        .items;
+    // the claims' pod patches are written behind the answers: wait (bounded) until they landed
+    const written = performance.now();
+    let pods = await claimed();
+    for (let i = 0; i < 150 && pods.length < warmOut; i++) {
+      await sleep(200);
+      pods = await claimed();
+    }
+    const writeBehindMs = Math.round(performance.now() - written);
     const bySandbox = new Map<string, number>();
     for (const p of pods) {
       const id = p.metadata?.labels?.[LABELS.sandbox] ?? "";
@@ -206,7 +218,9 @@ async function warm(c: Ctx): Promise<Row> {
     return summarize("warm", out, {
       serverP50ms: await serverQuantile(f.managers, "warm", 0.5),
       serverP99ms: await serverQuantile(f.managers, "warm", 0.99),
+      warm: warmOut,
       claimedPods: pods.length,
+      claimsWrittenAfterMs: writeBehindMs,
       doubleClaims: [...bySandbox.values()].filter((n) => n > 1).length,
     });
   });

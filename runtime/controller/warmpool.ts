@@ -8,6 +8,7 @@ import type { CoreV1Api, V1Pod } from "@kubernetes/client-node";
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { PoolStatus, SandboxSpec } from "../core/types.ts";
+import type { Reservation } from "../k8s/claims/writeBehind.ts";
 import { isConflict, isNotFound, mergePatch, statusCode, apiMessage } from "../k8s/client.ts";
 import { ANNOTATIONS, LABELS, POOL, ownerLabelValue } from "../k8s/contract.ts";
 import { planWarmPod, POD_DELETE_GRACE_SECONDS, remainingTtlSeconds } from "../k8s/podTemplate.ts";
@@ -52,8 +53,8 @@ export class WarmPool {
     this.maxAgeMs = o.maxAgeMs ?? 6 * 3600 * 1000;
   }
 
-  /** Takes a ready pool pod for spec, relabelled as this sandbox's; undefined when none could be had. */
-  async claim(spec: SandboxSpec): Promise<V1Pod | undefined> {
+  /** ready, unclaimed pool pods for spec that this process is neither claiming nor has claimed, shuffled */
+  private candidates(spec: SandboxSpec): V1Pod[] {
     const key = poolKey(labelSafe(spec.image.profile), labelSafe(spec.size.name));
     const candidates = this.o.index
       .warmPods(key)
@@ -63,6 +64,51 @@ export class WarmPool {
       )
       .filter((p) => observePod(p).ready && p.spec?.containers?.[0]?.image === spec.image.image);
     shuffle(candidates, this.random);
+    return candidates;
+  }
+
+  /**
+   * Chooses a ready pod for spec in memory (runtime/k8s/claims): marked taken at once, so no
+   * claim in this process is offered it again, whatever its patch's fate. The caller sends
+   * write() behind; it is the same guarded patch as claim()'s.
+   */
+  reserve(spec: SandboxSpec, owns: (podName: string) => boolean): Reservation | undefined {
+    const pod = this.candidates(spec).find((p) => owns(p.metadata!.name!));
+    if (!pod) {
+      this.stats.misses++;
+      return undefined;
+    }
+    const name = pod.metadata!.name!;
+    this.taken.add(name);
+    const body = this.claimPatch(pod, spec) as { metadata: V1Pod["metadata"]; spec: { activeDeadlineSeconds: number } };
+    const claimed: V1Pod = {
+      ...pod,
+      metadata: {
+        ...pod.metadata,
+        labels: { ...pod.metadata?.labels, ...body.metadata?.labels },
+        annotations: { ...pod.metadata?.annotations, ...body.metadata?.annotations },
+      },
+      spec: { ...pod.spec!, activeDeadlineSeconds: body.spec.activeDeadlineSeconds },
+    };
+    const write = async (): Promise<V1Pod> => {
+      try {
+        const landed = await this.o.core.patchNamespacedPod(
+          { name, namespace: this.o.config.kubernetes.namespace, body },
+          mergePatch,
+        );
+        this.stats.claims++;
+        return landed;
+      } catch (err) {
+        if (isConflict(err) || isNotFound(err)) this.stats.conflicts++;
+        throw err;
+      }
+    };
+    return { pod, claimed, write };
+  }
+
+  /** Takes a ready pool pod for spec, relabelled as this sandbox's; undefined when none could be had. */
+  async claim(spec: SandboxSpec): Promise<V1Pod | undefined> {
+    const candidates = this.candidates(spec);
     for (const pod of candidates.slice(0, this.maxAttempts)) {
       const name = pod.metadata!.name!;
       if (this.inFlight.has(name) || this.taken.has(name)) continue;

@@ -6,18 +6,22 @@
 // port. This file only assembles the backend from its parts (parts.ts), the controller half it
 // is given (control.ts; built in runtime/kubernetes.ts) and one module per job: accept.ts
 // (creates), lookup.ts, commands.ts, pause.ts (compute release), activity.ts.
+import type { Readable } from "node:stream";
 import { UpstreamError } from "../core/errors.ts";
 import type { PoolStatus, Sandbox, SandboxEvent, SandboxSpec, WaitOptions } from "../core/types.ts";
 import type { AutoPauseStatusStore } from "../autopause/controller.ts";
 import type { SnapshotAwareBackend } from "../snapshot/wire.ts";
 import { createAcceptor } from "./accept.ts";
 import { type BudgetShares, createBudgetShares } from "./budget/wire.ts";
+import { gateOnClaims } from "./claims/gate.ts";
+import { ClaimPartition } from "./claims/partition.ts";
+import { WriteBehindClaims } from "./claims/writeBehind.ts";
 import { ActivityRecorder } from "./activity.ts";
 import { SandboxAutoPauseStore } from "./autoPauseStatus.ts";
 import type { ChannelSession } from "./channel/command.ts";
 import type { ListedCommand } from "./channel/frames.ts";
 import { createSandboxChannels, type SandboxChannels } from "./channel/sandboxChannels.ts";
-import { isNotFound, mergePatch, toDomainError } from "./client.ts";
+import { isConflict, isNotFound, mergePatch, statusCode, toDomainError } from "./client.ts";
 import { sandboxCommands } from "./commands.ts";
 import { ANNOTATIONS, API_GROUP, API_VERSION, SANDBOX_PLURAL } from "./contract.ts";
 import type { ControlLoop, KubernetesControl, WarmPods } from "./control.ts";
@@ -43,6 +47,8 @@ export interface KubernetesBackend extends SnapshotAwareBackend {
   /** the controller half, exposed for tests (leadership) */
   readonly controller: ControlLoop;
   readonly warmPool: WarmPods;
+  /** warm claims decided in memory, their pod patches written behind (runtime/k8s/claims) */
+  readonly warmClaims: WriteBehindClaims;
   /** the write-behind queue, exposed for benchmarks (durability lag) */
   readonly records: RecordWriter;
   /** this replica's share of a budget shared by several replicas (config.kubernetes.budgetShares) */
@@ -54,7 +60,7 @@ export interface KubernetesBackend extends SnapshotAwareBackend {
    */
   readonly commands: {
     list(id: string): Promise<ListedCommand[] | undefined>;
-    attach(id: string, commandId: string): Promise<ChannelSession | undefined>;
+    attach(id: string, commandId: string, stdin?: Readable): Promise<ChannelSession | undefined>;
   };
   /** this replica's command channels, exposed for tests */
   readonly channels: SandboxChannels;
@@ -88,7 +94,29 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
   const acceptor = createAcceptor(p, (id) => controller.enqueueSandbox(id));
   const recordWriter = acceptor.records;
   const lookup = sandboxLookup(p);
-  const shares = createBudgetShares(p);
+  // Warm claims are in-memory decisions over this replica's part of the pool: with budget shares
+  // the pool is split between the shares document's live replicas (a change takes one phase, half
+  // a lease); without them this is the only replica and every pod is its own.
+  const partition = new ClaimPartition({
+    self: p.identity,
+    phaseMs: config.kubernetes.budgetShares.leaseSeconds * 500,
+  });
+  const shares = createBudgetShares(p, (live, atMs) => partition.observe(live, atMs));
+  const claims = new WriteBehindClaims({
+    reserve: (spec, owns) => warmPool.reserve(spec, owns),
+    // performance.now: the ledger's own monotonic clock, which stamps the partition's observations
+    owns: (podName) => !shares || partition.owns(podName, performance.now()),
+    pods: index,
+    isLostRace: (err) => isConflict(err) || isNotFound(err) || statusCode(err) === 422,
+    clock,
+    logger: logger.child({ op: "warm-claim" }),
+  });
+  // the first command of a sandbox whose claim is still being written waits for it (claims/gate.ts)
+  const gated = gateOnClaims(lookup, { claims, awaitReady: (id, ms) => index.awaitReady(id, ms) });
+  const settled = async (id: string): Promise<void> => {
+    await claims.landed(id);
+    await recordWriter.settled(id);
+  };
   // every record says whose share admitted it (runtime/k8s/budget)
   const admitted = (): Record<string, string> => ({ ...(shares?.annotations ?? {}) });
   let informers: SupervisedInformer<unknown>[] = [];
@@ -147,24 +175,26 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     name: "kubernetes",
     controller,
     warmPool,
+    warmClaims: claims,
     records: recordWriter,
     budgetShares: shares,
     snapshotRecords: new SandboxRecordStore({
       namespace: ns,
       custom,
       index,
-      settled: (id) => recordWriter.settled(id),
+      settled: (id) => settled(id),
     }),
     snapshotHolder: p.identity,
     autoPauseStatus: new SandboxAutoPauseStore({ namespace: ns, custom, index }),
     leads: () => controller.isLeader(),
-    ...sandboxCommands(p, lookup, channels),
+    ...sandboxCommands(p, gated, channels),
     channels,
     commands: {
-      list: async (id) => channels.list(id, (await lookup.runningPod(id)).podName),
-      attach: async (id, commandId) => channels.attach(id, (await lookup.runningPod(id)).podName, commandId),
+      list: async (id) => channels.list(id, (await gated.runningPod(id)).podName),
+      attach: async (id, commandId, stdin) =>
+        channels.attach(id, (await gated.runningPod(id)).podName, commandId, stdin),
     },
-    ...sandboxPorts(p, lookup),
+    ...sandboxPorts(p, gated),
 
     async specOf(id) {
       const cr = index.resource(id);
@@ -173,7 +203,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
 
     compute: {
       async releaseCompute(id) {
-        await recordWriter.settled(id);
+        await settled(id);
         await compute.releaseCompute(id);
       },
       // the resumed sandbox's new pod is made by a reconcile; start it here, not only at the
@@ -202,19 +232,38 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     async claim(spec) {
       open(spec);
       if (!pooled(spec)) return undefined;
-      const pod = await warmPool.claim(spec);
-      if (!pod) return undefined;
-      const podName = pod.metadata!.name!;
-      try {
-        const annotations = admitted();
-        if (deliverCredentials)
+      const taken = claims.take(spec);
+      if (!taken) return undefined;
+      const { podName } = taken;
+      // A claimed pod is never returned to the pool: one this sandbox cannot use goes.
+      const discard = () =>
+        void taken.outcome.then((o) =>
+          o === "landed" ? discardClaimedPod({ core, namespace: ns, logger }, spec.id, podName, "create") : undefined,
+        );
+      if (deliverCredentials) {
+        // Credentials go in before the claim returns, so this path keeps the synchronous patch;
+        // a lost race is a miss and the create goes cold.
+        if ((await taken.outcome) === "lost") return undefined;
+        try {
+          const annotations = admitted();
           annotations[ANNOTATIONS.credentialsExpiresAt] = (await deliverCredentials(spec.id, podName)).toISOString();
-        acceptor.accept(spec, podName, annotations);
+          acceptor.accept(spec, podName, annotations);
+        } catch (err) {
+          discard();
+          throw err;
+        }
+        return derived(spec.id);
+      }
+      let held: ReturnType<typeof acceptor.hold>;
+      try {
+        held = acceptor.hold(spec, podName, admitted());
       } catch (err) {
-        // A claimed pod is never returned to the pool: it goes, and the error goes up.
-        await discardClaimedPod({ core, namespace: ns, logger }, spec.id, podName, "create");
+        discard();
         throw err;
       }
+      if (!held)
+        discard(); // a same-key retry: the sandbox accepted first stands
+      else void taken.outcome.then((o) => held.release(o === "landed" ? podName : undefined));
       return derived(spec.id);
     },
 
@@ -230,6 +279,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     },
 
     async delete(id) {
+      await claims.landed(id); // a claim still being written: its record is queued once it settles
       if (recordWriter.cancel(id)) {
         index.deleteResource(id); // never written: nothing in the cluster to delete
         return;
@@ -269,7 +319,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     // every unrelated write (activity annotation, status) into a conflict retry for nothing. Two
     // writes of the same key: the later one wins, which is what a moved end or a token means.
     async updateMetadata(id, patch) {
-      await recordWriter.settled(id);
+      await settled(id);
       try {
         const updated = await custom.patchNamespacedCustomObject(
           { ...crApi, name: id, body: { spec: { metadata: patch } } },

@@ -3,6 +3,7 @@
 // on top of the backend's parts, so imports run one way: controller -> k8s, never back.
 import type { V1Pod } from "@kubernetes/client-node";
 import type { PoolStatus, SandboxSpec } from "../core/types.ts";
+import type { Reservation } from "./claims/writeBehind.ts";
 
 /** The leader-elected reconcile loop. */
 export interface ControlLoop {
@@ -18,6 +19,8 @@ export interface ControlLoop {
 export interface WarmPods {
   /** takes a ready pool pod for spec, relabelled as this sandbox's; undefined when none could be had */
   claim(spec: SandboxSpec): Promise<V1Pod | undefined>;
+  /** chooses a ready pod in memory among those owns() allows; its guarded patch is sent behind (runtime/k8s/claims) */
+  reserve(spec: SandboxSpec, owns: (podName: string) => boolean): Reservation | undefined;
   status(): PoolStatus[] | Promise<PoolStatus[]>;
   readonly stats: { claims: number; misses: number; conflicts: number };
 }

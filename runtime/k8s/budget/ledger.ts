@@ -45,6 +45,8 @@ export interface ShareLedgerOptions {
   tickMs: number;
   /** default performance.now */
   monotonicMs?: () => number;
+  /** every document read, as its live (non-retired) replica ids at monotonic atMs: the warm pool's partition */
+  onReplicas?: (live: string[], atMs: number) => void;
 }
 
 export interface ShareStats {
@@ -248,6 +250,10 @@ export class ShareLedger {
       });
     }
     const doc = parseSharesDoc(lease.metadata?.annotations?.[SHARES_ANNOTATION]);
+    this.o.onReplicas?.(
+      Object.keys(doc.replicas).filter((id) => !doc.replicas[id].retired),
+      this.now(),
+    );
     const before = doc.replicas[this.o.identity]?.share;
     this.pendingDead = [];
     this.pendingRetired = [];

@@ -15,7 +15,11 @@ export interface BudgetShares {
   readonly annotations: Record<string, string>;
 }
 
-export function createBudgetShares(p: KubernetesParts): BudgetShares | undefined {
+/** onReplicas: the live replicas of every shares document read (the warm claims' partition, runtime/k8s/claims) */
+export function createBudgetShares(
+  p: KubernetesParts,
+  onReplicas?: (live: string[], atMs: number) => void,
+): BudgetShares | undefined {
   const s = p.config.kubernetes.budgetShares;
   if (!s.enabled || p.role === "controller") return undefined;
   const { index, identity, config } = p;
@@ -42,6 +46,7 @@ export function createBudgetShares(p: KubernetesParts): BudgetShares | undefined
     logger: p.logger.child({ op: "budget-shares" }),
     leaseMs: s.leaseSeconds * 1000,
     tickMs: s.tickMs,
+    onReplicas,
   });
   return {
     ledger,

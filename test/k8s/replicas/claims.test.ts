@@ -1,7 +1,9 @@
 // 40 concurrent warm claims spread over three manager replicas (separate processes) and one
-// controller process refilling the pool: no pod goes to two sandboxes, no record points at a
-// pod another sandbox holds, and a pod used once is never handed out again (a second round
-// after the first round's sandboxes are gone claims only fresh pods).
+// controller process refilling the pool, each replica claiming in memory from its partition
+// of the pool with the guarded pod patch written behind (runtime/k8s/claims): no pod goes to
+// two sandboxes, no record points at a pod another sandbox holds, and a pod used once is never
+// handed out again (a second round after the first round's sandboxes are gone claims only
+// fresh pods).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { API_GROUP, API_VERSION, LABELS, POOL, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
@@ -21,6 +23,9 @@ const POOL_SIZE = 50;
 let clients: KubeClients;
 let ns: TestNamespaces;
 let fleet: Fleet;
+/** when the fleet was up: a fresh replica claims warm only after one partition phase (half the lease) */
+let startedAt = 0;
+const LEASE_SECONDS = 15;
 
 beforeAll(async () => {
   const kubeconfigPath = await testKubeconfigPath();
@@ -33,12 +38,13 @@ beforeAll(async () => {
     config: {
       defaults: { size: "nano", idleTimeoutSeconds: 0 },
       warmPool: [{ profile: "base", size: "nano", count: POOL_SIZE }],
-      kubernetes: { budgetShares: { enabled: true, leaseSeconds: 15, tickMs: 200 } },
+      kubernetes: { budgetShares: { enabled: true, leaseSeconds: LEASE_SECONDS, tickMs: 200 } },
     },
     managers: 3,
     controller: true,
     prefix: "rep-claim",
   });
+  startedAt = performance.now();
 }, 600_000);
 
 afterAll(async () => {
@@ -78,6 +84,10 @@ async function claimsByPod(): Promise<Map<string, Set<string>>> {
 
 async function claimRound(): Promise<{ outcomes: CreateOutcome[]; pods: Map<string, Set<string>> }> {
   await waitFor("the pool is full and ready", async () => (await readyWarmPods()) >= POOL_SIZE, 180_000);
+  // Until every replica's partition settled (one phase after the last one joined), replicas
+  // claim only what they own under every list they saw, and a fresh one owns nothing: cold.
+  const settled = startedAt + (LEASE_SECONDS / 2) * 1000 + 2_000 - performance.now();
+  if (settled > 0) await new Promise((r) => setTimeout(r, settled));
   const rs = fleet.managers;
   const outcomes = await Promise.all(Array.from({ length: CLAIMERS }, (_, i) => createVia(rs[i % rs.length])));
   expect(outcomes.filter((o) => o.status !== 201)).toEqual([]);

@@ -1,6 +1,7 @@
 // Warm pool against the real API server: 40 concurrent claimers, split over two backend
-// replicas (separate informers and in-process state, so only the resourceVersion guard keeps
-// them apart), on a pool smaller than the demand. Zero double claims, zero reused pods, the
+// replicas (separate informers and in-process state; the pool is partitioned between them
+// through the budget shares document, and the resourceVersion-guarded patch written behind each
+// claim is the arbiter), on a pool smaller than the demand. Zero double claims, zero reused pods, the
 // pool refills with fresh pods, and a claimed sandbox is ready without waiting.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
@@ -44,7 +45,12 @@ beforeAll(async () => {
   clients = adminClients(await testKubeconfigPath());
   await installSandboxCrd(clients.kc);
   ns = await freshNamespaces(clients.core, "rt-pool");
-  config = testConfig(ns, { warmPool: [{ profile: "base", size: "nano", count: POOL_SIZE }] });
+  // Several replicas claim from one pool only with budget shares on: the shares document's
+  // replicas partition the pool (runtime/k8s/claims/partition.ts).
+  config = testConfig(ns, {
+    warmPool: [{ profile: "base", size: "nano", count: POOL_SIZE }],
+    kubernetes: { budgetShares: { enabled: true, leaseSeconds: 4, tickMs: 200 } },
+  });
   a = testBackend(config, clients, { identity: "replica-a" });
   await a.start();
   await waitFor("leadership", async () => a.controller.isLeader(), 15_000);
@@ -52,6 +58,8 @@ beforeAll(async () => {
   await b.start();
   await waitFor(`${POOL_SIZE} ready warm pods`, async () => (await a.poolStatus!())[0].ready === POOL_SIZE, 120_000);
   await waitFor("replica b sees the pool", async () => (await b.poolStatus!())[0].ready === POOL_SIZE, 30_000);
+  // a partition change takes effect after one phase (half the 4 s lease): both replicas listed, settled
+  await new Promise((r) => setTimeout(r, 4_000));
 });
 
 afterAll(async () => {
