@@ -10,6 +10,7 @@ export type ErrorCode =
   | "capacity" // 429 with Retry-After
   | "timeout" // 504
   | "upstream" // 502: the substrate failed transiently
+  | "unavailable" // 503 with Retry-After: a path to the sandbox broke under the call; retrying opens a new one
   | "failed" // 409: the sandbox is terminal (OOMKilled, crashed)
   | "too_large"; // 413: a request body (tar upload, stdin) is over its limit
 
@@ -92,6 +93,19 @@ export class UpstreamError extends SbxError {
   }
 }
 
+/**
+ * The call met a path to the sandbox that broke under it (a command channel whose exec ended):
+ * nothing is wrong with the request or the sandbox, and the same call after retryAfterSeconds
+ * takes a new path. A 503 with Retry-After, so HTTP clients and proxies retry it on their own.
+ */
+export class UnavailableError extends SbxError {
+  readonly retryAfterSeconds: number;
+  constructor(message: string, retryAfterSeconds: number, details: Record<string, unknown> = {}) {
+    super("unavailable", message, { ...details, retryable: true, retryAfterSeconds });
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
 export class SandboxFailedError extends SbxError {
   constructor(id: string, reason: string, message?: string) {
     super("failed", `sandbox ${id} failed: ${reason}${message ? ` (${message})` : ""}`, { id, reason });
@@ -123,6 +137,7 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   capacity: 429,
   timeout: 504,
   upstream: 502,
+  unavailable: 503,
   failed: 409,
   too_large: 413,
 };
@@ -135,6 +150,8 @@ export const EXIT_CODE: Record<ErrorCode, number> = {
   capacity: 6,
   timeout: 7,
   upstream: 8,
+  // the exit of a transient upstream failure: scripts that retry on 8 retry this too
+  unavailable: 8,
   failed: 9,
   too_large: 10,
 };

@@ -8,6 +8,7 @@ import { PassThrough, type Readable } from "node:stream";
 import { Log } from "@kubernetes/client-node";
 import type { Backend } from "../core/types.ts";
 import { getArchive, putArchive } from "./archive.ts";
+import { withOomVerdict } from "./channel/oom.ts";
 import type { SandboxChannels } from "./channel/sandboxChannels.ts";
 import { toDomainError } from "./client.ts";
 import { SANDBOX_CONTAINER } from "./contract.ts";
@@ -25,12 +26,17 @@ export function sandboxCommands(p: KubernetesParts, lookup: SandboxLookup, chann
   const { config, clock, runInPod, namespace } = p;
   const podLogger = (id: string, pod: string) => p.logger.child({ sandbox: id, pod });
   const transfers = (id: string, podName: string) => channels.runner(id, podName);
+  const containerEnd = async (pod: string) => {
+    const seen = await p.clients.core.readNamespacedPod({ name: pod, namespace });
+    return seen.status?.containerStatuses?.find((c) => c.name === SANDBOX_CONTAINER)?.state?.terminated;
+  };
   return {
     async exec(id, req) {
       const { cr, podName } = await lookup.runningPod(id);
       const baseEnv = { ...(cr.spec.env ?? {}), ...(config.credentials ? credentialsEnv(config.credentials, id) : {}) };
       const viaChannel = await channels.exec(id, podName, req, baseEnv);
-      if (viaChannel) return viaChannel;
+      // a channel that broke because the container was OOM-killed: 137 + oomKilled, as over a websocket
+      if (viaChannel) return withOomVerdict(viaChannel, { readEnd: () => containerEnd(podName), clock });
       const execId = newExecId();
       const session = await runInPod(podName, buildExecArgv(req, baseEnv, execId), req.stdin, req.timeoutMs);
       return withProcessKill(session, {

@@ -11,7 +11,14 @@ import Fastify, {
 } from "fastify";
 import { Histogram, type Registry } from "prom-client";
 import { LATENCY_BUCKETS } from "../core/metrics.ts";
-import { CapacityError, describeValue, HTTP_STATUS, SbxError, UnauthenticatedError } from "../core/errors.ts";
+import {
+  CapacityError,
+  describeValue,
+  HTTP_STATUS,
+  SbxError,
+  UnauthenticatedError,
+  UnavailableError,
+} from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Manager } from "../core/types.ts";
 import { systemClock } from "../core/clock.ts";
@@ -240,7 +247,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     if (err instanceof SbxError) {
       const status = HTTP_STATUS[err.code];
       if (status >= 500) log.warn({ err }, "request failed upstream");
-      if (err instanceof CapacityError) reply.header("retry-after", String(err.retryAfterSeconds));
+      if (err instanceof CapacityError || err instanceof UnavailableError)
+        reply.header("retry-after", String(err.retryAfterSeconds));
       if (err.code === "unauthenticated") reply.header("www-authenticate", 'Bearer realm="sbx"');
       return sendError(reply, status, err.code, err.message, err.details);
     }

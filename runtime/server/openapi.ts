@@ -14,6 +14,7 @@ const ERROR_RESPONSES: Record<string, string> = {
   "429": "over the admission budget; see Retry-After",
   "500": "internal error (details are logged, not returned)",
   "502": "the substrate failed transiently",
+  "503": "a path to the sandbox broke under the call (error code unavailable); retry after Retry-After",
   "504": "timed out",
 };
 

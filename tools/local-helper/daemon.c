@@ -5,7 +5,8 @@
 //
 // Frames (channel.h), replica -> daemon:
 //   'S' start   id NUL cwd NUL timeout-ms NUL argc NUL argv... envc NUL env...  (stream: the caller's)
-//   'A' attach  id NUL stdout-offset NUL stderr-offset   (the new reader's stream)
+//   'A' attach  id NUL stdout-offset NUL stderr-offset   (the new reader's stream; it may
+//               write stdin too, against the credit its 'R' is followed by)
 //   'I' stdin bytes   'E' end of stdin   'K' signal (decimal)   'D' detach (the command goes on)
 //   'C' output credit (4 bytes): the stream may send that many more output bytes
 //   'L' list
@@ -82,7 +83,7 @@ static int split(char *p, size_t len, char **f, int max) {
   return n;
 }
 
-static void attach(struct command *c, int k, uint32_t stream, uint64_t off_out, uint64_t off_err) {
+static void attach(struct command *c, int k, uint32_t stream, uint64_t off_out, uint64_t off_err, int fresh) {
   if (c->conn >= 0 && conns[c->conn].fd >= 0 && !(c->conn == k && c->stream == stream))
     put(&conns[c->conn], 'F', c->stream, "attached by another reader", 26);
   c->conn = k;
@@ -93,6 +94,11 @@ static void attach(struct command *c, int k, uint32_t stream, uint64_t off_out, 
   c->exit_sent = 0;
   char pid[24];
   put(&conns[k], 'R', stream, pid, (size_t)snprintf(pid, sizeof pid, "%d", (int)c->pid));
+  // A start's reader begins with a window of stdin credit; a re-attached one begins with none
+  // and gets here what the window has left beside the stdin an earlier reader queued, so the
+  // queue stays under INQ_MAX (what drains of the old bytes is credited to the new reader).
+  if (!fresh && c->in_fd >= 0 && !c->in_eof)
+    put_u32(&conns[k], 'C', stream, c->inq_len >= CH_WINDOW ? 0 : (uint32_t)(CH_WINDOW - c->inq_len));
 }
 
 static void on_start(int k, uint32_t stream, char *p, uint32_t len) {
@@ -119,7 +125,7 @@ static void on_start(int k, uint32_t stream, char *p, uint32_t len) {
     put(&conns[k], 'F', stream, msg, (size_t)snprintf(msg, sizeof msg, "start: %s", strerror(errno)));
     return;
   }
-  attach(c, k, stream, 0, 0);
+  attach(c, k, stream, 0, 0, 1);
 }
 
 static void on_list(int k, uint32_t stream) {
@@ -142,7 +148,7 @@ static void on_frame(int k, char type, uint32_t stream, char *p, uint32_t len) {
     char *f[3] = {0};
     struct command *c = split(p, len, f, 3) == 3 ? reg_find(f[0]) : NULL;
     if (!c) put(&conns[k], 'F', stream, "no such command", 15);
-    else attach(c, k, stream, strtoull(f[1], NULL, 10), strtoull(f[2], NULL, 10));
+    else attach(c, k, stream, strtoull(f[1], NULL, 10), strtoull(f[2], NULL, 10), 0);
     return;
   }
   struct command *c = reg_by_stream(k, stream);

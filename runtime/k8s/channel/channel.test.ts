@@ -3,7 +3,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Readable } from "node:stream";
+import { PassThrough, type Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../core/clock.ts";
 import { ensureHelperBinary } from "../../local/helper-binary.ts";
@@ -120,7 +120,11 @@ describe("command channel (local daemon)", () => {
     const s = first.start({ id: cmdId, argv: ["sh", "-c", "echo one; sleep 30; echo two"], env: {}, cwd: "/" });
     await new Promise((r) => s.stdout.once("data", r));
     first.close();
-    await expect(s.result).rejects.toMatchObject({ code: "upstream", details: { retryable: true } });
+    await expect(s.result).rejects.toMatchObject({
+      code: "unavailable",
+      retryAfterSeconds: 1,
+      details: { retryable: true, retryAfterSeconds: 1 },
+    });
 
     const second = await openChannel();
     expect(await second.list()).toEqual(
@@ -132,6 +136,28 @@ describe("command channel (local daemon)", () => {
     again.kill();
     expect(await out).toBe("one\n");
     expect(await again.result).toMatchObject({ exitCode: 137 });
+    second.close();
+  });
+
+  it("a re-attached reader writes the command's stdin, which the broken channel left open", async () => {
+    const first = await openChannel();
+    const cmdId = id();
+    const input = new PassThrough();
+    const s = first.start({
+      id: cmdId,
+      argv: ["sh", "-c", "read a; echo got-$a; read b; echo got-$b"],
+      env: {},
+      cwd: "/",
+      stdin: input,
+    });
+    input.write("one\n");
+    await new Promise((r) => s.stdout.once("data", r));
+    first.close();
+    await expect(s.result).rejects.toMatchObject({ code: "unavailable" });
+    const second = await openChannel();
+    const again = second.attach(cmdId, { stdin: Buffer.from("two\n") });
+    expect(await text(again.stdout)).toBe("got-one\ngot-two\n");
+    expect(await again.result).toMatchObject({ exitCode: 0 });
     second.close();
   });
 

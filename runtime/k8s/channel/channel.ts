@@ -29,6 +29,13 @@ export interface StartCommand {
   stdin?: Uint8Array | Readable;
 }
 
+export interface AttachOptions {
+  /** output offsets to read from; default 0: what the ring still holds */
+  stdout?: number;
+  stderr?: number;
+  stdin?: Uint8Array | Readable;
+}
+
 export interface Hello {
   channelPid: number;
   daemonPid: number;
@@ -90,10 +97,17 @@ export class CommandChannel {
     return c.session();
   }
 
-  /** reads a running (or recently finished) command from the given offsets: 0 replays what the ring kept */
-  attach(id: string, offsets: { stdout?: number; stderr?: number } = {}): ChannelSession {
-    const payload = fields([id, offsets.stdout ?? 0, offsets.stderr ?? 0]);
-    return this.open(id, encodeFrame("A", this.nextStream, payload)).session();
+  /**
+   * Reads a running (or recently finished) command from the given offsets (0 replays what the
+   * ring kept). With `stdin`, writes it to the command's stdin and ends that when it ends; without,
+   * the command's stdin stays open for a later reader. Stdin goes against the credit the daemon
+   * sends after the attach (what an earlier reader queued counts against the window).
+   */
+  attach(id: string, o: AttachOptions = {}): ChannelSession {
+    const payload = fields([id, o.stdout ?? 0, o.stderr ?? 0]);
+    const c = this.open(id, encodeFrame("A", this.nextStream, payload), 0);
+    if (o.stdin) c.pumpStdin(o.stdin);
+    return c.session();
   }
 
   list(): Promise<ListedCommand[]> {
@@ -109,13 +123,14 @@ export class CommandChannel {
     this.shutdown(why);
   }
 
-  private open(id: string, frame: Buffer): ChannelCommand {
+  private open(id: string, frame: Buffer, stdinCredit?: number): ChannelCommand {
     const stream = this.nextStream++;
     const c = new ChannelCommand(
       { send: (f) => !this.closedWith && this.transport.send(f), release: (s) => this.commands.delete(s) },
       stream,
       id,
       this.clock,
+      stdinCredit,
     );
     if (this.closedWith) {
       c.broken(this.closedWith);

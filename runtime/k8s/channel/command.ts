@@ -34,7 +34,7 @@ export class ChannelCommand {
   private running!: (pid: number) => void;
   private refuse!: (e: Error) => void;
   private owed = 0; // output bytes consumed and not yet granted back
-  private inCredit = WINDOW;
+  private inCredit: number;
   private input?: Readable;
   private pending: Buffer[] = []; // stdin read and not yet sent: waits for credit
   private inputEnded = false;
@@ -47,7 +47,10 @@ export class ChannelCommand {
     readonly stream: number,
     readonly commandId: string,
     private readonly clock: Clock,
+    /** stdin the daemon takes before its first credit: a window for a start, none for an attach */
+    stdinCredit = WINDOW,
   ) {
+    this.inCredit = stdinCredit;
     this.started = clock.now().getTime();
     const onRead = () => this.grant();
     this.stdout = new Readable({ highWaterMark: HIGH_WATER, read: onRead });

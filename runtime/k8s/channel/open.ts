@@ -12,6 +12,7 @@ import type { ExecResult } from "../../core/types.ts";
 import type { RunInPod } from "../podExec.ts";
 import { CommandChannel } from "./channel.ts";
 import { HELPER_DIR } from "./paths.ts";
+import type { UploadSlots } from "./uploadSlots.ts";
 
 const MISSING = 3;
 /** exec stream up to the hello, daemon start included; a busy API server is slow, not gone */
@@ -41,6 +42,8 @@ export interface OpenOptions {
   /** default HELPER_DIR */
   dir?: string;
   helloTimeoutMs?: number;
+  /** bounds the helper copies in flight (uploadSlots.ts); default unbounded */
+  uploads?: UploadSlots;
 }
 
 export async function openPodChannel(o: OpenOptions, pod: string): Promise<OpenOutcome> {
@@ -53,9 +56,12 @@ export async function openPodChannel(o: OpenOptions, pod: string): Promise<OpenO
   }
   const first = await tryChannel(o, pod, dir, helper.sha256);
   if (!("missing" in first)) return first;
-  const copy = await o.runInPod(pod, ["sh", "-c", UPLOAD_SH, "sbx-upload", dir, helper.sha256], helper.bytes);
-  copy.stdout.resume();
-  const [why, res] = await Promise.all([head(copy.stderr), copy.result]);
+  const upload = async () => {
+    const copy = await o.runInPod(pod, ["sh", "-c", UPLOAD_SH, "sbx-upload", dir, helper.sha256], helper.bytes);
+    copy.stdout.resume();
+    return Promise.all([head(copy.stderr), copy.result]);
+  };
+  const [why, res] = await (o.uploads ? o.uploads.run(upload) : upload());
   if (res.exitCode !== 0) return { fallback: `copying the helper into ${dir} exited ${res.exitCode}: ${why}` };
   const second = await tryChannel(o, pod, dir, helper.sha256);
   return "missing" in second ? { fallback: `the helper copied into ${dir} is still not executable` } : second;

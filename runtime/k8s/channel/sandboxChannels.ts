@@ -17,6 +17,7 @@ import { embeddedHelper } from "./embedded.ts";
 import type { ListedCommand } from "./frames.ts";
 import { type HelperBinary, loadHelperBinary, openPodChannel } from "./open.ts";
 import { ChannelPool, type CommandChannelMode } from "./pool.ts";
+import { UploadSlots } from "./uploadSlots.ts";
 
 export interface CommandChannelOptions {
   /** default true; false: every command is its own websocket exec (the old path, for baselines) */
@@ -33,6 +34,8 @@ export interface CommandChannelOptions {
    * stay on it until the channel's data path is as lean
    */
   transfers?: boolean;
+  /** helper copies into pods in flight at once (uploadSlots.ts); default 8 */
+  maxUploads?: number;
 }
 
 export interface SandboxChannels {
@@ -40,7 +43,8 @@ export interface SandboxChannels {
   exec(id: string, pod: string, req: ExecRequest, baseEnv: Record<string, string>): Promise<ChannelSession | undefined>;
   runner(id: string, pod: string): RunInSandbox;
   list(id: string, pod: string): Promise<ListedCommand[] | undefined>;
-  attach(id: string, pod: string, commandId: string): Promise<ChannelSession | undefined>;
+  /** `stdin`: written to the command's stdin, which ends when it ends (see CommandChannel.attach) */
+  attach(id: string, pod: string, commandId: string, stdin?: Readable): Promise<ChannelSession | undefined>;
   readonly pool: ChannelPool;
   close(): void;
 }
@@ -64,11 +68,12 @@ export function createSandboxChannels(o: {
     helper.catch(() => (helper = undefined)); // a failed build is tried again next time
     return helper;
   };
+  const uploads = new UploadSlots(opts.maxUploads ?? 8);
   const pool = new ChannelPool({
     open: (pod) =>
       opts.enabled === false
         ? Promise.resolve({ fallback: "command channels are turned off for this backend" })
-        : openPodChannel({ runInPod: o.runInPod, helper: loadHelper, clock: o.clock, dir: opts.dir }, pod),
+        : openPodChannel({ runInPod: o.runInPod, helper: loadHelper, clock: o.clock, dir: opts.dir, uploads }, pod),
     clock: o.clock,
     logger: o.logger,
     idleMs: opts.idleMs,
@@ -116,8 +121,8 @@ export function createSandboxChannels(o: {
       );
     },
 
-    async attach(id, pod, commandId) {
-      return pool.with(id, pod, (c) => c.attach(commandId), settled);
+    async attach(id, pod, commandId, stdin) {
+      return pool.with(id, pod, (c) => c.attach(commandId, { stdin }), settled);
     },
 
     close: () => pool.close(),

@@ -3,7 +3,7 @@
 // maps 401/429/503 to its own error classes. Messages keep our rule: the field, the bad value, the
 // fix, with our field names translated to the E2B ones the caller wrote.
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
-import { CapacityError, HTTP_STATUS, SbxError } from "../../core/errors.ts";
+import { CapacityError, HTTP_STATUS, SbxError, UnavailableError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import { frameworkFailure, validationFailure } from "../requestErrors.ts";
 import { e2bError } from "./access.ts";
@@ -32,7 +32,8 @@ export function e2bErrorHandler(logger: Logger) {
       const status = statusOf(err);
       if (status >= 500) logger.warn({ op: "e2b", route: req.routeOptions.url, err }, "request failed upstream");
       // the SDK retries a 429 only when Retry-After is a whole number of seconds
-      if (err instanceof CapacityError) reply.header("retry-after", String(err.retryAfterSeconds));
+      if (err instanceof CapacityError || err instanceof UnavailableError)
+        reply.header("retry-after", String(err.retryAfterSeconds));
       return e2bError(reply, status, e2bFieldMessage(err.message));
     }
     const fe = err as FastifyError;

@@ -6,10 +6,12 @@ import { spawn } from "node:child_process";
 import type { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
+import { HTTP_STATUS, type SbxError } from "../../../runtime/core/errors.ts";
 import type { ExecRequest } from "../../../runtime/core/types.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import type { KubernetesBackend } from "../../../runtime/kubernetes.ts";
-import { waitFor } from "../../support/cluster.ts";
+import { SANDBOX_CONTAINER } from "../../../runtime/k8s/contract.ts";
+import { terminateContainer, waitFor } from "../../support/cluster.ts";
 import {
   adminClients,
   freshNamespaces,
@@ -132,10 +134,13 @@ describe("command channel", () => {
     void collect(streaming.stderr);
     // kill the channel's process in the pod over a plain exec (the websocket path); a cold pod is named after its sandbox
     expect(await runWs("ch-break", ["kill", "-9", String(channelPid)])).toBe(0);
-    await expect(streaming.result).rejects.toMatchObject({
-      code: "upstream",
-      details: { retryable: true, retryAfterSeconds: 1 },
-    });
+    const broke = await streaming.result.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(broke).toMatchObject({ code: "unavailable", retryAfterSeconds: 1, details: { retryable: true } });
+    // what the service answers for it: 503 with Retry-After (runtime/server/app.ts), not a 502
+    expect(HTTP_STATUS[(broke as SbxError).code]).toBe(503);
     expect(await run(backend, "ch-break", ["echo", "again"])).toMatchObject({ stdout: "again\n", exitCode: 0 });
     const second = backend.channels.pool.current("ch-break")!;
     expect(second).not.toBe(first);
@@ -146,6 +151,21 @@ describe("command channel", () => {
     await expect(next.result).rejects.toMatchObject({ details: { retryable: true } });
     expect(await run(backend, "ch-break", ["echo", "third"])).toMatchObject({ stdout: "third\n" });
     expect(backend.channels.pool.current("ch-break")).not.toBe(second);
+  });
+
+  it("a command whose container is OOM-killed under it ends 137 with oomKilled, from the container status", async () => {
+    await ready(backend, "ch-oom");
+    const streaming = await backend.exec("ch-oom", { command: ["sh", "-c", "echo begin; sleep 600"] });
+    const out = collect(streaming.stdout);
+    void collect(streaming.stderr);
+    await new Promise((r) => streaming.stdout.once("readable", r));
+    expect(backend.channels.pool.current("ch-oom"), "the command went over the channel").toBeDefined();
+    // the test kubelet marks the container OOMKilled and kills its init: the PID namespace, the
+    // helper's daemon and the command with it, so the channel breaks as on a node
+    await terminateContainer(clients.kc, ns.sandboxes, "ch-oom", { container: SANDBOX_CONTAINER });
+    expect(await streaming.result).toMatchObject({ exitCode: 137, timedOut: false, oomKilled: true });
+    expect(await out).toBe("begin\n");
+    await waitFor("Failed", async () => (await backend.describe("ch-oom"))?.reason === "OOMKilled");
   });
 
   it("moves archives both ways over the channel when transfers are on", async () => {

@@ -1,9 +1,11 @@
 // A manager SIGKILLed while a command streams: the command belongs to the pod's helper daemon,
 // not to the manager or its channel, so it goes on; a new manager lists it, re-attaches by id
-// and reads on (the daemon's ring replays what nobody read meanwhile), and can still kill it.
+// and reads on (the daemon's ring replays what nobody read meanwhile), writes its stdin, and can
+// still kill it.
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { Readable } from "node:stream";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
@@ -81,7 +83,8 @@ it("a command outlives its SIGKILLed manager; a new manager lists it, re-attache
   const listed = await backend.commands.list("ch-survive");
   expect(listed).toEqual(expect.arrayContaining([expect.objectContaining({ id: commandId, state: "running" })]));
 
-  const again = (await backend.commands.attach("ch-survive", commandId!))!;
+  // the new reader writes the command's stdin too (the dead manager never ended it)
+  const again = (await backend.commands.attach("ch-survive", commandId!, Readable.from(["from-the-new-manager\n"])))!;
   let out = "";
   again.stdout.on("data", (c: Buffer) => (out += c.toString()));
   again.stderr.resume();
@@ -95,6 +98,9 @@ it("a command outlives its SIGKILLed manager; a new manager lists it, re-attache
     30_000,
   );
   expect(out.startsWith("line-1\nline-2\nline-3\n")).toBe(true);
+  await waitFor("the re-attached reader's stdin to reach the command", async () =>
+    out.includes("stdin-from-the-new-manager\n"),
+  );
   again.kill();
   expect(await again.result).toMatchObject({ exitCode: 137, timedOut: false, oomKilled: false });
   const after = await backend.commands.list("ch-survive");

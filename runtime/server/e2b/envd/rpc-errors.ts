@@ -14,6 +14,7 @@ const CONNECT_CODE: Record<ErrorCode, Code> = {
   capacity: Code.ResourceExhausted,
   timeout: Code.DeadlineExceeded,
   upstream: Code.Unavailable,
+  unavailable: Code.Unavailable,
   failed: Code.FailedPrecondition,
   // not resource_exhausted: the SDK would call an oversized request a rate limit
   too_large: Code.InvalidArgument,
