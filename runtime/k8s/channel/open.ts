@@ -59,12 +59,23 @@ export async function openPodChannel(o: OpenOptions, pod: string): Promise<OpenO
   const upload = async () => {
     const copy = await o.runInPod(pod, ["sh", "-c", UPLOAD_SH, "sbx-upload", dir, helper.sha256], helper.bytes);
     copy.stdout.resume();
-    return Promise.all([head(copy.stderr), copy.result]);
+    // An upload the pod refuses early (its shell exits while the binary is still being sent)
+    // can lose its exit status: the kubelet closes, the data still arriving draws a TCP reset,
+    // and the reset discards the unread status. That is a failed copy, not a failed command.
+    return Promise.all([head(copy.stderr), copy.result.catch((err: Error) => err)]);
   };
   const [why, res] = await (o.uploads ? o.uploads.run(upload) : upload());
-  if (res.exitCode !== 0) return { fallback: `copying the helper into ${dir} exited ${res.exitCode}: ${why}` };
+  if (!(res instanceof Error) && res.exitCode !== 0)
+    return { fallback: `copying the helper into ${dir} exited ${res.exitCode}: ${why}` };
+  // after a lost status the copy may still have landed: the second try tells
   const second = await tryChannel(o, pod, dir, helper.sha256);
-  return "missing" in second ? { fallback: `the helper copied into ${dir} is still not executable` } : second;
+  if (!("missing" in second)) return second;
+  return {
+    fallback:
+      res instanceof Error
+        ? `copying the helper into ${dir} failed: ${res.message}`
+        : `the helper copied into ${dir} is still not executable`,
+  };
 }
 
 async function tryChannel(
