@@ -72,6 +72,9 @@ beforeAll(async () => {
   await backend.start();
   await waitFor("leadership with the contract's Lease rules", async () => backend.controller.isLeader(), 20_000);
   await waitFor("a budget share written with the contract's rules", async () => !backend.budgetShares!.ledger.fenced());
+  // warm pods become this replica's to claim one phase (half the 3 s lease) after it first saw
+  // itself in the shares (runtime/k8s/claims/partition.ts); before that a claim finds none
+  await new Promise((r) => setTimeout(r, 2_000));
 });
 
 afterAll(async () => {
