@@ -8,23 +8,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { systemClock } from "../../../runtime/core/clock.ts";
-import { silentLogger } from "../../../runtime/core/log.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { podRunner } from "../../../runtime/k8s/podExec.ts";
 import type { KubernetesBackend } from "../../../runtime/kubernetes.ts";
-import { type Service, startService } from "../../../runtime/server/service.ts";
+import type { Service } from "../../../runtime/server/service.ts";
 import { waitFor } from "../../support/cluster.ts";
-import { TOKENS, testTokens } from "../../support/local.ts";
-import {
-  adminClients,
-  freshNamespaces,
-  installSandboxCrd,
-  testBackend,
-  testConfig,
-  testKubeconfigPath,
-  type TestNamespaces,
-} from "../runtime/support.ts";
+import { TOKENS } from "../../support/local.ts";
+import type { TestNamespaces } from "../runtime/support.ts";
+import { startTestService, type TestService } from "../runtime/service-support.ts";
 
+let t: TestService;
 let clients: KubeClients;
 let ns: TestNamespaces;
 let backend: KubernetesBackend;
@@ -32,27 +25,12 @@ let service: Service;
 const alice = { authorization: `Bearer ${TOKENS.alice}` };
 
 beforeAll(async () => {
-  clients = adminClients(await testKubeconfigPath());
-  await installSandboxCrd(clients.kc);
-  ns = await freshNamespaces(clients.core, "rt-ch503");
-  const config = testConfig(ns, { listen: { host: "127.0.0.1", port: 0 } });
-  backend = testBackend(config, clients, { commandChannel: { transfers: true } });
-  service = await startService({
-    config,
-    tokens: testTokens(),
-    logger: silentLogger(),
-    clock: systemClock,
-    backend,
-    host: "127.0.0.1",
-    port: 0,
-    reaperIntervalMs: 60_000,
-  });
-  await waitFor("leader", async () => backend.controller.isLeader(), 15_000);
+  t = await startTestService("rt-ch503", {}, { commandChannel: { transfers: true } });
+  ({ clients, ns, backend, service } = t);
 }, 120_000);
 
 afterAll(async () => {
-  await service?.close();
-  await ns?.cleanup();
+  await t?.close();
 });
 
 it("answers a call whose channel broke under it with 503, Retry-After and code unavailable", async () => {

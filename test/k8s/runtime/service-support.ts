@@ -6,7 +6,7 @@ import type { RuntimeConfig, RuntimeConfigInput } from "../../../runtime/config/
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
-import type { KubernetesBackend } from "../../../runtime/kubernetes.ts";
+import type { KubernetesBackend, KubernetesBackendOverrides } from "../../../runtime/kubernetes.ts";
 import { type Service, startService } from "../../../runtime/server/service.ts";
 import { waitFor } from "../../support/cluster.ts";
 import { testTokens } from "../../support/local.ts";
@@ -37,6 +37,8 @@ export interface TestService {
 export async function startTestService(
   prefix: string,
   over: Partial<RuntimeConfigInput> | ((ns: TestNamespaces) => Partial<RuntimeConfigInput>) = {},
+  /** the backend's test overrides (e.g. commandChannel) */
+  backendOverrides: KubernetesBackendOverrides = {},
 ): Promise<TestService> {
   const clients = adminClients(await testKubeconfigPath());
   await installSandboxCrd(clients.kc);
@@ -45,7 +47,7 @@ export async function startTestService(
     listen: { host: "127.0.0.1", port: 0 },
     ...(typeof over === "function" ? over(ns) : over),
   });
-  const backend = testBackend(config, clients);
+  const backend = testBackend(config, clients, backendOverrides);
   const service = await startService({
     config,
     tokens: testTokens(),
