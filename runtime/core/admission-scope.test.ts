@@ -89,3 +89,32 @@ describe("per-replica metrics of a shared budget", () => {
     expect(again).toContain("sbx_budget_share_fenced 1");
   });
 });
+
+describe("warm claims written behind, on /metrics", () => {
+  it("counts taken, landed and lost claims and shows the pending writes", async () => {
+    const c = { taken: 3, landed: 1, lost: 0, pending: 2 };
+    const a = new Admission(BUDGET);
+    const m = new Metrics(
+      { admission: () => a.usage(), sandboxes: () => [], claims: () => c },
+      { defaultMetrics: false },
+    );
+    const text = await m.registry.metrics();
+    expect(text).toContain('sbx_warm_claims_total{outcome="taken"} 3');
+    expect(text).toContain('sbx_warm_claims_total{outcome="landed"} 1');
+    expect(text).toContain("sbx_warm_claims_pending 2");
+    Object.assign(c, { taken: 4, landed: 3, lost: 1, pending: 0 });
+    const again = await m.registry.metrics();
+    expect(again).toContain('sbx_warm_claims_total{outcome="taken"} 4');
+    expect(again).toContain('sbx_warm_claims_total{outcome="landed"} 3');
+    expect(again).toContain('sbx_warm_claims_total{outcome="lost"} 1');
+    expect(again).toContain("sbx_warm_claims_pending 0");
+  });
+
+  it("has no such series on a backend without write-behind claims", async () => {
+    const m = new Metrics(
+      { admission: () => new Admission(BUDGET).usage(), sandboxes: () => [] },
+      { defaultMetrics: false },
+    );
+    expect(await m.registry.metrics()).not.toMatch(/sbx_warm_claims_pending \d/);
+  });
+});

@@ -92,7 +92,11 @@ export class SandboxManager implements Manager {
     this.follower = new AdmissionFollower({ admission: this.admission, logger: deps.logger });
     this.maintenance = new Maintenance({ tasks: deps.maintenance ?? [], clock: deps.clock, logger: deps.logger });
     this.metrics = new Metrics(
-      { admission: () => this.admission.usage(), sandboxes: () => this.lastList },
+      {
+        admission: () => this.admission.usage(),
+        sandboxes: () => this.lastList,
+        ...(deps.backend.claimStats ? { claims: () => deps.backend.claimStats?.() } : {}),
+      },
       { defaultMetrics: deps.processMetrics ?? false },
     );
     this.creates = new CreatePath({

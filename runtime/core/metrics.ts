@@ -4,7 +4,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { AdmissionUsage } from "./admission.ts";
 import { SbxError } from "./errors.ts";
-import type { Sandbox, SandboxPhase } from "./types.ts";
+import type { Sandbox, SandboxPhase, WarmClaimStats } from "./types.ts";
 
 export const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const PHASES: SandboxPhase[] = [
@@ -22,6 +22,8 @@ export interface MetricsSources {
   admission: () => AdmissionUsage;
   /** the last listing the reaper took; sandboxes by phase is read from it, never listed per scrape */
   sandboxes: () => readonly Sandbox[];
+  /** warm claims written behind (Kubernetes backend); absent: no such series */
+  claims?: () => WarmClaimStats | undefined;
 }
 
 export class Metrics {
@@ -105,6 +107,8 @@ export class Metrics {
         this.set({ resource: "memory_bytes" }, u.used.memoryBytes);
       },
     });
+    const claims = sources.claims;
+    if (claims) this.claimSeries(claims, registers);
     new Gauge({
       name: "sbx_budget_total",
       help: "the whole admission budget as configured (resource=cpu_millis|memory_bytes), however many replicas share it",
@@ -159,6 +163,33 @@ export class Metrics {
         const u = sources.admission();
         this.set({ resource: "cpu_millis" }, u.free.cpuMillis);
         this.set({ resource: "memory_bytes" }, u.free.memoryBytes);
+      },
+    });
+  }
+
+  /** Warm claims written behind: only for a backend that has them (absent elsewhere, not zero). */
+  private claimSeries(claims: () => WarmClaimStats | undefined, registers: Registry[]): void {
+    let seen = { taken: 0, landed: 0, lost: 0 };
+    new Counter({
+      name: "sbx_warm_claims_total",
+      help: "warm claims decided in memory and written behind (outcome=taken|landed|lost; lost: the sandbox went cold)",
+      labelNames: ["outcome"],
+      registers,
+      collect() {
+        const c = claims();
+        if (!c) return;
+        // the backend counts; add what it counted since the last scrape
+        for (const k of ["taken", "landed", "lost"] as const) this.inc({ outcome: k }, Math.max(0, c[k] - seen[k]));
+        seen = { taken: c.taken, landed: c.landed, lost: c.lost };
+      },
+    });
+    new Gauge({
+      name: "sbx_warm_claims_pending",
+      help: "warm claims whose pod write has not settled yet",
+      registers,
+      collect() {
+        const c = claims();
+        if (c) this.set(c.pending);
       },
     });
   }

@@ -171,6 +171,18 @@ export type SandboxEvent = { type: "upsert"; sandbox: Sandbox } | { type: "delet
  * The compute substrate. One implementation per platform; the Manager holds all policy.
  * Every method is idempotent where it can be (delete of a gone sandbox resolves).
  */
+/** Counts since start of warm claims whose durable write follows the decision. */
+export interface WarmClaimStats {
+  /** decided in memory */
+  taken: number;
+  /** their write landed */
+  landed: number;
+  /** lost the race (or the write failed): the sandbox moved to a cold start */
+  lost: number;
+  /** writes not settled yet */
+  pending: number;
+}
+
 export interface Backend {
   readonly name: string;
   /** Start serving: list what exists (for admission rebuild), open watches. */
@@ -203,6 +215,8 @@ export interface Backend {
   close(): Promise<void>;
   /** Warm pool state per (profile, size); absent when the backend has no pool. */
   poolStatus?(): Promise<PoolStatus[]>;
+  /** Warm claims decided ahead of their durable write (Kubernetes); absent elsewhere. */
+  claimStats?(): WarmClaimStats;
   /**
    * A byte stream to TCP `port` on the sandbox's own loopback (docs/ports.md), resolved once
    * connected; only the sandbox's ports are reachable. Absent when the backend cannot relay.

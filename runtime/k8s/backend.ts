@@ -176,6 +176,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     controller,
     warmPool,
     warmClaims: claims,
+    claimStats: () => claims.stats(),
     records: recordWriter,
     budgetShares: shares,
     snapshotRecords: new SandboxRecordStore({

@@ -154,6 +154,7 @@ describe("write-behind warm claims", () => {
     expect(doneAt).toBeGreaterThan(rivalAt);
     expect(await backend.describe("wb-2")).toMatchObject({ ready: true, warm: false });
     expect(backend.warmClaims.stats().lost).toBe(1);
+    expect(backend.claimStats?.().lost, "the stats /metrics reads (runtime/core/metrics.ts)").toBe(1);
     const record = (await clients.custom.getNamespacedCustomObject({
       group: "sbx.dev",
       version: "v1alpha1",
