@@ -20,6 +20,7 @@ import {
   podDoc,
   portForward,
   realSpec,
+  SERVER,
   serverContainer,
   writeIndexInit,
 } from "./real-pods.fixtures.ts";
@@ -258,6 +259,11 @@ describe("restarts on the real node", () => {
       initContainers: [writeIndexInit("echo ok > /opt/app/index.html")],
       containers: [
         serverContainer({
+          // a server slow to start, as node is on a loaded machine: liveness alone (2 × 1 s) kills
+          // each run before it listens, a restart loop that never serves; the startup probe holds
+          // liveness off until it does
+          command: ["sh", "-c", `sleep 3; exec node -e "$0"`, SERVER],
+          startupProbe: { httpGet: { path: "/healthz", port: PORT }, periodSeconds: 1, failureThreshold: 120 },
           livenessProbe: { httpGet: { path: "/healthz", port: PORT }, periodSeconds: 1, failureThreshold: 2 },
         }),
       ],
