@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -25,8 +25,6 @@ import {
 import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { DEFAULT_SIZE_CLASSES } from "../../runtime/config/schema.ts";
 import type { RuntimeSettings } from "../../components/runtime/args.ts";
-import { EMBEDDED_HELPER_GLOBAL, embeddedHelper } from "../../runtime/k8s/channel/embedded.ts";
-import { HELPER_BINARY } from "../../runtime/local/helper-binary.ts";
 
 const FIXTURE_ENTRY = fileURLToPath(new URL("./fixtures/entry.ts", import.meta.url));
 
@@ -92,28 +90,6 @@ describe("bundleRuntime", () => {
     expect(bin).toBe("node");
     expect(execFileSync(process.execPath, args, { cwd: dir, encoding: "utf8" })).toBe("sbx runtime fixture: manager\n");
   });
-
-  it("the bundle carries the in-sandbox helper, which the bundled runtime finds and copies into pods", () => {
-    const bundle = bundleRuntime(FIXTURE_ENTRY);
-    const onDisk = createHash("sha256").update(readFileSync(HELPER_BINARY)).digest("hex");
-    expect(bundle.helperMissing).toBeUndefined();
-    expect(bundle.helperSha256).toBe(onDisk);
-    const code = gunzipSync(joinBundleParts(bundle)).toString("utf8");
-    const carried = /globalThis\.__sbxHelperGz="([A-Za-z0-9+/=]+)"/.exec(code)?.[1];
-    expect(carried, "the banner sets the helper's global").toBeDefined();
-    // what runtime/k8s/channel/embedded.ts reads from that global in the bundled runtime
-    const g = globalThis as Record<string, unknown>;
-    g[EMBEDDED_HELPER_GLOBAL] = carried;
-    try {
-      expect(embeddedHelper()?.sha256).toBe(onDisk);
-    } finally {
-      delete g[EMBEDDED_HELPER_GLOBAL];
-    }
-    // a machine that cannot build the helper still bundles, and says why pods will exec instead
-    const without = bundleRuntime(FIXTURE_ENTRY, { missing: "gcc not found" });
-    expect(without.helperMissing).toBe("gcc not found");
-    expect(gunzipSync(joinBundleParts(without)).toString("utf8")).not.toContain("__sbxHelperGz");
-  }, 60_000);
 
   it("the real runtime/main.ts bundles under the ConfigMap budget and starts (reaches config loading)", () => {
     const bundle = bundleRuntime(fileURLToPath(new URL("../../runtime/main.ts", import.meta.url)));
