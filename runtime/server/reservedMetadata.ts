@@ -4,26 +4,21 @@
 // port relay's exposures (sbx.ports.<port>, runtime/server/ports/metadataAccess.ts) likewise.
 import { ValidationError } from "../core/errors.ts";
 import type { Sandbox } from "../core/types.ts";
-import { RESERVED } from "./e2b/shape.ts";
-import { PORTS_METADATA_PREFIX } from "./ports/metadataAccess.ts";
+import { SERVICE_PREFIXES, serviceKey } from "./e2b/shape.ts";
 
-/** Each reserved prefix and what owns it (for the refusal's message). */
-const PREFIXES: [string, string][] = [
-  [RESERVED.prefix, "the service's E2B layer"],
-  [PORTS_METADATA_PREFIX, "port exposures (PUT /v1/sandboxes/{id}/exposed-ports/{port})"],
-];
-const isReserved = (key: string): boolean => PREFIXES.some(([p]) => key.startsWith(p));
+const isReserved = (key: string): boolean => serviceKey(key) !== undefined;
 
 /** A 400 naming the first key under a reserved prefix. */
 export function refuseReserved(metadata: Record<string, unknown> | undefined | null): void {
-  for (const k of Object.keys(metadata ?? {}))
-    for (const [prefix, owner] of PREFIXES)
-      if (k.startsWith(prefix))
-        throw new ValidationError(
-          `metadata.${k}`,
-          k,
-          `keys starting with ${prefix} are reserved for ${owner}; rename the key`,
-        );
+  for (const k of Object.keys(metadata ?? {})) {
+    const prefix = serviceKey(k) as keyof typeof SERVICE_PREFIXES | undefined;
+    if (prefix)
+      throw new ValidationError(
+        `metadata.${k}`,
+        k,
+        `keys starting with ${prefix} are reserved for ${SERVICE_PREFIXES[prefix]}; rename the key`,
+      );
+  }
 }
 
 /** The sandbox as /v1 shows it: without reserved metadata. */

@@ -37,8 +37,11 @@ export function e2bState(phase: SandboxPhase): E2bState | undefined {
  * Keys a caller of E2B may neither see nor set: this layer's, and the port relay's exposures
  * (sbx.ports.<port>: a token's hash), which /v1 hides too (runtime/server/reservedMetadata.ts).
  */
-const SERVICE_PREFIXES = [RESERVED.prefix, PORTS_METADATA_PREFIX];
-export const serviceKey = (k: string): string | undefined => SERVICE_PREFIXES.find((p) => k.startsWith(p));
+export const SERVICE_PREFIXES = {
+  [RESERVED.prefix]: "the service's E2B layer",
+  [PORTS_METADATA_PREFIX]: "port exposures (PUT /v1/sandboxes/{id}/exposed-ports/{port})",
+} as const;
+export const serviceKey = (k: string): string | undefined => Object.keys(SERVICE_PREFIXES).find((p) => k.startsWith(p));
 
 export function userMetadata(metadata: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.entries(metadata).filter(([k]) => !serviceKey(k)));
