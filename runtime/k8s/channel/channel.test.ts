@@ -1,19 +1,13 @@
 // The command channel's protocol against the real helper binary and daemon, run locally (the
 // same code runs in a pod; test/k8s/channel/ covers the cluster path).
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { PassThrough, type Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../core/clock.ts";
-import { ensureHelperBinary } from "../../local/helper-binary.ts";
-import { CommandChannel } from "./channel.ts";
+import type { CommandChannel } from "./channel.ts";
 import { WINDOW } from "./frames.ts";
-import { localChannelTransport } from "./localTransport.ts";
+import { type LocalHelper, startLocalHelper } from "./testFixtures.ts";
 
-let helper: string;
-let dir: string;
-const daemons = new Set<number>();
+let local: LocalHelper;
 
 async function text(s: Readable): Promise<string> {
   let out = "";
@@ -21,30 +15,16 @@ async function text(s: Readable): Promise<string> {
   return out;
 }
 
-async function openChannel(): Promise<CommandChannel> {
-  const ch = new CommandChannel(localChannelTransport(helper, dir), "local", systemClock);
-  daemons.add((await ch.hello).daemonPid);
-  return ch;
-}
+const openChannel = (): Promise<CommandChannel> => local.openChannel("local", systemClock);
 
 let n = 0;
 const id = () => `test-${process.pid}-${++n}`;
 
 beforeAll(async () => {
-  helper = await ensureHelperBinary();
-  dir = join(mkdtempSync(join(tmpdir(), "sbx-ch-")), "h");
+  local = await startLocalHelper("sbx-ch-");
 });
 
-afterAll(() => {
-  for (const pid of daemons) {
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {
-      // already gone
-    }
-  }
-  rmSync(join(dir, ".."), { recursive: true, force: true });
-});
+afterAll(() => local?.close());
 
 describe("command channel (local daemon)", () => {
   it("runs a command with env, cwd, stdin and its exit code", async () => {

@@ -2,27 +2,25 @@
 // real sh and the real helper, so the copy-in and channel scripts are the ones pods run. One
 // session's result can be made to reject, as a websocket exec whose status a TCP reset lost.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../core/clock.ts";
 import { UpstreamError } from "../../core/errors.ts";
 import type { ExecResult, ExecSession } from "../../core/types.ts";
-import { ensureHelperBinary } from "../../local/helper-binary.ts";
 import type { RunInPod } from "../podExec.ts";
 import { type HelperBinary, loadHelperBinary, openPodChannel } from "./open.ts";
+import { type LocalHelper, startLocalHelper } from "./testFixtures.ts";
 
+let local: LocalHelper;
 let helper: HelperBinary;
-let work: string;
 
 beforeAll(async () => {
-  helper = await loadHelperBinary(await ensureHelperBinary());
-  work = mkdtempSync(join(tmpdir(), "sbx-open-"));
+  local = await startLocalHelper("sbx-open-");
+  helper = await loadHelperBinary(local.binary);
 }, 120_000);
 
-afterAll(() => rmSync(work, { recursive: true, force: true }));
+afterAll(() => local?.close());
 
 /** Runs argv here; `lose(argv)` true makes that session's result reject once the command ended. */
 function localPod(lose: (argv: string[]) => boolean = () => false): RunInPod & { killAll(): void } {
@@ -69,7 +67,7 @@ describe("openPodChannel", () => {
   it("uses the copy when the upload's status was lost but the helper landed", async () => {
     const pod = localPod(isUpload);
     const out = await openPodChannel(
-      { runInPod: pod, helper: async () => helper, clock: systemClock, dir: join(work, "landed") },
+      { runInPod: pod, helper: async () => helper, clock: systemClock, dir: join(local.root, "landed") },
       "p",
     );
     expect("channel" in out, JSON.stringify(out)).toBe(true);

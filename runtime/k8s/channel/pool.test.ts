@@ -1,36 +1,20 @@
 // The channel pool on an injected clock: one open shared by concurrent first calls, closed
 // after the idle time with nothing in flight (and not while a command runs), re-opened on
 // demand; a pod that cannot run the helper is remembered as "exec".
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock } from "../../core/clock.ts";
 import { silentLogger } from "../../core/log.ts";
-import { ensureHelperBinary } from "../../local/helper-binary.ts";
-import { CommandChannel } from "./channel.ts";
-import { localChannelTransport } from "./localTransport.ts";
+import type { CommandChannel } from "./channel.ts";
 import { ChannelPool } from "./pool.ts";
+import { type LocalHelper, startLocalHelper } from "./testFixtures.ts";
 
-let helper: string;
-let dir: string;
-const daemons = new Set<number>();
+let local: LocalHelper;
 
 beforeAll(async () => {
-  helper = await ensureHelperBinary();
-  dir = join(mkdtempSync(join(tmpdir(), "sbx-pool-")), "h");
+  local = await startLocalHelper("sbx-pool-");
 });
 
-afterAll(() => {
-  for (const pid of daemons) {
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {
-      // already gone
-    }
-  }
-  rmSync(join(dir, ".."), { recursive: true, force: true });
-});
+afterAll(() => local?.close());
 
 function pool(clock: ManualClock, opens: string[], fallback?: string) {
   return new ChannelPool({
@@ -40,9 +24,7 @@ function pool(clock: ManualClock, opens: string[], fallback?: string) {
     open: async (pod) => {
       opens.push(pod);
       if (fallback) return { fallback };
-      const channel = new CommandChannel(localChannelTransport(helper, dir), pod, clock);
-      daemons.add((await channel.hello).daemonPid);
-      return { channel };
+      return { channel: await local.openChannel(pod, clock) };
     },
   });
 }

@@ -13,12 +13,9 @@ import type { KubernetesBackend } from "../../../runtime/kubernetes.ts";
 import { SANDBOX_CONTAINER } from "../../../runtime/k8s/contract.ts";
 import { terminateContainer, waitFor } from "../../support/cluster.ts";
 import {
-  adminClients,
-  freshNamespaces,
-  installSandboxCrd,
+  startTestBackend,
+  type TestBackend,
   testBackend,
-  testConfig,
-  testKubeconfigPath,
   testSandboxSpec,
   type TestNamespaces,
 } from "../runtime/support.ts";
@@ -26,6 +23,7 @@ import {
 /** every process of the sandbox, one command line per line (as test/k8s/runtime/lifecycle.test.ts) */
 const PROCESS_LIST = `for d in /proc/[0-9]*; do { tr '\\0' ' ' < "$d/cmdline"; } 2>/dev/null | sed 's/ $//'; echo; done`;
 
+let t: TestBackend;
 let clients: KubeClients;
 let ns: TestNamespaces;
 let config: RuntimeConfig;
@@ -49,18 +47,12 @@ async function ready(b: KubernetesBackend, id: string): Promise<void> {
 }
 
 beforeAll(async () => {
-  clients = adminClients(await testKubeconfigPath());
-  await installSandboxCrd(clients.kc);
-  ns = await freshNamespaces(clients.core, "rt-chan");
-  config = testConfig(ns);
-  backend = testBackend(config, clients);
-  await backend.start();
-  await waitFor("leadership", async () => backend.controller.isLeader(), 15_000);
+  t = await startTestBackend("rt-chan");
+  ({ clients, ns, config, backend } = t);
 });
 
 afterAll(async () => {
-  await backend?.close();
-  await ns?.cleanup();
+  await t?.close();
 });
 
 describe("command channel", () => {

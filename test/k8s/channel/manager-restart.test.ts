@@ -8,40 +8,23 @@ import { createInterface } from "node:readline";
 import { Readable } from "node:stream";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
-import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import type { KubernetesBackend } from "../../../runtime/kubernetes.ts";
 import { waitFor } from "../../support/cluster.ts";
-import {
-  adminClients,
-  freshNamespaces,
-  installSandboxCrd,
-  testBackend,
-  testConfig,
-  testKubeconfigPath,
-  testSandboxSpec,
-  type TestNamespaces,
-} from "../runtime/support.ts";
+import { startTestBackend, type TestBackend, testSandboxSpec, type TestNamespaces } from "../runtime/support.ts";
 
+let t: TestBackend;
 let kubeconfig: string;
-let clients: KubeClients;
 let ns: TestNamespaces;
 let config: RuntimeConfig;
 let backend: KubernetesBackend;
 
 beforeAll(async () => {
-  kubeconfig = await testKubeconfigPath();
-  clients = adminClients(kubeconfig);
-  await installSandboxCrd(clients.kc);
-  ns = await freshNamespaces(clients.core, "rt-chrs");
-  config = testConfig(ns);
-  backend = testBackend(config, clients);
-  await backend.start();
-  await waitFor("leadership", async () => backend.controller.isLeader(), 15_000);
+  t = await startTestBackend("rt-chrs");
+  ({ kubeconfig, ns, config, backend } = t);
 });
 
 afterAll(async () => {
-  await backend?.close();
-  await ns?.cleanup();
+  await t?.close();
 });
 
 it("a command outlives its SIGKILLed manager; a new manager lists it, re-attaches by id and reads on", async () => {

@@ -11,32 +11,15 @@ import type { Reservation } from "../../../runtime/k8s/claims/writeBehind.ts";
 import { type KubeClients, mergePatch } from "../../../runtime/k8s/client.ts";
 import { ANNOTATIONS, LABELS, POOL } from "../../../runtime/k8s/contract.ts";
 import { waitFor } from "../../support/cluster.ts";
-import {
-  adminClients,
-  freshNamespaces,
-  installSandboxCrd,
-  testBackend,
-  testConfig,
-  testKubeconfigPath,
-  type TestNamespaces,
-} from "../runtime/support.ts";
+import { startTestBackend, type TestBackend, testSandboxSpec, type TestNamespaces } from "../runtime/support.ts";
 
+let t: TestBackend;
 let clients: KubeClients;
 let ns: TestNamespaces;
 let config: RuntimeConfig;
 let backend: KubernetesBackend;
 
-const spec = (id: string): SandboxSpec => ({
-  id,
-  owner: `owner-${id}`,
-  image: { profile: "base", image: config.catalog.base },
-  size: config.sizeClasses.nano,
-  env: {},
-  ttlSeconds: 600,
-  idleTimeoutSeconds: 0,
-  metadata: {},
-  createdAt: new Date(),
-});
+const spec = (id: string): SandboxSpec => testSandboxSpec(config, id, { owner: `owner-${id}`, ttlSeconds: 600 });
 
 /** Wraps the next reservation's write: `before` runs (and may be waited on) before the real patch is sent. */
 function holdNextWrite(before: (podName: string) => Promise<void>): void {
@@ -70,18 +53,18 @@ async function run(id: string, script: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  clients = adminClients(await testKubeconfigPath());
-  await installSandboxCrd(clients.kc);
-  ns = await freshNamespaces(clients.core, "rep-wb");
-  config = testConfig(ns, { warmPool: [{ profile: "base", size: "nano", count: 2 }] });
-  backend = testBackend(config, clients, { identity: "replica-wb" });
-  await backend.start();
+  t = await startTestBackend(
+    "rep-wb",
+    { warmPool: [{ profile: "base", size: "nano", count: 2 }] },
+    { identity: "replica-wb" },
+    { awaitLeader: false }, // the pods it waits for below come from the leader anyway
+  );
+  ({ clients, ns, config, backend } = t);
   await waitFor("2 ready warm pods", async () => (await backend.poolStatus!())[0].ready === 2, 120_000);
 }, 180_000);
 
 afterAll(async () => {
-  await backend?.close();
-  await ns?.cleanup();
+  await t?.close();
 });
 
 describe("write-behind warm claims", () => {

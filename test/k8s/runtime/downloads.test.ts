@@ -6,21 +6,9 @@ import type { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
-import type { KubeClients } from "../../../runtime/k8s/client.ts";
-import { waitFor } from "../../support/cluster.ts";
-import {
-  adminClients,
-  freshNamespaces,
-  installSandboxCrd,
-  testBackend,
-  testConfig,
-  testKubeconfigPath,
-  testSandboxSpec,
-  type TestNamespaces,
-} from "./support.ts";
+import { startTestBackend, type TestBackend, testSandboxSpec } from "./support.ts";
 
-let clients: KubeClients;
-let ns: TestNamespaces;
+let t: TestBackend;
 let config: RuntimeConfig;
 let backend: KubernetesBackend;
 const ID = "dl-1";
@@ -38,13 +26,8 @@ async function sh(script: string) {
 }
 
 beforeAll(async () => {
-  clients = adminClients(await testKubeconfigPath());
-  await installSandboxCrd(clients.kc);
-  ns = await freshNamespaces(clients.core, "rt-dl");
-  config = testConfig(ns);
-  backend = testBackend(config, clients);
-  await backend.start();
-  await waitFor("leadership", async () => backend.controller.isLeader(), 15_000);
+  t = await startTestBackend("rt-dl");
+  ({ config, backend } = t);
   await backend.provision(testSandboxSpec(config, ID));
   await backend.awaitReady(ID, { timeoutMs: 60_000 });
   const setup = await sh(
@@ -57,8 +40,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await backend?.delete(ID).catch(() => undefined);
-  await backend?.close();
-  await ns?.cleanup();
+  await t?.close();
 });
 
 describe("Kubernetes downloads that fail say so", () => {

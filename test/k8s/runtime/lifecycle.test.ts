@@ -12,19 +12,11 @@ import type { SandboxEvent, SandboxSpec } from "../../../runtime/core/types.ts";
 import { LABELS, SANDBOX_CONTAINER } from "../../../runtime/k8s/contract.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import { terminateContainer, waitFor } from "../../support/cluster.ts";
-import {
-  adminClients,
-  freshNamespaces,
-  installSandboxCrd,
-  testBackend,
-  testConfig,
-  testKubeconfigPath,
-  testSandboxSpec,
-  type TestNamespaces,
-} from "./support.ts";
+import { startTestBackend, type TestBackend, testSandboxSpec, type TestNamespaces } from "./support.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 
+let t: TestBackend;
 let clients: KubeClients;
 let ns: TestNamespaces;
 let config: RuntimeConfig;
@@ -54,19 +46,13 @@ async function run(id: string, command: string[], extra: Partial<Parameters<Kube
 }
 
 beforeAll(async () => {
-  clients = adminClients(await testKubeconfigPath());
-  await installSandboxCrd(clients.kc);
-  ns = await freshNamespaces(clients.core, "rt-life");
-  config = testConfig(ns);
-  backend = testBackend(config, clients);
-  backend.subscribe((e) => events.push(e));
-  await backend.start();
-  await waitFor("leadership", async () => backend.controller.isLeader(), 15_000);
+  // subscribed before the backend starts, so that no event is missed
+  t = await startTestBackend("rt-life", {}, {}, { beforeStart: (b) => b.subscribe((e) => events.push(e)) });
+  ({ clients, ns, config, backend } = t);
 });
 
 afterAll(async () => {
-  await backend?.close();
-  await ns?.cleanup();
+  await t?.close();
 });
 
 describe("Kubernetes backend lifecycle", () => {

@@ -2,7 +2,7 @@
 // plane, in a fresh namespace pair, its backend leading: what the service-level k8s tests (the
 // HTTP API, E2B, abandoned streams) start in beforeAll. A separate module from support.ts, so
 // the backend-level tests do not load the whole service.
-import type { RuntimeConfig, RuntimeConfigInput } from "../../../runtime/config/schema.ts";
+import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
@@ -10,15 +10,7 @@ import type { KubernetesBackend, KubernetesBackendOverrides } from "../../../run
 import { type Service, startService } from "../../../runtime/server/service.ts";
 import { waitFor } from "../../support/cluster.ts";
 import { testTokens } from "../../support/local.ts";
-import {
-  adminClients,
-  freshNamespaces,
-  installSandboxCrd,
-  testBackend,
-  testConfig,
-  testKubeconfigPath,
-  type TestNamespaces,
-} from "./support.ts";
+import { prepareTestCluster, type TestConfigOverride, testBackend, type TestNamespaces } from "./support.ts";
 
 export interface TestService {
   ns: TestNamespaces;
@@ -36,17 +28,14 @@ export interface TestService {
  */
 export async function startTestService(
   prefix: string,
-  over: Partial<RuntimeConfigInput> | ((ns: TestNamespaces) => Partial<RuntimeConfigInput>) = {},
+  over: TestConfigOverride = {},
   /** the backend's test overrides (e.g. commandChannel) */
   backendOverrides: KubernetesBackendOverrides = {},
 ): Promise<TestService> {
-  const clients = adminClients(await testKubeconfigPath());
-  await installSandboxCrd(clients.kc);
-  const ns = await freshNamespaces(clients.core, prefix);
-  const config = testConfig(ns, {
+  const { clients, ns, config } = await prepareTestCluster(prefix, (ns) => ({
     listen: { host: "127.0.0.1", port: 0 },
     ...(typeof over === "function" ? over(ns) : over),
-  });
+  }));
   const backend = testBackend(config, clients, backendOverrides);
   const service = await startService({
     config,

@@ -4,7 +4,7 @@
 // benchmarks use them too); they are re-exported here so tests import one module.
 import { RbacAuthorizationV1Api, type V1Pod } from "@kubernetes/client-node";
 import type { Role } from "../../../runtime/config/role.ts";
-import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
+import type { RuntimeConfig, RuntimeConfigInput } from "../../../runtime/config/schema.ts";
 import type { SandboxSpec } from "../../../runtime/core/types.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { createLogger, silentLogger } from "../../../runtime/core/log.ts";
@@ -14,15 +14,16 @@ import {
   type KubernetesBackend,
   type KubernetesBackendOverrides,
 } from "../../../runtime/kubernetes.ts";
-
-export {
-  addSandboxNodes,
+import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
   testConfig,
   type TestNamespaces,
 } from "../../../tools/control-plane/fixtures.ts";
+
+export { addSandboxNodes } from "../../../tools/control-plane/fixtures.ts";
+export { adminClients, freshNamespaces, installSandboxCrd, testConfig, type TestNamespaces };
 
 /** The suite's kubeconfig: vitest's provided value, else SBX_TEST_KUBECONFIG. Fails loudly when neither is set. */
 export async function testKubeconfigPath(): Promise<string> {
@@ -74,3 +75,71 @@ export function testBackend(
 
 export { RbacAuthorizationV1Api };
 export type { V1Pod };
+
+/** What every k8s test file starts from: admin clients, the CRD installed, its own namespaces, their config. */
+export interface TestCluster {
+  kubeconfig: string;
+  clients: KubeClients;
+  ns: TestNamespaces;
+  config: RuntimeConfig;
+}
+
+/** A config override, or a function of the namespaces (e.g. for a snapshot repository named after them). */
+export type TestConfigOverride = Partial<RuntimeConfigInput> | ((ns: TestNamespaces) => Partial<RuntimeConfigInput>);
+
+/** `prefix` names the namespace pair (freshNamespaces); `over` is merged into the test config. */
+export async function prepareTestCluster(prefix: string, over: TestConfigOverride = {}): Promise<TestCluster> {
+  const kubeconfig = await testKubeconfigPath();
+  const clients = adminClients(kubeconfig);
+  await installSandboxCrd(clients.kc);
+  const ns = await freshNamespaces(clients.core, prefix);
+  const config = testConfig(ns, typeof over === "function" ? over(ns) : over);
+  return { kubeconfig, clients, ns, config };
+}
+
+export interface TestBackend extends TestCluster {
+  backend: KubernetesBackend;
+  /** closes the backend, then deletes the namespaces */
+  close(): Promise<void>;
+}
+
+export interface TestBackendOptions {
+  /** runs before the backend starts, e.g. to subscribe to its events from the first one */
+  beforeStart?: (backend: KubernetesBackend) => void;
+  /** wait until the backend leads (the default); off where the test waits for something that needs it anyway */
+  awaitLeader?: boolean;
+}
+
+/**
+ * The backend-level tests' beforeAll: a started backend (testBackend with `backendOverrides`) in
+ * a fresh namespace pair, leading. If it cannot start, it is closed and the namespaces deleted
+ * here, since the caller's afterAll never got a handle to close.
+ */
+export async function startTestBackend(
+  prefix: string,
+  over: TestConfigOverride = {},
+  backendOverrides: KubernetesBackendOverrides = {},
+  options: TestBackendOptions = {},
+): Promise<TestBackend> {
+  const cluster = await prepareTestCluster(prefix, over);
+  const backend = testBackend(cluster.config, cluster.clients, backendOverrides);
+  const close = async () => {
+    await backend.close();
+    await cluster.ns.cleanup();
+  };
+  try {
+    options.beforeStart?.(backend);
+    await backend.start();
+    if (options.awaitLeader ?? true) {
+      // loaded here: test/support/cluster.ts imports vitest, and manager-child.ts runs this module outside it
+      const { waitFor } = await import("../../support/cluster.ts");
+      await waitFor("leadership", async () => backend.controller.isLeader(), 15_000);
+    }
+  } catch (err) {
+    await close().catch((cleanup: unknown) => {
+      throw new AggregateError([err, cleanup], `${prefix}: the test backend did not start, nor did its cleanup finish`);
+    });
+    throw err;
+  }
+  return { ...cluster, backend, close };
+}

@@ -12,49 +12,38 @@ import { LABELS, POOL } from "../../../runtime/k8s/contract.ts";
 import { waitFor } from "../../support/cluster.ts";
 import {
   adminClients,
-  freshNamespaces,
-  installSandboxCrd,
+  startTestBackend,
+  type TestBackend,
   testBackend,
-  testConfig,
-  testKubeconfigPath,
+  testSandboxSpec,
   type TestNamespaces,
 } from "./support.ts";
 
 const POOL_SIZE = 30;
 const CLAIMERS = 40;
 
+let t: TestBackend;
 let clients: KubeClients;
 let ns: TestNamespaces;
 let config: RuntimeConfig;
 let a: KubernetesBackend;
 let b: KubernetesBackend;
 
-const spec = (id: string): SandboxSpec => ({
-  id,
-  owner: `owner-${id}`,
-  image: { profile: "base", image: config.catalog.base },
-  size: config.sizeClasses.nano,
-  env: {},
-  ttlSeconds: 600,
-  idleTimeoutSeconds: 0,
-  metadata: {},
-  createdAt: new Date(),
-});
+const spec = (id: string): SandboxSpec => testSandboxSpec(config, id, { owner: `owner-${id}`, ttlSeconds: 600 });
 
 beforeAll(async () => {
-  clients = adminClients(await testKubeconfigPath());
-  await installSandboxCrd(clients.kc);
-  ns = await freshNamespaces(clients.core, "rt-pool");
   // Several replicas claim from one pool only with budget shares on: the shares document's
   // replicas partition the pool (runtime/k8s/claims/partition.ts).
-  config = testConfig(ns, {
-    warmPool: [{ profile: "base", size: "nano", count: POOL_SIZE }],
-    kubernetes: { budgetShares: { enabled: true, leaseSeconds: 4, tickMs: 200 } },
-  });
-  a = testBackend(config, clients, { identity: "replica-a" });
-  await a.start();
-  await waitFor("leadership", async () => a.controller.isLeader(), 15_000);
-  b = testBackend(config, adminClients(await testKubeconfigPath()), { identity: "replica-b" });
+  t = await startTestBackend(
+    "rt-pool",
+    {
+      warmPool: [{ profile: "base", size: "nano", count: POOL_SIZE }],
+      kubernetes: { budgetShares: { enabled: true, leaseSeconds: 4, tickMs: 200 } },
+    },
+    { identity: "replica-a" },
+  );
+  ({ clients, ns, config, backend: a } = t);
+  b = testBackend(config, adminClients(t.kubeconfig), { identity: "replica-b" });
   await b.start();
   await waitFor(`${POOL_SIZE} ready warm pods`, async () => (await a.poolStatus!())[0].ready === POOL_SIZE, 120_000);
   await waitFor("replica b sees the pool", async () => (await b.poolStatus!())[0].ready === POOL_SIZE, 30_000);
@@ -64,8 +53,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await b?.close();
-  await a?.close();
-  await ns?.cleanup();
+  await t?.close();
 });
 
 describe("warm pool claims", () => {
