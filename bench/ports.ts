@@ -1,10 +1,12 @@
-// Port relay benchmark (docs/ports.md, docs/benchmarks.md "Port relay"), on the local platform or
-// (--platform kubernetes) the test control plane, whose relay is the API server's port-forward.
+// Port relay benchmark (docs/ports.md, docs/benchmarks.md "Port relay"), on the local platform (the
+// relay is the in-sandbox helper) or (--platform kubernetes) the test control plane, where it
+// measures both of the backend's paths in one run: the pod's command channel (the default) and
+// the API server's port-forward (a second service and Manager whose backend has channels off).
 // In one run, against the same fixture server (test/server/fixtures/port-server.py):
 //   direct_first_byte_ms  a fresh TCP connection + GET /echo to the server on the host's loopback
-//   relay_first_byte_ms   the same request through the service's path form (one relay per request)
-//   relay_mib_s / direct_mib_s   a 100 MiB download both ways, SHA-256 compared
-//   wake_first_byte_ms    a paused sandbox (post-resume hook starts the server) woken by the request
+//   relays[].first_byte_ms  the same request through the service's path form (one relay per request)
+//   download: direct and per relay, a 100 MiB download, SHA-256 compared
+//   relays[].wake_first_byte_ms  a paused sandbox (post-resume hook starts the server) woken by the request
 // Prints a JSON document and a table. Asserts nothing.
 //
 //   npx tsx bench/ports.ts [--samples 200] [--wakes 10] [--mib 100] [--output ports.json]
@@ -36,7 +38,10 @@ const AUTH = { authorization: `Bearer ${TOKEN}` };
 const START_SERVER = "nohup python3 /workspace/port-server.py 8000 >/tmp/server.log 2>&1 &";
 
 interface Runtime {
+  /** the service that creates and pauses the sandboxes: the first relay path */
   url: string;
+  /** every relay path measured: name and service URL (the first is `url`) */
+  paths: { name: string; url: string }[];
   /** the create body's size class */
   size: string;
   environment: Record<string, unknown>;
@@ -58,6 +63,7 @@ async function startLocal(): Promise<Runtime> {
   const url = await app.listen({ host: "127.0.0.1", port: 0 });
   return {
     url,
+    paths: [{ name: "helper", url }],
     size: "nano",
     environment: { target: "local" },
     close: async () => {
@@ -70,8 +76,9 @@ async function startLocal(): Promise<Runtime> {
 }
 
 /**
- * The service over the Kubernetes target's Manager (the test control plane, or --kubeconfig):
- * the relay is the API server's port-forward; exposures would live in sandbox metadata.
+ * The service over the Kubernetes target's Manager (the test control plane, or --kubeconfig),
+ * whose relay is the command channel, and a second one over a Manager whose backend has
+ * channels off, whose relay is the API server's port-forward. Exposures would live in metadata.
  */
 async function startKubernetes(f: Map<string, string>): Promise<Runtime> {
   const { openKubernetes } = await import("./lib/kubernetesTarget.ts");
@@ -79,15 +86,25 @@ async function startKubernetes(f: Map<string, string>): Promise<Runtime> {
     targetArgs(f, { size: "bench", profile: "base", warm: intFlag(f, "warm", 0), memoryLimit: "1Gi" }),
   );
   const tokens = new TokenStore(new Map([[hashToken(TOKEN), target.owner]]));
-  const manager = target.manager as unknown as SandboxManager;
-  const app = buildApp({ manager, tokens, logger: silentLogger(), e2b: false, ports: { accessInMetadata: true } });
-  const url = await app.listen({ host: "127.0.0.1", port: 0 });
+  const serve = async (manager: SandboxManager) => {
+    const app = buildApp({ manager, tokens, logger: silentLogger(), e2b: false, ports: { accessInMetadata: true } });
+    return { app, url: await app.listen({ host: "127.0.0.1", port: 0 }) };
+  };
+  const main = await serve(target.manager as unknown as SandboxManager);
+  const forward = await serve(
+    (await target.replica({ commandChannel: { enabled: false } })) as unknown as SandboxManager,
+  );
   return {
-    url,
+    url: main.url,
+    paths: [
+      { name: "channel", url: main.url },
+      { name: "port-forward", url: forward.url },
+    ],
     size: "bench",
     environment: target.environment,
     close: async () => {
-      await app.close();
+      await forward.app.close();
+      await main.app.close();
       await target.close();
     },
   };
@@ -164,48 +181,56 @@ async function main(): Promise<void> {
         `${START_SERVER} for i in $(seq 100); do python3 -c "import socket; socket.create_connection(('127.0.0.1', 8000))" 2>/dev/null && exit 0; sleep 0.1; done; exit 1`,
       ],
     });
-    const relay = `${rt.url}/v1/sandboxes/${id}/ports/8000`;
+    const relay = (base: string) => `${base}/v1/sandboxes/${id}/ports/8000`;
     const direct = "http://127.0.0.1:18777";
     const d: number[] = [];
-    const r: number[] = [];
+    const r = rt.paths.map(() => [] as number[]);
     for (let i = 0; i < samples; i++) {
-      // interleaved, so load on the shared machine hits both alike
+      // interleaved, so load on the shared machine hits every path alike
       d.push((await get(`${direct}/echo`, {})).firstByteMs);
-      r.push((await get(`${relay}/echo`, AUTH)).firstByteMs);
+      for (const [k, p] of rt.paths.entries()) r[k].push((await get(`${relay(p.url)}/echo`, AUTH)).firstByteMs);
     }
     const bigD = await get(`${direct}/big?mb=${mib}`, {});
-    const bigR = await get(`${relay}/big?mb=${mib}`, AUTH);
-    const w: number[] = [];
-    for (let i = 0; i < wakes; i++) {
-      const sid = await sandbox(rt.url, rt.size, { "sbx.post-resume": START_SERVER });
-      await call(rt.url, "POST", `/v1/sandboxes/${sid}/pause`);
-      w.push((await get(`${rt.url}/v1/sandboxes/${sid}/ports/8000/echo`, AUTH)).firstByteMs);
-      await call(rt.url, "DELETE", `/v1/sandboxes/${sid}`);
+    const relays = [];
+    for (const [k, p] of rt.paths.entries()) {
+      const big = await get(`${relay(p.url)}/big?mb=${mib}`, AUTH);
+      const w: number[] = [];
+      for (let i = 0; i < wakes; i++) {
+        const sid = await sandbox(rt.url, rt.size, { "sbx.post-resume": START_SERVER });
+        await call(rt.url, "POST", `/v1/sandboxes/${sid}/pause`);
+        w.push((await get(`${p.url}/v1/sandboxes/${sid}/ports/8000/echo`, AUTH)).firstByteMs);
+        await call(rt.url, "DELETE", `/v1/sandboxes/${sid}`);
+      }
+      relays.push({
+        path: p.name,
+        first_byte_ms: stats(r[k]),
+        added_p50_ms: (nearestRank(r[k], 50) ?? 0) - (nearestRank(d, 50) ?? 0),
+        download_mib_s: mib / (big.ms / 1000),
+        sha256_match: bigD.sha === big.sha && big.bytes === mib << 20,
+        wake_first_byte_ms: stats(w),
+      });
     }
     const out = {
       environment: { ...runnerEnvironment(), ...rt.environment },
       direct_first_byte_ms: stats(d),
-      relay_first_byte_ms: stats(r),
-      added_p50_ms: (nearestRank(r, 50) ?? 0) - (nearestRank(d, 50) ?? 0),
-      download: {
-        mib,
-        direct_mib_s: mib / (bigD.ms / 1000),
-        relay_mib_s: mib / (bigR.ms / 1000),
-        sha256_match: bigD.sha === bigR.sha && bigR.bytes === mib << 20,
-      },
-      wake_first_byte_ms: stats(w),
+      direct_download_mib_s: mib / (bigD.ms / 1000),
+      download_mib: mib,
+      relays,
     };
     const json = JSON.stringify(out, null, 2);
     if (f.get("output")) writeFileSync(f.get("output")!, json);
     console.log(json);
     const row = (name: string, s: ReturnType<typeof stats>) =>
-      `${name.padEnd(22)} p50 ${s.p50?.toFixed(2)} ms  p95 ${s.p95?.toFixed(2)} ms  p99 ${s.p99?.toFixed(2)} ms  (n=${s.n})`;
+      `${name.padEnd(30)} p50 ${s.p50?.toFixed(2)} ms  p95 ${s.p95?.toFixed(2)} ms  p99 ${s.p99?.toFixed(2)} ms  (n=${s.n})`;
     console.log(row("direct first byte", out.direct_first_byte_ms));
-    console.log(row("relay first byte", out.relay_first_byte_ms));
-    console.log(row("wake to first byte", out.wake_first_byte_ms));
-    console.log(
-      `download ${mib} MiB: direct ${out.download.direct_mib_s.toFixed(0)} MiB/s, relay ${out.download.relay_mib_s.toFixed(0)} MiB/s, sha256 match ${out.download.sha256_match}`,
-    );
+    console.log(`direct download ${mib} MiB: ${out.direct_download_mib_s.toFixed(0)} MiB/s`);
+    for (const x of relays) {
+      console.log(row(`${x.path}: first byte`, x.first_byte_ms));
+      console.log(row(`${x.path}: wake to first byte`, x.wake_first_byte_ms));
+      console.log(
+        `${x.path}: added p50 ${x.added_p50_ms.toFixed(2)} ms; download ${x.download_mib_s.toFixed(0)} MiB/s, sha256 match ${x.sha256_match}`,
+      );
+    }
   } finally {
     host.kill();
     await rt.close();

@@ -15,7 +15,7 @@ import { buildManager } from "../../runtime/backends.ts";
 import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
-import { createKubernetesBackend } from "../../runtime/kubernetes.ts";
+import { createKubernetesBackend, type KubernetesBackendOverrides } from "../../runtime/kubernetes.ts";
 import { loadKubeClients } from "../../runtime/k8s/client.ts";
 import { API_GROUP, API_VERSION, LABELS, SANDBOX_NODE_LABEL, SANDBOX_PLURAL } from "../../runtime/k8s/contract.ts";
 import type { SandboxResource } from "../../runtime/k8s/resource.ts";
@@ -32,6 +32,11 @@ const LEADER_TIMEOUT_MS = 60_000;
 export interface KubernetesBenchTarget extends BenchTarget {
   /** for diagnostics (bench/k8s/transfer.ts): where the sandboxes are and how to reach them */
   kube: { kubeconfigPath: string; namespace: string; podOf(id: string): Promise<string> };
+  /**
+   * Another Manager on the same namespaces and config, with its own backend built with
+   * `overrides` (e.g. commandChannel off, for a baseline path in the same run); closed with the target.
+   */
+  replica(overrides: KubernetesBackendOverrides): Promise<BenchTarget["manager"]>;
 }
 
 export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarget> {
@@ -188,6 +193,24 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
         kubeconfigPath: cp.path,
         namespace: namespaces.sandboxes,
         podOf: async (id) => (await crOf(id)).spec.podName ?? id,
+      },
+      replica: async (overrides) => {
+        const b = createKubernetesBackend(
+          config,
+          { logger, clock: systemClock },
+          { ...overrides, identity: `sbx-bench-${runId}-${cleanups.length}` },
+        );
+        const pr = createPauseResume(b, { config, clock: systemClock, logger });
+        const built = await buildManager(config, {
+          logger,
+          clock: systemClock,
+          backend: b,
+          pauseResume: pr,
+          reaperIntervalMs: 3_600_000,
+        });
+        await built.manager.start({ reaper: false });
+        cleanups.push(() => built.manager.close());
+        return built.manager as unknown as BenchTarget["manager"];
       },
       beforeResume: awaitWarm,
       stepsSince: (id, t0) => {

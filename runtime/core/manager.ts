@@ -96,6 +96,7 @@ export class SandboxManager implements Manager {
         admission: () => this.admission.usage(),
         sandboxes: () => this.lastList,
         ...(deps.backend.claimStats ? { claims: () => deps.backend.claimStats?.() } : {}),
+        ...(deps.backend.portStats ? { ports: () => deps.backend.portStats?.() } : {}),
       },
       { defaultMetrics: deps.processMetrics ?? false },
     );

@@ -4,7 +4,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { AdmissionUsage } from "./admission.ts";
 import { SbxError } from "./errors.ts";
-import type { Sandbox, SandboxPhase, WarmClaimStats } from "./types.ts";
+import type { PortPathStats, Sandbox, SandboxPhase, WarmClaimStats } from "./types.ts";
 
 export const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const PHASES: SandboxPhase[] = [
@@ -24,6 +24,8 @@ export interface MetricsSources {
   sandboxes: () => readonly Sandbox[];
   /** warm claims written behind (Kubernetes backend); absent: no such series */
   claims?: () => WarmClaimStats | undefined;
+  /** port connections by path (Kubernetes backend); absent: no such series */
+  ports?: () => PortPathStats | undefined;
 }
 
 export class Metrics {
@@ -109,6 +111,7 @@ export class Metrics {
     });
     const claims = sources.claims;
     if (claims) this.claimSeries(claims, registers);
+    if (sources.ports) this.portSeries(sources.ports, registers);
     new Gauge({
       name: "sbx_budget_total",
       help: "the whole admission budget as configured (resource=cpu_millis|memory_bytes), however many replicas share it",
@@ -169,18 +172,14 @@ export class Metrics {
 
   /** Warm claims written behind: only for a backend that has them (absent elsewhere, not zero). */
   private claimSeries(claims: () => WarmClaimStats | undefined, registers: Registry[]): void {
-    let seen = { taken: 0, landed: 0, lost: 0 };
+    const since = countedSince(claims, ["taken", "landed", "lost"] as const);
     new Counter({
       name: "sbx_warm_claims_total",
       help: "warm claims decided in memory and written behind (outcome=taken|landed|lost; lost: the sandbox went cold)",
       labelNames: ["outcome"],
       registers,
       collect() {
-        const c = claims();
-        if (!c) return;
-        // the backend counts; add what it counted since the last scrape
-        for (const k of ["taken", "landed", "lost"] as const) this.inc({ outcome: k }, Math.max(0, c[k] - seen[k]));
-        seen = { taken: c.taken, landed: c.landed, lost: c.lost };
+        since((outcome, by) => this.inc({ outcome }, by));
       },
     });
     new Gauge({
@@ -193,6 +192,30 @@ export class Metrics {
       },
     });
   }
+
+  private portSeries(ports: () => PortPathStats | undefined, registers: Registry[]): void {
+    const since = countedSince(ports, ["channel", "portForward"] as const);
+    new Counter({
+      name: "sbx_port_connections_total",
+      help: "connections to sandbox ports by path (path=channel: over the pod's command channel; port-forward: the API server's)",
+      labelNames: ["path"],
+      registers,
+      collect() {
+        since((k, by) => this.inc({ path: k === "channel" ? "channel" : "port-forward" }, by));
+      },
+    });
+  }
+}
+
+/** A backend's running counts as a counter: what it counted since the last scrape is added. */
+function countedSince<K extends string>(read: () => Record<K, number> | undefined, keys: readonly K[]) {
+  let seen: Partial<Record<K, number>> = {};
+  return (inc: (key: K, by: number) => void) => {
+    const now = read();
+    if (!now) return;
+    for (const k of keys) inc(k, Math.max(0, now[k] - (seen[k] ?? 0)));
+    seen = { ...now };
+  };
 }
 
 /** Seconds since `startNs` (process.hrtime.bigint()). */

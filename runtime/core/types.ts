@@ -171,6 +171,14 @@ export type SandboxEvent = { type: "upsert"; sandbox: Sandbox } | { type: "delet
  * The compute substrate. One implementation per platform; the Manager holds all policy.
  * Every method is idempotent where it can be (delete of a gone sandbox resolves).
  */
+/** Connections to sandbox ports opened since start, by the path that carries them (Kubernetes). */
+export interface PortPathStats {
+  /** over the pod's command channel */
+  channel: number;
+  /** over the API server's port-forward (pods where the helper cannot run) */
+  portForward: number;
+}
+
 /** Counts since start of warm claims whose durable write follows the decision. */
 export interface WarmClaimStats {
   /** decided in memory */
@@ -217,6 +225,8 @@ export interface Backend {
   poolStatus?(): Promise<PoolStatus[]>;
   /** Warm claims decided ahead of their durable write (Kubernetes); absent elsewhere. */
   claimStats?(): WarmClaimStats;
+  /** Port connections by path (Kubernetes); absent elsewhere. */
+  portStats?(): PortPathStats;
   /**
    * A byte stream to TCP `port` on the sandbox's own loopback (docs/ports.md), resolved once
    * connected; only the sandbox's ports are reachable. Absent when the backend cannot relay.

@@ -195,7 +195,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
       attach: async (id, commandId, stdin) =>
         channels.attach(id, (await gated.runningPod(id)).podName, commandId, stdin),
     },
-    ...sandboxPorts(p, gated),
+    ...sandboxPorts(p, gated, channels),
 
     async specOf(id) {
       const cr = index.resource(id);

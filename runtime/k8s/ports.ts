@@ -1,8 +1,12 @@
-// The Kubernetes backend's openPort (docs/ports.md "Kubernetes"): the API server's port-forward
-// to the sandbox's pod (portForward.ts), which the kubelet connects to 127.0.0.1:<port> inside
-// the pod's own network namespace, so only the sandbox's ports are reachable. Needs RBAC
-// pods/portforward create in the sandbox namespace (contract.ts, the manager's role).
+// The Kubernetes backend's openPort (docs/ports.md "Kubernetes"): over the pod's command channel
+// where the helper runs there (channel/tunnel.ts: the daemon connects to the port on the pod's
+// loopback), else the API server's port-forward to the pod (portForward.ts), which the kubelet
+// connects to 127.0.0.1:<port> inside the pod's own network namespace. Either way only the
+// sandbox's ports are reachable. Port-forward needs RBAC pods/portforward create in the sandbox
+// namespace (contract.ts, the manager's role).
 import type { Duplex } from "node:stream";
+import type { PortPathStats } from "../core/types.ts";
+import type { SandboxChannels } from "./channel/sandboxChannels.ts";
 import type { SandboxLookup } from "./lookup.ts";
 import type { KubernetesParts } from "./parts.ts";
 import { listeningProbeArgv, openPodPort, PodPortRefused } from "./portForward.ts";
@@ -10,10 +14,19 @@ import { listeningProbeArgv, openPodPort, PodPortRefused } from "./portForward.t
 export function sandboxPorts(
   p: Pick<KubernetesParts, "clients" | "namespace" | "runInPod">,
   lookup: SandboxLookup,
-): { openPort(id: string, port: number): Promise<Duplex> } {
+  channels: Pick<SandboxChannels, "tunnel">,
+): { openPort(id: string, port: number): Promise<Duplex>; portStats(): PortPathStats } {
+  const counts: PortPathStats = { channel: 0, portForward: 0 };
   return {
+    portStats: () => ({ ...counts }),
     async openPort(id, port) {
       const { podName } = await lookup.runningPod(id);
+      const tunnel = await channels.tunnel(id, podName, port);
+      if (tunnel) {
+        counts.channel++;
+        return tunnel;
+      }
+      counts.portForward++;
       const stream = await openPodPort(p.clients.kc, { namespace: p.namespace, pod: podName, sandboxId: id, port });
       // port-forward cannot tell a refused connect at open; this can, at the cost of an exec
       return Object.assign(stream, {

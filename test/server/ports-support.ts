@@ -2,6 +2,7 @@
 // a real socket (a relay is about sockets: inject cannot upgrade), with the port options the test
 // wants; and a sandbox running test/server/fixtures/port-server.py.
 import { readFileSync } from "node:fs";
+import http from "node:http";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { buildManager } from "../../runtime/backends.ts";
@@ -128,3 +129,21 @@ export const WebSocket = createRequire(import.meta.url)("ws") as new (
   url: string,
   opts?: { headers?: Record<string, string> },
 ) => WsClient;
+
+/** A GET with headers fetch will not send as given (Host), to the service on 127.0.0.1:`port`. */
+export function rawGet(
+  port: number,
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: "127.0.0.1", port, path, headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}

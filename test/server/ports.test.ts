@@ -7,7 +7,16 @@ import http from "node:http";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { auth } from "../support/local.ts";
-import { api, sandbox, sh, startPortRuntime, startServer, WebSocket, type PortRuntime } from "./ports-support.ts";
+import {
+  api,
+  rawGet as rawGetFrom,
+  sandbox,
+  sh,
+  startPortRuntime,
+  startServer,
+  WebSocket,
+  type PortRuntime,
+} from "./ports-support.ts";
 
 const DOMAIN = "sbx.test";
 let rt: PortRuntime;
@@ -25,18 +34,7 @@ afterAll(async () => {
 const portUrl = (path = "/") => `${rt.url}/v1/sandboxes/${id}/ports/8000${path}`;
 
 /** A raw HTTP GET over a real socket, with any Host header (fetch will not send a foreign one). */
-function rawGet(path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: "127.0.0.1", port: rt.port, path, headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
-      res.on("error", reject);
-    });
-    req.on("error", reject);
-    req.end();
-  });
-}
+const rawGet = (path: string, headers: Record<string, string>) => rawGetFrom(rt.port, path, headers);
 
 describe("HTTP through the relay", () => {
   it("the path form strips its prefix, drops our token and says what it did in X-Forwarded-*", async () => {

@@ -10,12 +10,16 @@
 //   'I' stdin bytes   'E' end of stdin   'K' signal (decimal)   'D' detach (the command goes on)
 //   'C' output credit (4 bytes): the stream may send that many more output bytes
 //   'L' list
+//   'P' tunnel  id NUL port: a TCP connection to the port on the pod's loopback (registry.c);
+//               then 'I'/'E'/'C' as for a command's stdin and output, 'K' closes it
 // daemon -> replica:
-//   'R' running (pid)   'F' failed to start or attach (text)   '1' stdout   '2' stderr
+//   'R' running (pid; 0 for a tunnel, once connected)   'F' failed to start, attach or connect (text)   '1' stdout   '2' stderr
 //   'X' exit (exit:N | signal:N | timeout:N | killed:N), after every output byte
 //   'C' stdin credit (4 bytes): that many stdin bytes reached the pipe   'l' list (lines)
 // Backpressure is per stream: a stream sends output only against credit, so a reader that
 // stops reading stops only its command (its ring fills, then its pipe), never the other 199.
+// One file over 400 lines on purpose: the frame handlers and the poll loop share the
+// connection table, which no other file should reach into.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -64,8 +68,11 @@ static void put_u32(struct conn *k, char type, uint32_t stream, uint32_t v) {
 }
 
 static void drop_conn(int i) {
-  for (int j = 0; j < reg_count; j++)
-    if (reg_all[j]->conn == i) reg_all[j]->conn = -1;
+  for (int j = 0; j < reg_count; j++) {
+    if (reg_all[j]->conn != i) continue;
+    if (reg_all[j]->tunnel) reg_signal(reg_all[j], SIGKILL); /* nobody can read it again */
+    reg_all[j]->conn = -1;
+  }
   close(conns[i].fd);
   free(conns[i].in);
   free(conns[i].out);
@@ -128,11 +135,42 @@ static void on_start(int k, uint32_t stream, char *p, uint32_t len) {
   attach(c, k, stream, 0, 0, 1);
 }
 
+// The tunnel's 'R' waits for its connect (tunnel_ready), so the replica's open resolves only on
+// a real connection and a refusal comes back as the open's 'F', not as a later reset.
+static void on_tunnel(int k, uint32_t stream, char *p, uint32_t len) {
+  char *f[2] = {0}, *end = NULL;
+  long port = split(p, len, f, 2) == 2 ? strtol(f[1], &end, 10) : 0;
+  if (!end || *end || port < 1 || port > 65535 || !f[0][0] || strlen(f[0]) > ID_MAX) {
+    put(&conns[k], 'F', stream, "malformed tunnel frame", 22);
+    return;
+  }
+  struct command *c = reg_find(f[0]) ? NULL : reg_tunnel(f[0], port);
+  if (!c) {
+    char msg[128];
+    int e = reg_find(f[0]) ? EEXIST : errno;
+    put(&conns[k], 'F', stream, msg, (size_t)snprintf(msg, sizeof msg, "connect:%d:%s", e, strerror(e)));
+    return;
+  }
+  c->conn = k;
+  c->stream = stream;
+  c->credit = CH_WINDOW;
+}
+
+static void tunnel_ready(struct command *c) {
+  int e = reg_tunnel_settle(c);
+  if (e == EINPROGRESS || c->conn < 0) return;
+  char msg[128];
+  if (!e) return put(&conns[c->conn], 'R', c->stream, "0", 1);
+  put(&conns[c->conn], 'F', c->stream, msg, (size_t)snprintf(msg, sizeof msg, "connect:%d:%s", e, strerror(e)));
+  c->conn = -1; /* failed: no exit frame follows, and reg_expire frees it */
+}
+
 static void on_list(int k, uint32_t stream) {
   size_t cap = (size_t)reg_count * 128 + 1, len = 0;
   char *buf = malloc(cap), ex[32];
   for (int i = 0; i < reg_count; i++) {
     struct command *c = reg_all[i];
+    if (c->tunnel) continue;
     if (c->exited) reg_exit_text(c, ex, sizeof ex);
     len += (size_t)snprintf(buf + len, cap - len, "%s\t%d\t%s\t%s\n", c->id, (int)c->pid,
                             c->exited ? "exited" : "running", c->exited ? ex : "-");
@@ -144,10 +182,11 @@ static void on_list(int k, uint32_t stream) {
 static void on_frame(int k, char type, uint32_t stream, char *p, uint32_t len) {
   if (type == 'S') return on_start(k, stream, p, len);
   if (type == 'L') return on_list(k, stream);
+  if (type == 'P') return on_tunnel(k, stream, p, len);
   if (type == 'A') {
     char *f[3] = {0};
     struct command *c = split(p, len, f, 3) == 3 ? reg_find(f[0]) : NULL;
-    if (!c) put(&conns[k], 'F', stream, "no such command", 15);
+    if (!c || c->tunnel) put(&conns[k], 'F', stream, "no such command", 15);
     else attach(c, k, stream, strtoull(f[1], NULL, 10), strtoull(f[2], NULL, 10), 0);
     return;
   }
@@ -237,14 +276,18 @@ static void write_input(struct command *c) {
 // After the command exited its own output is all in the pipes; background processes it left
 // may keep them open, so an empty pipe is the end (as in sbx-helper.c's drain_output).
 static void settle(struct command *c, double now) {
+  if (c->connecting) return; /* its stdin (and end of stdin) waits for the connect */
   if (c->deadline && !c->exited && !c->timed_out && now >= c->deadline) {
     c->timed_out = 1;
     reg_signal(c, SIGKILL);
   }
   if (c->in_fd >= 0 && c->in_eof && !c->inq_len) {
+    if (c->tunnel) shutdown(c->in_fd, SHUT_WR); /* the server reads its end; its answer still comes */
     close(c->in_fd);
     c->in_fd = -1;
   }
+  // the server closed (or reset) the connection: the tunnel ends once what it sent is out
+  if (c->tunnel && !c->connecting && !c->exited && c->out_fd[0] < 0) reg_signal(c, SIGKILL);
   for (int i = 0; i < 2 && c->exited; i++) {
     int avail = 0;
     if (c->out_fd[i] >= 0 && ioctl(c->out_fd[i], FIONREAD, &avail) == 0 && avail == 0) {
@@ -316,6 +359,10 @@ static void turn(int lfd, int sfd, struct pollfd *p, struct command **who, int *
   }
   for (int i = 0; i < reg_count; i++) {
     struct command *c = reg_all[i];
+    if (c->connecting) {
+      who[n] = c, what[n] = 3, p[n++] = (struct pollfd){c->in_fd, POLLOUT, 0};
+      continue;
+    }
     for (int s = 0; s < 2; s++)
       if (c->out_fd[s] >= 0 && room(c, s)) who[n] = c, what[n] = s, p[n++] = (struct pollfd){c->out_fd[s], POLLIN, 0};
     if (c->in_fd >= 0 && c->inq_len) who[n] = c, what[n] = 2, p[n++] = (struct pollfd){c->in_fd, POLLOUT, 0};
@@ -334,6 +381,8 @@ static void turn(int lfd, int sfd, struct pollfd *p, struct command **who, int *
       if (conns[what[i]].fd != p[i].fd) continue; /* dropped earlier in this turn */
       if (p[i].revents & (POLLIN | POLLHUP | POLLERR)) read_conn(what[i]);
       if (conns[what[i]].fd == p[i].fd && (p[i].revents & POLLOUT)) flush_conn(what[i]);
+    } else if (what[i] == 3) {
+      if (who[i]->connecting) tunnel_ready(who[i]);
     } else if (what[i] == 2) {
       if (who[i]->in_fd >= 0) write_input(who[i]);
     } else if (who[i]->out_fd[what[i]] >= 0) {

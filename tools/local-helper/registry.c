@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "registry.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,6 +107,16 @@ static void failed(struct command *c, const char *what, const char *arg, int e, 
   c->expires = ch_now_ms() + KEEP_UNREAD_MS;
 }
 
+static struct command *add(struct command *c) {
+  c->conn = -1;
+  if (reg_count == reg_cap) {
+    reg_cap = reg_cap ? reg_cap * 2 : 64;
+    reg_all = realloc(reg_all, (size_t)reg_cap * sizeof *reg_all);
+  }
+  reg_all[reg_count++] = c;
+  return c;
+}
+
 struct command *reg_start(const char *id, const char *cwd, double timeout_ms, char **argv, char **env) {
   int in[2], out[2], err[2];
   if (pipe2(in, O_CLOEXEC) < 0) return NULL;
@@ -133,13 +145,70 @@ struct command *reg_start(const char *id, const char *cwd, double timeout_ms, ch
     fcntl(fd, F_SETPIPE_SZ, CH_RING);
   }
   c->deadline = timeout_ms > 0 ? ch_now_ms() + timeout_ms : 0;
-  c->conn = -1;
-  if (reg_count == reg_cap) {
-    reg_cap = reg_cap ? reg_cap * 2 : 64;
-    reg_all = realloc(reg_all, (size_t)reg_cap * sizeof *reg_all);
+  return add(c);
+}
+
+// Tunnels (docs/kubernetes-runtime.md, "Ports over the channel"). The address is never the
+// replica's to choose: loopback only, so the pod's own network namespace bounds what a tunnel
+// reaches, as the local relay's (port-relay.c) does for a bubblewrap sandbox.
+static int connect_loopback(struct command *c, int family) {
+  struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->port)};
+  struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)c->port)};
+  a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a6.sin6_addr = in6addr_loopback;
+  int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return errno;
+  int rc = family == AF_INET ? connect(fd, (struct sockaddr *)&a4, sizeof a4)
+                             : connect(fd, (struct sockaddr *)&a6, sizeof a6);
+  if (rc < 0 && errno != EINPROGRESS) {
+    int e = errno;
+    close(fd);
+    return e;
   }
-  reg_all[reg_count++] = c;
-  return c;
+  if (c->in_fd >= 0) close(c->in_fd), close(c->out_fd[0]);
+  c->in_fd = fd;
+  c->out_fd[0] = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* its own fd: the daemon closes reading apart */
+  c->tunnel = family == AF_INET ? 4 : 6;
+  c->connecting = 1;
+  return 0;
+}
+
+struct command *reg_tunnel(const char *id, long port) {
+  struct command *c = calloc(1, sizeof *c);
+  snprintf(c->id, sizeof c->id, "%s", id);
+  c->in_fd = c->out_fd[0] = c->out_fd[1] = -1;
+  c->port = (int)port;
+  int e = connect_loopback(c, AF_INET);
+  if (e == ECONNREFUSED) e = connect_loopback(c, AF_INET6) ? ECONNREFUSED : 0;
+  if (e) {
+    free(c);
+    errno = e;
+    return NULL;
+  }
+  return add(c);
+}
+
+int reg_tunnel_settle(struct command *c) {
+  int e = 0;
+  socklen_t len = sizeof e;
+  if (getsockopt(c->in_fd, SOL_SOCKET, SO_ERROR, &e, &len) < 0) e = errno;
+  if (e == ECONNREFUSED && c->tunnel == 4 && connect_loopback(c, AF_INET6) == 0) return EINPROGRESS;
+  if (e) {
+    close(c->in_fd), close(c->out_fd[0]);
+    c->in_fd = c->out_fd[0] = -1;
+    c->exited = 1;
+  }
+  c->connecting = 0;
+  return e;
+}
+
+// A tunnel's end: both directions closed now (a kill, or the replica's connection gone).
+static void close_tunnel(struct command *c) {
+  if (c->in_fd >= 0) close(c->in_fd);
+  if (c->out_fd[0] >= 0) close(c->out_fd[0]);
+  c->in_fd = c->out_fd[0] = -1;
+  c->connecting = 0;
+  c->exited = 1;
 }
 
 // Whether /proc/<pid>/environ holds exactly `marker` as one entry.
@@ -180,6 +249,7 @@ static void sweep(const struct command *c) {
 }
 
 void reg_signal(struct command *c, int sig) {
+  if (c->tunnel) return close_tunnel(c); /* any signal closes a tunnel: it has no process */
   if (c->exited && sig != SIGKILL) return;
   if (!c->exited && c->pid > 0) { /* pid 0 would be our own group */
     kill(-c->pid, sig);
@@ -216,6 +286,8 @@ void reg_expire(double now) {
   for (int i = 0; i < reg_count;) {
     struct command *c = reg_all[i];
     if (c->exit_sent && c->expires > now + KEEP_READ_MS) c->expires = now + KEEP_READ_MS;
+    // a tunnel cannot be re-attached: it goes once its end was sent, or nobody is there to read it
+    if (c->tunnel && c->exited && (c->exit_sent || c->conn < 0)) c->expires = now;
     if (c->exited && c->expires && c->expires <= now) {
       release(c);
       reg_all[i] = reg_all[--reg_count];

@@ -29,6 +29,10 @@ struct command {
   int64_t credit;
   uint64_t sent[2];
   uint32_t in_credit;  /* stdin bytes written to the pipe and not yet granted back */
+  // a tunnel (reg_tunnel): in_fd and out_fd[0] are one TCP socket; 4 or 6 (its family), 0: a command
+  int tunnel;
+  int connecting;      /* the connect has not completed: poll in_fd for POLLOUT, move no bytes */
+  int port;
 };
 
 /** starts argv with env pairs added to the daemon's own, in cwd; stderr gets the reason if it cannot */
@@ -41,6 +45,13 @@ void reg_signal(struct command *c, int sig);
 void reg_reap(void);
 /** frees entries whose time is up */
 void reg_expire(double now);
+/**
+ * A tunnel: a TCP connection to `port` on the pod's own loopback (127.0.0.1, then ::1 when
+ * refused), connecting without blocking; NULL with errno when it cannot even start
+ */
+struct command *reg_tunnel(const char *id, long port);
+/** after POLLOUT on a connecting tunnel: 0 connected, else the errno it failed with (a refused v4 tries ::1) */
+int reg_tunnel_settle(struct command *c);
 /** the exit as the replica reads it: exit:N, signal:N, timeout:N or killed:N */
 int reg_exit_text(const struct command *c, char *buf, size_t len);
 

@@ -110,6 +110,18 @@ export class CommandChannel {
     return c.session();
   }
 
+  /**
+   * A TCP connection to `port` on the pod's own loopback, carried on a stream of this channel
+   * (daemon.c 'P'; tunnel.ts makes it a Duplex): `pid` resolves (to 0) once it connected and
+   * rejects with the daemon's "connect:errno:text" when it could not; output is what the server
+   * sends, stdin what it reads, and the result comes when either side closed it.
+   */
+  tunnel(id: string, port: number, input: Readable): ChannelSession {
+    const c = this.open(id, encodeFrame("P", this.nextStream, fields([id, port])));
+    c.pumpStdin(input);
+    return c.session();
+  }
+
   list(): Promise<ListedCommand[]> {
     if (this.closedWith) return Promise.reject(this.closedWith);
     const stream = this.nextStream++;

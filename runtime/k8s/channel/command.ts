@@ -52,7 +52,10 @@ export class ChannelCommand {
   ) {
     this.inCredit = stdinCredit;
     this.started = clock.now().getTime();
-    const onRead = () => this.grant();
+    // Readable calls read() before it takes the chunk being read off its buffer, and not again
+    // until something is pushed: granted then, the check below would still count that chunk, and
+    // a reader that paused with over HIGH_WATER buffered would never be granted more
+    const onRead = () => queueMicrotask(() => this.grant());
     this.stdout = new Readable({ highWaterMark: HIGH_WATER, read: onRead });
     this.stderr = new Readable({ highWaterMark: HIGH_WATER, read: onRead });
     this.result = new Promise((resolve, reject) => {

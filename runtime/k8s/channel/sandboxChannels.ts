@@ -2,7 +2,7 @@
 // replica uses to find commands again. Each answers undefined when the sandbox's pod takes the
 // per-exec websocket path (the helper cannot run there, or channels are off), so the caller
 // keeps its old path as the fallback.
-import type { Readable } from "node:stream";
+import { type Duplex, PassThrough, type Readable } from "node:stream";
 import type { Clock } from "../../core/clock.ts";
 import type { Logger } from "../../core/log.ts";
 import type { ExecRequest } from "../../core/types.ts";
@@ -17,6 +17,7 @@ import { embeddedHelper } from "./embedded.ts";
 import type { ListedCommand } from "./frames.ts";
 import { type HelperBinary, loadHelperBinary, openPodChannel } from "./open.ts";
 import { ChannelPool, type CommandChannelMode } from "./pool.ts";
+import { connectTunnel } from "./tunnel.ts";
 import { UploadSlots } from "./uploadSlots.ts";
 
 export interface CommandChannelOptions {
@@ -36,6 +37,12 @@ export interface CommandChannelOptions {
   transfers?: boolean;
   /** helper copies into pods in flight at once (uploadSlots.ts); default 8 */
   maxUploads?: number;
+  /**
+   * channel opens in flight at once; default 32. Each is up to three short-lived TLS websockets
+   * whose freed memory the allocator keeps: 200 opens at once left ~200 KiB of RSS per channel,
+   * 32 at a time ~70 KiB, in about the same time (bench/k8s/channel-memory.ts)
+   */
+  maxOpens?: number;
 }
 
 export interface SandboxChannels {
@@ -45,6 +52,8 @@ export interface SandboxChannels {
   list(id: string, pod: string): Promise<ListedCommand[] | undefined>;
   /** `stdin`: written to the command's stdin, which ends when it ends (see CommandChannel.attach) */
   attach(id: string, pod: string, commandId: string, stdin?: Readable): Promise<ChannelSession | undefined>;
+  /** a TCP connection to `port` in the pod over its channel (tunnel.ts); open while the connection is */
+  tunnel(id: string, pod: string, port: number): Promise<Duplex | undefined>;
   readonly pool: ChannelPool;
   close(): void;
 }
@@ -69,11 +78,14 @@ export function createSandboxChannels(o: {
     return helper;
   };
   const uploads = new UploadSlots(opts.maxUploads ?? 8);
+  const opens = new UploadSlots(opts.maxOpens ?? 32);
   const pool = new ChannelPool({
     open: (pod) =>
       opts.enabled === false
         ? Promise.resolve({ fallback: "command channels are turned off for this backend" })
-        : openPodChannel({ runInPod: o.runInPod, helper: loadHelper, clock: o.clock, dir: opts.dir, uploads }, pod),
+        : opens.run(() =>
+            openPodChannel({ runInPod: o.runInPod, helper: loadHelper, clock: o.clock, dir: opts.dir, uploads }, pod),
+          ),
     clock: o.clock,
     logger: o.logger,
     idleMs: opts.idleMs,
@@ -123,6 +135,12 @@ export function createSandboxChannels(o: {
 
     async attach(id, pod, commandId, stdin) {
       return pool.with(id, pod, (c) => c.attach(commandId, { stdin }), settled);
+    },
+
+    async tunnel(id, pod, port) {
+      const input = new PassThrough();
+      const session = await pool.with(id, pod, (c) => c.tunnel(newExecId(), port, input), settled);
+      return session && connectTunnel(session, input, { sandboxId: id, port }, o.clock);
     },
 
     close: () => pool.close(),

@@ -65,6 +65,8 @@ async function confirmed(sock: Duplex): Promise<Duplex> {
     if (failed) throw failed;
     return sock;
   } catch (err) {
+    // the stream may report the same failure once more, after this: nobody else listens to it
+    sock.on("error", () => undefined);
     sock.destroy();
     throw err;
   } finally {

@@ -1,6 +1,7 @@
 // Sandbox ports on the Kubernetes backend (docs/ports.md "Kubernetes"), against the test control
-// plane: the service relays through the API server's port-forward, which sbx-kubelet connects to
-// 127.0.0.1:<port> inside the sandbox pod's own network namespace. HTTP through the path form
+// plane, over both paths: the pod's command channel (the default: the daemon connects to
+// 127.0.0.1:<port> in the pod) and the API server's port-forward (channels off: sbx-kubelet
+// connects there), each inside the sandbox pod's own network namespace. HTTP through the path form
 // (the fixture server and python3 -m http.server), an SSE stream that ends, a websocket echo,
 // backpressure, owner-only access, refused ports (502, websockets too), and the host unreachable
 // from a sandbox. Wake on traffic: wake.test.ts; exposures: exposures.test.ts.
@@ -13,24 +14,46 @@ import { adminClients, testKubeconfigPath } from "../runtime/support.ts";
 import { sh, sandbox, startServer, WebSocket } from "../../server/ports-support.ts";
 import { startK8sPortRuntime, type K8sPortRuntime } from "./support.ts";
 
-let rt: K8sPortRuntime;
-let id: string;
-
-beforeAll(async () => {
-  rt = await startK8sPortRuntime("kports");
-  await waitFor("leadership", async () => rt.backend.controller.isLeader(), 20_000);
-  id = await sandbox(rt);
-  await startServer(rt, id, 8000);
-}, 300_000);
-
-afterAll(async () => {
-  await rt?.close();
-});
-
 const sha256 = (b: Buffer) => createHash("sha256").update(b).digest("hex");
-const portUrl = (sid: string, port: number, rest = "") => `${rt.url}/v1/sandboxes/${sid}/ports/${port}${rest}`;
 
-describe("ports on the Kubernetes backend", () => {
+function portStats(rt: K8sPortRuntime) {
+  const stats = rt.backend.portStats?.();
+  if (!stats) throw new Error("the Kubernetes backend reports no port stats");
+  return stats;
+}
+
+const PATHS = [
+  { path: "channel", backend: {} },
+  { path: "port-forward", backend: { commandChannel: { enabled: false } } },
+] as const;
+
+describe.each(PATHS)("ports on the Kubernetes backend, over $path", ({ path, backend }) => {
+  let rt: K8sPortRuntime;
+  let id: string;
+  const portUrl = (sid: string, port: number, rest = "") => `${rt.url}/v1/sandboxes/${sid}/ports/${port}${rest}`;
+
+  beforeAll(async () => {
+    rt = await startK8sPortRuntime(path === "channel" ? "kports" : "kportsfw", { backend });
+    await waitFor("leadership", async () => rt.backend.controller.isLeader(), 20_000);
+    id = await sandbox(rt);
+    await startServer(rt, id, 8000);
+  }, 300_000);
+
+  afterAll(async () => {
+    await rt?.close();
+  });
+
+  it(`carries every relayed connection over the ${path} path`, async () => {
+    const before = portStats(rt);
+    expect((await fetch(portUrl(id, 8000, "/echo"), { headers: auth("alice") })).status).toBe(200);
+    const after = portStats(rt);
+    const key = path === "channel" ? "channel" : "portForward";
+    const other = path === "channel" ? "portForward" : "channel";
+    expect(after[key] - before[key]).toBe(1);
+    expect(after[other]).toBe(0);
+    expect(await rt.manager.metrics.registry.metrics()).toContain(`sbx_port_connections_total{path="${path}"}`);
+  });
+
   it("serves HTTP through the path form: the prefix is stripped, the body streams back", async () => {
     const res = await fetch(portUrl(id, 8000, "/echo?x=1"), { headers: auth("alice") });
     expect(res.status, await res.clone().text()).toBe(200);

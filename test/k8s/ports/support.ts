@@ -11,6 +11,7 @@ import { systemClock } from "../../../runtime/core/clock.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
 import type { SandboxManager } from "../../../runtime/core/manager.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
+import type { KubernetesBackendOverrides } from "../../../runtime/kubernetes.ts";
 import { buildApp } from "../../../runtime/server/app.ts";
 import { type PortOptions, portOptionsFrom } from "../../../runtime/server/ports/service.ts";
 import { registryUrl } from "../../support/cluster.ts";
@@ -48,6 +49,8 @@ export interface K8sPortRuntimeOptions {
   ports?: PortOptions;
   /** run the Manager's maintenance tasks (automatic pause among them) */
   maintenance?: boolean;
+  /** the backend's overrides, e.g. commandChannel: { enabled: false } for the port-forward path */
+  backend?: KubernetesBackendOverrides;
 }
 
 async function startReplica(
@@ -55,9 +58,10 @@ async function startReplica(
   identity: string,
   ports: PortOptions,
   maintenance: boolean,
+  overrides: KubernetesBackendOverrides = {},
 ): Promise<K8sPortReplica> {
   const logger = silentLogger();
-  const backend = testBackend(config, adminClients(await testKubeconfigPath()), { identity });
+  const backend = testBackend(config, adminClients(await testKubeconfigPath()), { ...overrides, identity });
   const { manager } = await buildManager(config, { logger, clock: systemClock, backend, reaperIntervalMs: 3_600_000 });
   const app = buildApp({
     manager,
@@ -101,7 +105,7 @@ export async function startK8sPortRuntime(prefix: string, o: K8sPortRuntimeOptio
     ...pauseConfig({ namespaces: ns, registry: registryUrl(), warm: 0 }),
     audit: { path: auditPath },
   };
-  const first = await startReplica(config, `${prefix}-test`, o.ports ?? {}, o.maintenance ?? false);
+  const first = await startReplica(config, `${prefix}-test`, o.ports ?? {}, o.maintenance ?? false, o.backend);
   const replicas: K8sPortReplica[] = [];
   return {
     ...first,
@@ -109,7 +113,7 @@ export async function startK8sPortRuntime(prefix: string, o: K8sPortRuntimeOptio
     resumesOf: (id) => audited(auditPath, id, "resume"),
     audited: (id, op) => audited(auditPath, id, op),
     replica: async (identity, ports = {}) => {
-      const r = await startReplica(config, identity, { ...o.ports, ...ports }, false);
+      const r = await startReplica(config, identity, { ...o.ports, ...ports }, false, o.backend);
       replicas.push(r);
       return r;
     },
