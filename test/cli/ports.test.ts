@@ -1,11 +1,10 @@
 // `sbx expose` and `sbx port-forward` against the real service on the real local backend.
 import net from "node:net";
-import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { runCli } from "../../runtime/cli/main.ts";
 import { portForward } from "../../runtime/cli/ports.ts";
 import { TOKENS } from "../support/local.ts";
-import { sandbox, startPortRuntime, startServer, type PortRuntime } from "../server/ports-support.ts";
+import { cliIo, sandbox, startPortRuntime, startServer, type PortRuntime } from "../server/ports-support.ts";
 
 let rt: PortRuntime;
 let id: string;
@@ -18,15 +17,7 @@ afterAll(async () => {
   await rt?.close();
 });
 
-function io() {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = "";
-  let err = "";
-  stdout.on("data", (c) => (out += c));
-  stderr.on("data", (c) => (err += c));
-  return { io: { stdout, stderr, stdin: new PassThrough() }, out: () => out, err: () => err };
-}
+const io = cliIo;
 const env = () => ({ SBX_SERVER: rt.url, SBX_TOKEN: TOKENS.alice });
 
 it("sbx expose --public prints the URL, which then works without a token; --close ends it", async () => {

@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import http from "node:http";
 import { createRequire } from "node:module";
 import { join } from "node:path";
+import { PassThrough } from "node:stream";
 import { buildManager } from "../../runtime/backends.ts";
 import type { RuntimeConfigInput } from "../../runtime/config/schema.ts";
 import { systemClock, type Clock } from "../../runtime/core/clock.ts";
@@ -146,4 +147,15 @@ export function rawGet(
     req.on("error", reject);
     req.end();
   });
+}
+
+/** A CLI run's streams (runCli's io) with what it printed, for the ports CLI tests. */
+export function cliIo() {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  let out = "";
+  let err = "";
+  stdout.on("data", (c) => (out += c));
+  stderr.on("data", (c) => (err += c));
+  return { io: { stdout, stderr, stdin: new PassThrough() }, out: () => out, err: () => err };
 }

@@ -2,38 +2,27 @@
 // backend (over the pod's command channel), against the test control plane: the same code as
 // locally (test/server/ports.test.ts, test/cli/ports.test.ts) above a different openPort.
 import net from "node:net";
-import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../../../runtime/cli/main.ts";
 import { portForward } from "../../../runtime/cli/ports.ts";
 import { waitFor } from "../../support/cluster.ts";
 import { auth, TOKENS } from "../../support/local.ts";
-import { rawGet, sandbox, startServer } from "../../server/ports-support.ts";
-import { startK8sPortRuntime, type K8sPortRuntime } from "./support.ts";
+import { cliIo, rawGet } from "../../server/ports-support.ts";
+import { type K8sPortRuntime, startK8sPortSandbox } from "./support.ts";
 
 const DOMAIN = "sbx.test";
 let rt: K8sPortRuntime;
 let id: string;
 
 beforeAll(async () => {
-  rt = await startK8sPortRuntime("kportcli", { ports: { domain: DOMAIN } });
-  await waitFor("leadership", async () => rt.backend.controller.isLeader(), 20_000);
-  id = await sandbox(rt);
-  await startServer(rt, id, 8000);
+  ({ rt, id } = await startK8sPortSandbox("kportcli", { ports: { domain: DOMAIN } }));
 }, 300_000);
 
 afterAll(async () => {
   await rt?.close();
 });
 
-function io() {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = "";
-  stdout.on("data", (c) => (out += c));
-  stderr.resume();
-  return { io: { stdout, stderr, stdin: new PassThrough() }, out: () => out };
-}
+const io = cliIo;
 const env = () => ({ SBX_SERVER: rt.url, SBX_TOKEN: TOKENS.alice });
 
 describe("ports by host and from the CLI on the Kubernetes backend", () => {

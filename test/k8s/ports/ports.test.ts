@@ -9,10 +9,9 @@ import { createHash } from "node:crypto";
 import http, { type IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { auth } from "../../support/local.ts";
-import { waitFor } from "../../support/cluster.ts";
 import { adminClients, testKubeconfigPath } from "../runtime/support.ts";
-import { sh, sandbox, startServer, WebSocket } from "../../server/ports-support.ts";
-import { startK8sPortRuntime, type K8sPortRuntime } from "./support.ts";
+import { sh, WebSocket } from "../../server/ports-support.ts";
+import { type K8sPortRuntime, startK8sPortSandbox } from "./support.ts";
 
 const sha256 = (b: Buffer) => createHash("sha256").update(b).digest("hex");
 
@@ -33,10 +32,7 @@ describe.each(PATHS)("ports on the Kubernetes backend, over $path", ({ path, bac
   const portUrl = (sid: string, port: number, rest = "") => `${rt.url}/v1/sandboxes/${sid}/ports/${port}${rest}`;
 
   beforeAll(async () => {
-    rt = await startK8sPortRuntime(path === "channel" ? "kports" : "kportsfw", { backend });
-    await waitFor("leadership", async () => rt.backend.controller.isLeader(), 20_000);
-    id = await sandbox(rt);
-    await startServer(rt, id, 8000);
+    ({ rt, id } = await startK8sPortSandbox(path === "channel" ? "kports" : "kportsfw", { backend }));
   }, 300_000);
 
   afterAll(async () => {

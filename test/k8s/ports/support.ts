@@ -14,7 +14,8 @@ import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { KubernetesBackendOverrides } from "../../../runtime/kubernetes.ts";
 import { buildApp } from "../../../runtime/server/app.ts";
 import { type PortOptions, portOptionsFrom } from "../../../runtime/server/ports/service.ts";
-import { registryUrl } from "../../support/cluster.ts";
+import { registryUrl, waitFor } from "../../support/cluster.ts";
+import { sandbox, startServer } from "../../server/ports-support.ts";
 import { testTokens } from "../../support/local.ts";
 import { pauseConfig } from "../pause/runtime.ts";
 import {
@@ -123,4 +124,21 @@ export async function startK8sPortRuntime(prefix: string, o: K8sPortRuntimeOptio
       await ns.cleanup();
     },
   };
+}
+
+/** The runtime, leading, with one sandbox whose fixture server listens on port 8000. */
+export async function startK8sPortSandbox(
+  prefix: string,
+  o: K8sPortRuntimeOptions = {},
+): Promise<{ rt: K8sPortRuntime; id: string }> {
+  const rt = await startK8sPortRuntime(prefix, o);
+  try {
+    await waitFor("leadership", async () => rt.backend.controller.isLeader(), 20_000);
+    const id = await sandbox(rt);
+    await startServer(rt, id, 8000);
+    return { rt, id };
+  } catch (err) {
+    await rt.close();
+    throw err;
+  }
 }
