@@ -1,5 +1,6 @@
 // Kubernetes API access for the runtime: one KubeConfig, one connection pool, typed APIs,
-// and the mapping from API failures to domain errors.
+// one TLS context for the exec websockets, and the mapping from API failures to domain errors.
+import tls, { type SecureContext, type SecureContextOptions } from "node:tls";
 import {
   ApiException,
   CoordinationV1Api,
@@ -46,6 +47,62 @@ export class PooledKubeConfig extends KubeConfig {
 }
 
 const AUTH_REFRESH_MS = 30_000;
+
+/** the TLS options that shape a context (the rest, like servername, belong to the connection) */
+const CONTEXT_FIELDS = [
+  "ca",
+  "cert",
+  "key",
+  "pfx",
+  "passphrase",
+  "ciphers",
+  "crl",
+  "ecdhCurve",
+  "minVersion",
+  "maxVersion",
+  "secureOptions",
+  "secureProtocol",
+] as const satisfies readonly (keyof SecureContextOptions)[];
+
+/**
+ * One TLS context for every exec websocket while the kubeconfig's credentials stay the same.
+ * Given the CA, certificate and key, tls.connect builds a context per connection: it parses
+ * the CA and the private key each time, which measured half of a handshake's CPU (RSA 2048).
+ * client-node re-reads the credential files on every connect, so a rotated certificate shows
+ * up here as different material and gets a new context; unchanged material costs a byte
+ * compare. `create` is injectable so tests can count the contexts built.
+ */
+export class TlsContextCache {
+  private current?: { material: SecureContextOptions; context: SecureContext };
+
+  constructor(
+    private readonly create: (o: SecureContextOptions) => SecureContext = (o) => tls.createSecureContext(o),
+  ) {}
+
+  /** the shared context for these connection options (the context-shaping fields of them) */
+  contextFor(options: SecureContextOptions): SecureContext {
+    const material: SecureContextOptions = {};
+    for (const f of CONTEXT_FIELDS) if (options[f] !== undefined) Object.assign(material, { [f]: options[f] });
+    if (this.current && sameMaterial(this.current.material, material)) return this.current.context;
+    const context = this.create(material);
+    this.current = { material, context };
+    return context;
+  }
+}
+
+function sameMaterial(a: SecureContextOptions, b: SecureContextOptions): boolean {
+  return CONTEXT_FIELDS.every((f) => sameValue(a[f], b[f]));
+}
+
+function sameValue(a: unknown, b: unknown): boolean {
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => sameValue(x, b[i]));
+  }
+  if (Buffer.isBuffer(a) || Buffer.isBuffer(b)) return Buffer.isBuffer(a) && Buffer.isBuffer(b) && a.equals(b);
+  // strings, numbers; a key object ({pem, passphrase}) compares by content
+  if (a && b && typeof a === "object" && typeof b === "object") return JSON.stringify(a) === JSON.stringify(b);
+  return a === b;
+}
 
 export interface KubeClients {
   kc: KubeConfig;

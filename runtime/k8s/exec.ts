@@ -8,9 +8,11 @@ import { Exec, type KubeConfig } from "@kubernetes/client-node";
 // package does not re-export it, and it is the only way to choose the socket's options.
 import { WebSocketHandler } from "@kubernetes/client-node/dist/web-socket-handler.js";
 import WebSocket from "isomorphic-ws";
+import type { SecureContextOptions } from "node:tls";
 import type { Clock } from "../core/clock.ts";
 import { UpstreamError } from "../core/errors.ts";
 import type { ExecResult, ExecSession } from "../core/types.ts";
+import { TlsContextCache } from "./client.ts";
 import { classifyExit, exitCodeFromStatus } from "./execCommand.ts";
 
 export interface PodExecTarget {
@@ -31,6 +33,14 @@ const STDIN_CHANNEL = 0;
 const CLOSE_CHANNEL = 255;
 /** pause reading stdin while this much is handed to the socket and not yet written out */
 const HIGH_WATER = 1 << 20;
+/**
+ * stdin goes out in messages of at most this much. Each message is copied twice on its way
+ * (framed behind its channel byte, then joined with its websocket header for TLS), and the
+ * copies of a megabyte (the channel helper, sent to every pod) are memory the allocator keeps
+ * once freed: with this and the shared TLS context, what 200 channel opens left kept per
+ * channel went 191 -> 138 KiB (docs/benchmarks.md, bench/k8s/channel-memory.ts).
+ */
+const STDIN_PIECE = 64 * 1024;
 
 interface SocketLike {
   /** cb runs once the frame is written to the connection (or failed: closed) */
@@ -45,6 +55,16 @@ interface SocketLike {
   addEventListener?(event: string, cb: (...args: unknown[]) => void): void;
 }
 
+/** every exec API built on one kubeconfig (each backend replica builds its own) shares its TLS context */
+const tlsContexts = new WeakMap<KubeConfig, TlsContextCache>();
+function contextsOf(kc: KubeConfig): TlsContextCache {
+  const known = tlsContexts.get(kc);
+  if (known) return known;
+  const fresh = new TlsContextCache();
+  tlsContexts.set(kc, fresh);
+  return fresh;
+}
+
 /**
  * The exec API with unmasked client frames (a zero masking key, which the protocol allows and
  * every server unmasks as usual). Masking exists so a hostile script in a browser cannot shape
@@ -53,13 +73,22 @@ interface SocketLike {
  * cluster it was 2.6 of the manager's 3.3 CPU seconds per 512 MiB of stdin (bench/k8s/transfer.ts),
  * the cost of every putArchive and so of every resume.
  */
-export function createExecApi(kc: KubeConfig): Exec {
+export function createExecApi(kc: KubeConfig, o: { tls?: TlsContextCache } = {}): Exec {
   const unmasked = (mask: Buffer) => void mask.fill(0);
+  const contexts = o.tls ?? contextsOf(kc);
   return new Exec(
     kc,
     new WebSocketHandler(
       kc,
-      (uri, protocols, opts) => new WebSocket(uri, protocols, { ...opts, generateMask: unmasked }),
+      (uri, protocols, opts) =>
+        new WebSocket(uri, protocols, {
+          ...opts,
+          // one context for all (client.ts TlsContextCache): not a CA and key parse per connection
+          secureContext: contexts.contextFor(opts as SecureContextOptions),
+          // the API server accepts no extension; offering one only builds a deflate object per socket
+          perMessageDeflate: false,
+          generateMask: unmasked,
+        }),
     ),
   );
 }
@@ -185,8 +214,14 @@ export async function startExec(
   };
 }
 
+/** views of at most STDIN_PIECE bytes into `input`, not copies of it */
+function* pieces(input: Uint8Array): Generator<Buffer> {
+  const whole = Buffer.from(input.buffer, input.byteOffset, input.byteLength);
+  for (let at = 0; at < whole.length; at += STDIN_PIECE) yield whole.subarray(at, at + STDIN_PIECE);
+}
+
 function pumpStdin(ws: SocketLike, input: Uint8Array | Readable): void {
-  const src = input instanceof Uint8Array ? Readable.from([Buffer.from(input)]) : input;
+  const src = input instanceof Uint8Array ? Readable.from(pieces(input)) : input;
   // Backpressure from the socket's own write callbacks, not by polling bufferedAmount on a
   // timer: a timer fires late on a busy machine and leaves the connection idle meanwhile.
   let queued = 0;
@@ -203,7 +238,8 @@ function pumpStdin(ws: SocketLike, input: Uint8Array | Readable): void {
   };
   src.on("data", (chunk: Buffer | string) => {
     if (ws.readyState !== 1) return;
-    send(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
+    const bytes = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
+    for (let at = 0; at < bytes.length; at += STDIN_PIECE) send(bytes.subarray(at, at + STDIN_PIECE));
     if (queued > HIGH_WATER) src.pause();
   });
   src.on("end", () => {
