@@ -90,6 +90,19 @@ export class TlsContextCache {
   }
 }
 
+/**
+ * The shared context cache of a kubeconfig: every exec and port-forward websocket built on one
+ * (each backend replica builds its own) shares its TLS context.
+ */
+const tlsContexts = new WeakMap<KubeConfig, TlsContextCache>();
+export function tlsContextsOf(kc: KubeConfig): TlsContextCache {
+  const known = tlsContexts.get(kc);
+  if (known) return known;
+  const fresh = new TlsContextCache();
+  tlsContexts.set(kc, fresh);
+  return fresh;
+}
+
 function sameMaterial(a: SecureContextOptions, b: SecureContextOptions): boolean {
   return CONTEXT_FIELDS.every((f) => sameValue(a[f], b[f]));
 }

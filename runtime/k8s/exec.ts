@@ -12,7 +12,7 @@ import type { SecureContextOptions } from "node:tls";
 import type { Clock } from "../core/clock.ts";
 import { UpstreamError } from "../core/errors.ts";
 import type { ExecResult, ExecSession } from "../core/types.ts";
-import { TlsContextCache } from "./client.ts";
+import { type TlsContextCache, tlsContextsOf } from "./client.ts";
 import { classifyExit, exitCodeFromStatus } from "./execCommand.ts";
 
 export interface PodExecTarget {
@@ -55,16 +55,6 @@ interface SocketLike {
   addEventListener?(event: string, cb: (...args: unknown[]) => void): void;
 }
 
-/** every exec API built on one kubeconfig (each backend replica builds its own) shares its TLS context */
-const tlsContexts = new WeakMap<KubeConfig, TlsContextCache>();
-function contextsOf(kc: KubeConfig): TlsContextCache {
-  const known = tlsContexts.get(kc);
-  if (known) return known;
-  const fresh = new TlsContextCache();
-  tlsContexts.set(kc, fresh);
-  return fresh;
-}
-
 /**
  * The exec API with unmasked client frames (a zero masking key, which the protocol allows and
  * every server unmasks as usual). Masking exists so a hostile script in a browser cannot shape
@@ -75,7 +65,7 @@ function contextsOf(kc: KubeConfig): TlsContextCache {
  */
 export function createExecApi(kc: KubeConfig, o: { tls?: TlsContextCache } = {}): Exec {
   const unmasked = (mask: Buffer) => void mask.fill(0);
-  const contexts = o.tls ?? contextsOf(kc);
+  const contexts = o.tls ?? tlsContextsOf(kc);
   return new Exec(
     kc,
     new WebSocketHandler(

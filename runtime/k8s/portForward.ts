@@ -9,10 +9,12 @@
 // rejected open. confirmListening() is the real signal where one is needed (after a wake): an
 // exec that reads the pod's listening sockets.
 import type { IncomingMessage } from "node:http";
+import type { SecureContextOptions } from "node:tls";
 import { Duplex } from "node:stream";
 import type { KubeConfig } from "@kubernetes/client-node";
 import WebSocket from "isomorphic-ws";
 import { UpstreamError } from "../core/errors.ts";
+import { tlsContextsOf } from "./client.ts";
 
 export const PORT_FORWARD_PROTOCOL = "v4.channel.k8s.io";
 const DATA = 0;
@@ -136,6 +138,9 @@ export async function openPodPort(kc: KubeConfig, target: PodPortTarget): Promis
   // unmasked client frames, as for exec (runtime/k8s/exec.ts says why and what masking costs)
   const ws = new WebSocket(`${base}${path}`, [PORT_FORWARD_PROTOCOL], {
     ...opts,
+    // the kubeconfig's one TLS context, as for exec (client.ts TlsContextCache), and no deflate offer
+    secureContext: tlsContextsOf(kc).contextFor(opts as SecureContextOptions),
+    perMessageDeflate: false,
     generateMask: (mask: Buffer) => void mask.fill(0),
   });
   await new Promise<void>((resolve, reject) => {

@@ -8,6 +8,7 @@ import WebSocket from "isomorphic-ws";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { createExecApi, startExec } from "../../../runtime/k8s/exec.ts";
+import { openPodPort } from "../../../runtime/k8s/portForward.ts";
 import { createNamespace, loadKubeConfig, podManifest, runPod, type TestNamespace } from "../../support/cluster.ts";
 
 let kc: KubeConfig;
@@ -37,7 +38,7 @@ async function run(exec: ReturnType<typeof createExecApi>, argv: string[], stdin
 }
 
 describe("exec websockets", () => {
-  it("share one TLS context per kubeconfig, however many connect", async () => {
+  it("share one TLS context per kubeconfig, however many connect, port-forwards too", async () => {
     // a kubeconfig of its own: contexts are cached per kubeconfig object
     const own = loadKubeConfig();
     const contexts = vi.spyOn(tls, "createSecureContext");
@@ -47,6 +48,10 @@ describe("exec websockets", () => {
       const rest = await Promise.all(Array.from({ length: 5 }, (_, i) => run(exec, ["echo", `n${i}`])));
       // a second exec API on the same kubeconfig (another backend replica) reuses it too
       const again = await run(createExecApi(own), ["echo", "again"]);
+      // and so does a port-forward (the ports fallback) on it
+      const forward = await openPodPort(own, { namespace: ns.name, pod: "a", sandboxId: "a", port: 1 });
+      forward.on("error", () => undefined); // nothing listens on port 1: the refusal comes as an error
+      forward.destroy();
       expect([first, ...rest, again].map((r) => r.stdout)).toEqual([
         "one\n",
         ...rest.map((_, i) => `n${i}\n`),
