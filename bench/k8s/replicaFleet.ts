@@ -14,6 +14,7 @@ import { hashToken, TokenStore } from "../../runtime/core/tokens.ts";
 import { parseSharesDoc, SHARES_ANNOTATION, sharesLeaseName } from "../../runtime/k8s/budget/sharesDoc.ts";
 import type { SharesDoc } from "../../runtime/k8s/budget/sharePlan.ts";
 import type { KubeClients } from "../../runtime/k8s/client.ts";
+import type { CommandChannelOptions } from "../../runtime/k8s/channel/sandboxChannels.ts";
 import { API_GROUP, API_VERSION, SANDBOX_PLURAL } from "../../runtime/k8s/contract.ts";
 import { createKubernetesBackend } from "../../runtime/kubernetes.ts";
 import { startService } from "../../runtime/server/service.ts";
@@ -28,6 +29,8 @@ export interface ReplicaArgs {
   config: Partial<RuntimeConfigInput>;
   identity: string;
   role: Role;
+  /** the backend's command channel (default on); `{ enabled: false }`: one websocket exec per command */
+  commandChannel?: CommandChannelOptions;
 }
 
 /** One replica process: the real service in the given role, on a free port; prints `READY <url>`. */
@@ -38,7 +41,13 @@ async function runReplica(a: ReplicaArgs): Promise<void> {
   const backend = createKubernetesBackend(
     config,
     { logger, clock: systemClock, role: a.role, identity: a.identity },
-    { clients: adminClients(a.kubeconfigPath), retryPeriodMs: 500, leaseDurationMs: 4000, activityFlushMs: 500 },
+    {
+      clients: adminClients(a.kubeconfigPath),
+      retryPeriodMs: 500,
+      leaseDurationMs: 4000,
+      activityFlushMs: 500,
+      ...(a.commandChannel ? { commandChannel: a.commandChannel } : {}),
+    },
   );
   const service = await startService({
     config,
@@ -67,6 +76,8 @@ export interface Replica {
   identity: string;
   url: string;
   role: Role;
+  /** the process id, to read its RSS from /proc */
+  pid: number;
   /** resolves with the signal once the process is gone */
   exited: Promise<NodeJS.Signals | number | null>;
   kill(signal: NodeJS.Signals): Promise<NodeJS.Signals | number | null>;
@@ -106,6 +117,7 @@ function spawnReplica(a: ReplicaArgs, startTimeoutMs: number): Promise<Replica> 
         identity: a.identity,
         url: m[1],
         role: a.role,
+        pid: child.pid ?? 0,
         exited,
         stderr: () => err,
         kill: (signal) => {
@@ -134,7 +146,12 @@ export interface Fleet {
 }
 
 export async function startFleet(o: FleetOptions): Promise<Fleet> {
-  const base = { kubeconfigPath: o.kubeconfigPath, namespaces: o.namespaces, config: o.config };
+  const base = {
+    kubeconfigPath: o.kubeconfigPath,
+    namespaces: o.namespaces,
+    config: o.config,
+    commandChannel: o.commandChannel,
+  };
   const t = o.startTimeoutMs ?? 180_000;
   const started = await Promise.allSettled([
     ...Array.from({ length: o.managers }, (_, i) =>

@@ -1,16 +1,10 @@
 // The scenarios of bench/k8s/replicas.ts, each on a fresh namespace pair (quota = budget) and a
-// fresh fleet of manager processes: burst past the budget, the burst with one replica SIGKILLed
-// in the middle, a closed loop of clients (create -> kill), and concurrent warm claims.
+// fresh fleet of manager processes (replicaSetup.ts): burst past the budget, the burst with one
+// replica SIGKILLed in the middle, a closed loop of clients (create -> kill), concurrent warm
+// claims, and the streaming case (replicasStream.ts: ~500 streaming execs with creates meanwhile).
 import { performance } from "node:perf_hooks";
-import type { RuntimeConfigInput } from "../../runtime/config/schema.ts";
-import type { KubeClients } from "../../runtime/k8s/client.ts";
 import { LABELS } from "../../runtime/k8s/contract.ts";
-import {
-  addSandboxNodes,
-  adminClients,
-  freshNamespaces,
-  installSandboxCrd,
-} from "../../tools/control-plane/fixtures.ts";
+import { addSandboxNodes, adminClients, installSandboxCrd } from "../../tools/control-plane/fixtures.ts";
 import { kubeconfig } from "../../tools/control-plane/standalone.ts";
 import { stats, table } from "./env.ts";
 import {
@@ -21,79 +15,11 @@ import {
   liveRecords,
   readShares,
   serverQuantile,
-  startFleet,
 } from "./replicaFleet.ts";
+import { type BenchOptions, type Ctx, type Row, sleep, withFleet } from "./replicaSetup.ts";
+import { streamPath } from "./replicasStream.ts";
 
-export interface BenchOptions {
-  replicas: number;
-  budget: number;
-  burst: number;
-  clients: number;
-  loopSeconds: number;
-  claimers: number;
-  scenarios: string[];
-  leaseSeconds: number;
-}
-
-type Row = Record<string, string | number | null>;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-interface Ctx {
-  o: BenchOptions;
-  admin: KubeClients;
-  kubeconfigPath: string;
-}
-
-async function withFleet<T>(
-  c: Ctx,
-  prefix: string,
-  extra: Partial<RuntimeConfigInput>,
-  controller: boolean,
-  fn: (f: Fleet, ns: { sandboxes: string; runtime: string }) => Promise<T>,
-): Promise<T> {
-  const ns = await freshNamespaces(c.admin.core, prefix);
-  const cpu = `${(c.o.budget * 100) / 1000}`;
-  const memory = `${c.o.budget * 128}Mi`;
-  await c.admin.core.createNamespacedResourceQuota({
-    namespace: ns.sandboxes,
-    body: {
-      metadata: { name: "sandboxes" },
-      spec: {
-        hard: {
-          pods: String(c.o.budget + (extra.warmPool?.[0]?.count ?? 0)),
-          "requests.cpu": cpu,
-          "requests.memory": memory,
-        },
-      },
-    },
-  });
-  const config: Partial<RuntimeConfigInput> = {
-    budget: { cpu, memory },
-    defaults: { size: "nano", idleTimeoutSeconds: 0 },
-    kubernetes: { budgetShares: { enabled: true, leaseSeconds: c.o.leaseSeconds, tickMs: 200 } },
-    ...extra,
-  };
-  const fleet = await startFleet({
-    kubeconfigPath: c.kubeconfigPath,
-    namespaces: { sandboxes: ns.sandboxes, runtime: ns.runtime },
-    config,
-    managers: c.o.replicas,
-    controller,
-    prefix,
-  });
-  try {
-    for (let i = 0; i < 300; i++) {
-      const doc = await readShares(c.admin, ns.runtime).catch(() => undefined);
-      const e = doc ? Object.values(doc.replicas) : [];
-      if (e.length === c.o.replicas && e.every((x) => !x.want)) break;
-      await sleep(100);
-    }
-    return await fn(fleet, ns);
-  } finally {
-    await fleet.close();
-    await ns.cleanup();
-  }
-}
+export type { BenchOptions } from "./replicaSetup.ts";
 
 function round(f: Fleet, n: number, offset = 0): Promise<CreateOutcome[]> {
   const rs = f.alive();
@@ -117,7 +43,7 @@ function summarize(name: string, outcomes: CreateOutcome[], extra: Row): Row {
 }
 
 async function burst(c: Ctx): Promise<Row> {
-  return withFleet(c, "brep-burst", {}, false, async (f, ns) => {
+  return withFleet(c, "brep-burst", {}, async (f, ns) => {
     const out = await round(f, c.o.burst);
     const admitted = out.filter((x) => x.status === 201).length;
     for (let i = 0; i < 600 && (await liveRecords(c.admin, ns.sandboxes)).total < admitted; i++) await sleep(200);
@@ -133,7 +59,7 @@ async function burst(c: Ctx): Promise<Row> {
 }
 
 async function kill(c: Ctx): Promise<Row> {
-  return withFleet(c, "brep-kill", {}, false, async (f, ns) => {
+  return withFleet(c, "brep-kill", {}, async (f, ns) => {
     const [victim] = f.managers;
     const wave = round(f, c.o.burst);
     await sleep(100);
@@ -162,7 +88,7 @@ async function kill(c: Ctx): Promise<Row> {
 }
 
 async function loop(c: Ctx): Promise<Row> {
-  return withFleet(c, "brep-loop", {}, false, async (f) => {
+  return withFleet(c, "brep-loop", {}, async (f) => {
     const out: CreateOutcome[] = [];
     const deadline = performance.now() + c.o.loopSeconds * 1000;
     const rs = f.alive();
@@ -188,7 +114,7 @@ async function loop(c: Ctx): Promise<Row> {
 async function warm(c: Ctx): Promise<Row> {
   const pool = c.o.claimers + 10;
   const extra = { warmPool: [{ profile: "base", size: "nano", count: pool }] };
-  return withFleet(c, "brep-warm", extra, true, async (f, ns) => {
+  return withFleet(c, "brep-warm", { config: extra, controller: true }, async (f, ns) => {
     // a fresh replica claims warm only once its pool partition settled: one phase, half the lease
     const settledAt = performance.now() + (c.o.leaseSeconds / 2) * 1000 + 2_000;
     const ready = async () =>
@@ -226,7 +152,27 @@ async function warm(c: Ctx): Promise<Row> {
   });
 }
 
-const SCENARIOS: Record<string, (c: Ctx) => Promise<Row>> = { burst, kill, loop, warm };
+/** the streaming case, once per path asked for, each on its own fleet */
+async function stream(c: Ctx): Promise<Row[]> {
+  const rows: Row[] = [];
+  for (const path of c.o.streamPaths) {
+    rows.push(await streamPath(c, path));
+    console.error(JSON.stringify(rows.at(-1)));
+  }
+  return rows;
+}
+
+const SCENARIOS: Record<string, (c: Ctx) => Promise<Row | Row[]>> = { burst, kill, loop, warm, stream };
+
+/** one table per set of columns: the streaming rows have their own */
+function tables(rows: Row[]): string {
+  const groups = new Map<string, Row[]>();
+  for (const r of rows) {
+    const key = Object.keys(r).join(",");
+    groups.set(key, [...(groups.get(key) ?? []), r]);
+  }
+  return [...groups.values()].map(table).join("\n\n");
+}
 
 export async function benchScenarios(o: BenchOptions): Promise<void> {
   const cp = await kubeconfig();
@@ -238,13 +184,14 @@ export async function benchScenarios(o: BenchOptions): Promise<void> {
     for (const name of o.scenarios) {
       const run = SCENARIOS[name];
       if (!run) throw new Error(`--scenarios: unknown scenario ${name}; use ${Object.keys(SCENARIOS).join(",")}`);
-      rows.push(await run({ o, admin, kubeconfigPath: cp.path }));
-      console.error(JSON.stringify(rows.at(-1)));
+      const got = await run({ o, admin, kubeconfigPath: cp.path });
+      rows.push(...(Array.isArray(got) ? got : [got]));
+      if (!Array.isArray(got)) console.error(JSON.stringify(got));
     }
   } finally {
     await removeNodes();
     await cp.stop();
   }
   console.log(JSON.stringify({ options: o, results: rows }, null, 2));
-  console.log(table(rows));
+  console.log(tables(rows));
 }
