@@ -6,6 +6,12 @@
 //
 //   npx tsx bench/k8s/transfer.ts [--mib 1024] [--platform kubernetes | --kubeconfig ... (as bench/pause-data.ts)]
 //       [--rows put,stdin,dd,tar,stdout,get,kubectl-stdout,kubectl-stdin,raw,pause-resume]
+//       [--paths default | channel,websocket] [--rounds 1]
+// --paths runs the rows that move bytes through an exec (put, stdin, stdout, get, pause-resume)
+// once per path, on one sandbox, each through a backend replica of its own: "channel" carries
+// commands and archives over the pod's command channel (commandChannel.transfers on), "websocket"
+// is one websocket exec each (commandChannel off); "default" is the target's own Manager. With
+// --rounds N the paths alternate N times, so a load change on the shared machine hits both.
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -13,6 +19,7 @@ import { performance } from "node:perf_hooks";
 import { Readable, Writable } from "node:stream";
 import { finished, pipeline } from "node:stream/promises";
 import { SANDBOX_CONTAINER } from "../../runtime/k8s/contract.ts";
+import type { KubernetesBackendOverrides } from "../../runtime/kubernetes.ts";
 import { openKubernetes, type KubernetesBenchTarget } from "../lib/kubernetesTarget.ts";
 import { rawThroughput } from "../lib/rawRegistry.ts";
 import { BENCH_SEED, shakeBlock, shakeStream } from "../lib/shake.ts";
@@ -33,6 +40,11 @@ const ALL_ROWS = [
   "pause-resume",
 ];
 const FILE = "/workspace/payload.bin";
+const PATHS: Record<string, KubernetesBackendOverrides | undefined> = {
+  default: undefined,
+  channel: { commandChannel: { transfers: true } },
+  websocket: { commandChannel: { enabled: false } },
+};
 
 interface Row {
   row: string;
@@ -42,6 +54,8 @@ interface Row {
   cpu: Record<string, number>;
   /** CLOCK_MONOTONIC µs at start and end, the clock of a --cpu-prof profile's timestamps */
   monotonic_us: [number, number];
+  /** the 1-minute load average at the row's end: the machine is shared */
+  load: number;
   note?: string;
 }
 
@@ -51,6 +65,11 @@ async function main(): Promise<void> {
   const rows = (f.get("rows") ?? ALL_ROWS.join(",")).split(",");
   for (const r of rows)
     if (!ALL_ROWS.includes(r)) throw new Error(`--rows: unknown row ${JSON.stringify(r)}: use ${ALL_ROWS.join(", ")}`);
+  const paths = (f.get("paths") ?? "default").split(",");
+  for (const p of paths)
+    if (!(p in PATHS))
+      throw new Error(`--paths: unknown path ${JSON.stringify(p)}: use default, or channel and/or websocket`);
+  const rounds = intFlag(f, "rounds", 1, 1);
   const t = await openKubernetes({
     ...targetArgs(f, { size: "bench", profile: "base", warm: 0, workspace: "10Gi", tmp: "1100Mi", memoryLimit: "3Gi" }),
     platform: "kubernetes",
@@ -81,6 +100,7 @@ async function main(): Promise<void> {
       MBps: moved ? Math.round((moved / 1e6 / (ms / 1000)) * 10) / 10 : null,
       cpu,
       monotonic_us: monotonic,
+      load: Number(readFileSync("/proc/loadavg", "utf8").split(" ")[0]),
       ...(note ? { note } : {}),
     };
     results.push(r);
@@ -90,8 +110,8 @@ async function main(): Promise<void> {
     const sb = await m.create({ owner: t.owner, profile: "base", size: "bench" });
     await m.wait(t.owner, sb.id, { timeoutMs: 300_000 });
     const id = sb.id;
-    const sh = async (script: string, stdin?: Readable) => {
-      const s = await m.exec(t.owner, id, { command: ["sh", "-c", script], timeoutMs: 15 * 60_000, stdin });
+    const sh = async (on: KubernetesBenchTarget["manager"], script: string, stdin?: Readable) => {
+      const s = await on.exec(t.owner, id, { command: ["sh", "-c", script], timeoutMs: 15 * 60_000, stdin });
       let out = "";
       let err = "";
       s.stdout.on("data", (d: Buffer) => (out += d.toString()));
@@ -104,36 +124,45 @@ async function main(): Promise<void> {
       if (r.exitCode !== 0) throw new Error(`${script} exited ${r.exitCode}: ${err.trim()}`);
       return (out + err).trim();
     };
-    // the reading rows need the file; putting it is the "put" row
+    const managers = new Map<string, KubernetesBenchTarget["manager"]>();
+    for (const p of paths) managers.set(p, PATHS[p] ? await t.replica(PATHS[p]) : m);
+    const tag = (row: string, p: string) => (paths.length === 1 && p === "default" ? row : `${row}@${p}`);
+    // the rows whose bytes cross an exec, once per path and round; the reading rows need the
+    // file, and putting it is the "put" row
     const needsFile = rows.some((r) =>
       ["put", "dd", "tar", "stdout", "get", "kubectl-stdout", "pause-resume"].includes(r),
     );
-    if (needsFile)
-      await measure("put", "putArchive: Node -> apiserver -> sbx-kubelet -> tar -x (stdin channel)", bytes, () =>
-        m.putArchive(t.owner, id, "/workspace", singleFileTar("payload.bin", bytes, shakeStream(BENCH_SEED, bytes))),
-      );
-    if (rows.includes("stdin"))
-      await measure(
-        "stdin",
-        "exec stdin into `cat > /dev/null` (stdin channel, no disk, no tar)",
-        bytes,
-        async () => void (await sh("cat > /dev/null", repeated(bytes))),
-      );
+    let filed = false; // without the put row, the file is put once
+    const execRows = async (pm: KubernetesBenchTarget["manager"], p: string) => {
+      if (rows.includes("put") || (needsFile && !filed))
+        await measure(tag("put", p), "putArchive: Node -> apiserver -> sbx-kubelet -> tar -x (stdin)", bytes, () =>
+          pm.putArchive(t.owner, id, "/workspace", singleFileTar("payload.bin", bytes, shakeStream(BENCH_SEED, bytes))),
+        );
+      filed = true;
+      if (rows.includes("stdin"))
+        await measure(
+          tag("stdin", p),
+          "exec stdin into `cat > /dev/null` (stdin, no disk, no tar)",
+          bytes,
+          async () => void (await sh(pm, "cat > /dev/null", repeated(bytes))),
+        );
+      if (rows.includes("stdout"))
+        await measure(tag("stdout", p), "exec `cat file` to Node, discarded (stdout)", bytes, () =>
+          drainExec(pm, t.owner, id, ["cat", FILE]),
+        );
+      if (rows.includes("get"))
+        await measure(tag("get", p), "getArchive of the file to Node, discarded (stdout + tar)", bytes, async () =>
+          drain(await pm.getArchive(t.owner, id, FILE)),
+        );
+    };
+    for (let round = 0; round < rounds; round++) for (const p of paths) await execRows(managers.get(p)!, p);
     if (rows.includes("dd"))
       await measure("dd", "in the pod: dd of the file to /dev/null (disk read, no network)", bytes, () =>
-        sh(`dd if=${FILE} of=/dev/null bs=4M 2>&1 | tail -1`),
+        sh(m, `dd if=${FILE} of=/dev/null bs=4M 2>&1 | tail -1`),
       );
     if (rows.includes("tar"))
       await measure("tar", "in the pod: tar -c of the file | cat > /dev/null", bytes, () =>
-        sh(`tar -c -f - -C /workspace payload.bin | cat > /dev/null`),
-      );
-    if (rows.includes("stdout"))
-      await measure("stdout", "exec `cat file` to Node, discarded (stdout channel)", bytes, () =>
-        drainExec(m, t.owner, id, ["cat", FILE]),
-      );
-    if (rows.includes("get"))
-      await measure("get", "getArchive of the file to Node, discarded (stdout channel + tar)", bytes, async () =>
-        drain(await m.getArchive(t.owner, id, FILE)),
+        sh(m, `tar -c -f - -C /workspace payload.bin | cat > /dev/null`),
       );
     const kubectl = kubectlPath();
     const pod = await t.kube.podOf(id);
@@ -158,20 +187,23 @@ async function main(): Promise<void> {
         return `push ${r.push_MBps.toFixed(1)} MB/s, pull ${r.pull_MBps.toFixed(1)} MB/s`;
       });
     }
-    if (rows.includes("pause-resume")) {
-      await measure(
-        "pause",
-        "Manager.pause of the sandbox (the file plus an empty /tmp)",
-        bytes,
-        async () => void (await m.pause(t.owner, id)),
-      );
-      await measure(
-        "resume",
-        "Manager.resume (cold pod: no warm pool)",
-        bytes,
-        async () => void (await m.resume(t.owner, id)),
-      );
-    }
+    if (rows.includes("pause-resume"))
+      for (let round = 0; round < rounds; round++)
+        for (const p of paths) {
+          const pm = managers.get(p)!;
+          await measure(
+            tag("pause", p),
+            "Manager.pause of the sandbox (the file plus an empty /tmp)",
+            bytes,
+            async () => void (await pm.pause(t.owner, id)),
+          );
+          await measure(
+            tag("resume", p),
+            "Manager.resume (cold pod: no warm pool)",
+            bytes,
+            async () => void (await pm.resume(t.owner, id)),
+          );
+        }
     await m.kill(t.owner, id);
   } finally {
     await t.close();
@@ -191,6 +223,7 @@ async function main(): Promise<void> {
         row: r.row,
         ms: r.ms,
         "MB/s": r.MBps,
+        load: r.load,
         ...Object.fromEntries(cpuCols.map((c) => [`cpu ${c} s`, r.cpu[c] ?? null])),
         note: r.note ?? "",
       })),

@@ -3,8 +3,9 @@
 import { PassThrough, type Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../core/clock.ts";
-import type { CommandChannel } from "./channel.ts";
-import { WINDOW } from "./frames.ts";
+import { CommandChannel } from "./channel.ts";
+import { CREDIT_STEP, OUTPUT_WINDOW, WINDOW } from "./frames.ts";
+import { localChannelTransport } from "./localTransport.ts";
 import { type LocalHelper, startLocalHelper } from "./testFixtures.ts";
 
 let local: LocalHelper;
@@ -168,8 +169,11 @@ describe("command channel (local daemon)", () => {
     big.stdout.pause();
     const small = ch.start({ id: id(), argv: ["echo", "still here"], env: {}, cwd: "/" });
     expect(await text(small.stdout)).toBe("still here\n");
-    // what the daemon may send unasked (a window) plus what a reader buffers before credit stops
-    expect(big.stdout.readableLength).toBeLessThanOrEqual(WINDOW + (1 << 20));
+    // What the daemon may send unasked (the output window) plus what a reader buffers before
+    // credit stops: the window comes in full even though the reader paused at once (4 MiB the
+    // daemon opens with, the rest granted with the start), and then no more
+    await waitForLength(big.stdout, OUTPUT_WINDOW);
+    expect(big.stdout.readableLength).toBeLessThanOrEqual(OUTPUT_WINDOW + (1 << 20) + CREDIT_STEP);
     let total = 0;
     big.stdout.on("data", (c: Buffer) => (total += c.length));
     big.stdout.resume();
@@ -177,4 +181,45 @@ describe("command channel (local daemon)", () => {
     expect(total).toBe(64 << 20);
     ch.close();
   });
+
+  it("grants the output window with the start, then credit in CREDIT_STEP steps", async () => {
+    await openChannel(); // the fixture learns the daemon this test's own channel shares
+    const inner = localChannelTransport(local.binary, local.dir);
+    const credits: { stream: number; bytes: number }[] = [];
+    const ch = new CommandChannel(
+      {
+        ...inner,
+        output: inner.output,
+        send: (b) => {
+          if (b[0] === "C".charCodeAt(0)) credits.push({ stream: b.readUInt32BE(1), bytes: b.readUInt32BE(9) });
+          inner.send(b);
+        },
+      },
+      "local",
+      systemClock,
+    );
+    await ch.hello;
+    const total = 32 << 20;
+    const s = ch.start({ id: id(), argv: ["head", "-c", String(total), "/dev/zero"], env: {}, cwd: "/" });
+    let got = 0;
+    s.stdout.on("data", (c: Buffer) => (got += c.length));
+    s.stderr.resume();
+    expect(await s.result).toMatchObject({ exitCode: 0 });
+    expect(got).toBe(total);
+    const [first, ...grants] = credits.filter((c) => c.stream === credits[0].stream);
+    expect(first.bytes).toBe(OUTPUT_WINDOW - WINDOW);
+    // each grant is a message through the API server and the kubelet: a step each, not a frame each
+    expect(grants.every((g) => g.bytes >= CREDIT_STEP)).toBe(true);
+    expect(grants.length).toBeLessThanOrEqual(total / CREDIT_STEP);
+    ch.close();
+  });
 });
+
+/** resolves once `s` buffers `n` bytes; a generous bound: the machine is shared */
+async function waitForLength(s: Readable, n: number): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (s.readableLength < n) {
+    if (Date.now() > deadline) throw new Error(`the stream buffered ${s.readableLength} bytes, never ${n}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -8,7 +8,17 @@ import type { Clock } from "../../core/clock.ts";
 import { UpstreamError } from "../../core/errors.ts";
 import { type ChannelSession, ChannelCommand } from "./command.ts";
 import { ChannelBrokenError } from "./errors.ts";
-import { encodeFrame, type Frame, FrameDecoder, fields, type ListedCommand, parseList } from "./frames.ts";
+import {
+  encodeFrame,
+  type Frame,
+  FrameDecoder,
+  fields,
+  type ListedCommand,
+  OUTPUT_WINDOW,
+  parseList,
+  u32,
+  WINDOW,
+} from "./frames.ts";
 
 /** the exec stream the channel runs over: bytes to the pod, bytes from it */
 export interface ChannelTransport {
@@ -150,6 +160,9 @@ export class CommandChannel {
     }
     this.commands.set(stream, c);
     this.transport.send(frame);
+    // the output window past the daemon's opening one (frames.ts OUTPUT_WINDOW); a stream the
+    // daemon refuses ignores it. Sent in the same tick, so it leaves in the open's message
+    this.transport.send(encodeFrame("C", stream, u32(OUTPUT_WINDOW - WINDOW)));
     return c;
   }
 

@@ -5,6 +5,22 @@ export const HEADER_BYTES = 9;
 export const MAX_FRAME = 1 << 20;
 /** output (and stdin) bytes a stream may have in flight before credit comes back (CH_WINDOW) */
 export const WINDOW = 4 * 1024 * 1024;
+/**
+ * Output bytes a stream may have in flight: the replica's choice, since the replica is where
+ * they wait. The daemon opens every stream with WINDOW; the channel grants the rest right after
+ * the start (or attach, or tunnel) frame. Widened with CREDIT_STEP so that a step stays a 64th
+ * of the window: a step of a quarter or an eighth of it stalled a local transfer (13-33 and ~200
+ * MB/s against ~300). Not wider: a reader that stops may have this much plus its 1 MiB buffered
+ * here, per stream, and a tenant chooses how many streams it stops reading (16 MiB measured
+ * about the same on a loaded machine, docs/benchmarks.md "Channel throughput").
+ */
+export const OUTPUT_WINDOW = 8 * 1024 * 1024;
+/**
+ * Output credit goes back in steps of this much: each grant is a websocket message through the
+ * API server, the kubelet, the channel process and the daemon. 64 KiB steps were a TLS write per
+ * 64 KiB received, a fifth of the manager's CPU on a download (docs/benchmarks.md "Channel throughput").
+ */
+export const CREDIT_STEP = 128 * 1024;
 
 export interface Frame {
   type: string;

@@ -31,16 +31,16 @@ export interface CommandChannelOptions {
   helperPath?: string;
   /**
    * Archive transfers (sbx cp, pause and resume data) over the channel too; default false: on the
-   * test cluster they moved at 40-90% of the websocket path's rate (docs/benchmarks.md), so they
-   * stay on it until the channel's data path is as lean
+   * test cluster downloads match the websocket path under load but not on a quiet machine, and
+   * uploads (every resume) reach ~80% of it (docs/benchmarks.md "Channel throughput")
    */
   transfers?: boolean;
   /** helper copies into pods in flight at once (uploadSlots.ts); default 8 */
   maxUploads?: number;
   /**
    * channel opens in flight at once; default 32. Each is up to three short-lived TLS websockets
-   * whose freed memory the allocator keeps: 200 opens at once left ~200 KiB of RSS per channel,
-   * 32 at a time ~70 KiB, in about the same time (bench/k8s/channel-memory.ts)
+   * whose freed memory the allocator keeps: 200 opens at once left 236 KiB of RSS per channel,
+   * 32 at a time 109 KiB, in about the same time (docs/benchmarks.md)
    */
   maxOpens?: number;
 }
