@@ -60,7 +60,11 @@ class ChannelTunnel extends Duplex implements TunnelStream {
         else this.once("end", () => this.destroy());
       },
       // a failed connect fails the result too: the stream's error is the connect's, as mapped
-      (err: Error) => connected.then(() => this.destroy(err), () => undefined),
+      (err: Error) =>
+        connected.then(
+          () => this.destroy(err),
+          () => undefined,
+        ),
     );
   }
 
