@@ -92,7 +92,7 @@ describe("per-replica metrics of a shared budget", () => {
 
 describe("warm claims written behind, on /metrics", () => {
   it("counts taken, landed and lost claims and shows the pending writes", async () => {
-    const c = { taken: 3, foreign: 0, landed: 1, lost: 0, pending: 2 };
+    const c = { taken: 3, landed: 1, lost: 0, pending: 2 };
     const a = new Admission(BUDGET);
     const m = new Metrics(
       { admission: () => a.usage(), sandboxes: () => [], claims: () => c },
@@ -102,26 +102,12 @@ describe("warm claims written behind, on /metrics", () => {
     expect(text).toContain('sbx_warm_claims_total{outcome="taken"} 3');
     expect(text).toContain('sbx_warm_claims_total{outcome="landed"} 1');
     expect(text).toContain("sbx_warm_claims_pending 2");
-    Object.assign(c, { taken: 4, foreign: 1, landed: 3, lost: 1, pending: 0 });
+    Object.assign(c, { taken: 4, landed: 3, lost: 1, pending: 0 });
     const again = await m.registry.metrics();
     expect(again).toContain('sbx_warm_claims_total{outcome="taken"} 4');
     expect(again).toContain('sbx_warm_claims_total{outcome="landed"} 3');
     expect(again).toContain('sbx_warm_claims_total{outcome="lost"} 1');
-    expect(again).toContain('sbx_warm_claims_total{outcome="foreign"} 1');
     expect(again).toContain("sbx_warm_claims_pending 0");
-  });
-
-  it("counts port connections by the path that carried them", async () => {
-    const p = { channel: 2, portForward: 0 };
-    const m = new Metrics(
-      { admission: () => new Admission(BUDGET).usage(), sandboxes: () => [], ports: () => p },
-      { defaultMetrics: false },
-    );
-    expect(await m.registry.metrics()).toContain('sbx_port_connections_total{path="channel"} 2');
-    Object.assign(p, { channel: 5, portForward: 1 });
-    const again = await m.registry.metrics();
-    expect(again).toContain('sbx_port_connections_total{path="channel"} 5');
-    expect(again).toContain('sbx_port_connections_total{path="port-forward"} 1');
   });
 
   it("has no such series on a backend without write-behind claims", async () => {

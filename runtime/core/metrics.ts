@@ -172,10 +172,10 @@ export class Metrics {
 
   /** Warm claims written behind: only for a backend that has them (absent elsewhere, not zero). */
   private claimSeries(claims: () => WarmClaimStats | undefined, registers: Registry[]): void {
-    const since = countedSince(claims, ["taken", "foreign", "landed", "lost"] as const);
+    const since = countedSince(claims, ["taken", "landed", "lost"] as const);
     new Counter({
       name: "sbx_warm_claims_total",
-      help: "warm claims decided in memory and written behind (outcome=taken|foreign|landed|lost; foreign: another replica's pod, taken when this one's part had none; lost: the sandbox went cold)",
+      help: "warm claims decided in memory and written behind (outcome=taken|landed|lost; lost: the sandbox went cold)",
       labelNames: ["outcome"],
       registers,
       collect() {

@@ -183,8 +183,6 @@ export interface PortPathStats {
 export interface WarmClaimStats {
   /** decided in memory */
   taken: number;
-  /** of them, another replica's pods, taken when this one's part had none (answered after the write) */
-  foreign: number;
   /** their write landed */
   landed: number;
   /** lost the race (or the write failed): the sandbox moved to a cold start */

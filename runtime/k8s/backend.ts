@@ -233,12 +233,8 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     async claim(spec) {
       open(spec);
       if (!pooled(spec)) return undefined;
-      // this replica's part first; an empty part (a replica that just started, or one whose pods
-      // went) takes another's ready pod with the patch on the claim's path, rather than go cold
-      const own = claims.take(spec);
-      const taken = own ?? claims.takeForeign(spec);
+      const taken = claims.take(spec);
       if (!taken) return undefined;
-      if (!own && (await taken.outcome) === "lost") return undefined;
       const { podName } = taken;
       // A claimed pod is never returned to the pool: one this sandbox cannot use goes.
       const discard = () =>

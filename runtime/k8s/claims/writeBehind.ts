@@ -8,12 +8,6 @@
 // whose claim has not landed. What it costs: a claim that loses becomes a cold start after it
 // was answered "ready" (with the partition this needs a replica change or a pod modified
 // under the claim), and the record is written only after the patch settled.
-//
-// takeForeign() is the way out of an empty partition (a replica that just started owns no pods
-// for a phase; another's part may hold every ready pod): a pod of another replica's part, whose
-// caller waits for the same guarded patch before it answers. Never a double claim: the owner may
-// pick the same pod in memory at the same moment, and then exactly one of the two patches lands
-// (the other replica's sandbox goes cold, as any lost race).
 import type { V1Pod } from "@kubernetes/client-node";
 import type { Clock } from "../../core/clock.ts";
 import type { Logger } from "../../core/log.ts";
@@ -47,10 +41,8 @@ export interface WriteBehindClaimsOptions {
 }
 
 export interface ClaimStats {
-  /** claims decided in memory (foreign ones included) */
+  /** claims decided in memory */
   taken: number;
-  /** of them, pods of another replica's part, answered only once their patch landed */
-  foreign: number;
   landed: number;
   /** refused, failed or timed out: moved to a cold pod */
   lost: number;
@@ -66,7 +58,7 @@ export interface TakenClaim {
 
 export class WriteBehindClaims {
   private readonly pending = new Map<string, Promise<ClaimOutcome>>();
-  private readonly counts = { taken: 0, foreign: 0, landed: 0, lost: 0 };
+  private readonly counts = { taken: 0, landed: 0, lost: 0 };
   private readonly timeoutMs: number;
 
   constructor(private readonly o: WriteBehindClaimsOptions) {
@@ -75,26 +67,7 @@ export class WriteBehindClaims {
 
   /** Decides a claim for spec in memory and starts its write; undefined when no owned pod is ready. */
   take(spec: SandboxSpec): TakenClaim | undefined {
-    return this.start(
-      spec,
-      this.o.reserve(spec, (name) => this.o.owns(name)),
-    );
-  }
-
-  /**
-   * A ready pod of another replica's part (see the file comment): the caller must wait for
-   * `outcome` and use the pod only when it landed. Undefined when there is none.
-   */
-  takeForeign(spec: SandboxSpec): TakenClaim | undefined {
-    const taken = this.start(
-      spec,
-      this.o.reserve(spec, (name) => !this.o.owns(name)),
-    );
-    if (taken) this.counts.foreign++;
-    return taken;
-  }
-
-  private start(spec: SandboxSpec, r: Reservation | undefined): TakenClaim | undefined {
+    const r = this.o.reserve(spec, (name) => this.o.owns(name));
     if (!r) return undefined;
     const podName = r.pod.metadata!.name!;
     this.counts.taken++;
