@@ -110,6 +110,19 @@ describe("warm claims written behind, on /metrics", () => {
     expect(again).toContain("sbx_warm_claims_pending 0");
   });
 
+  it("counts port connections by the path that carried them", async () => {
+    const p = { channel: 2, portForward: 0 };
+    const m = new Metrics(
+      { admission: () => new Admission(BUDGET).usage(), sandboxes: () => [], ports: () => p },
+      { defaultMetrics: false },
+    );
+    expect(await m.registry.metrics()).toContain('sbx_port_connections_total{path="channel"} 2');
+    Object.assign(p, { channel: 5, portForward: 1 });
+    const again = await m.registry.metrics();
+    expect(again).toContain('sbx_port_connections_total{path="channel"} 5');
+    expect(again).toContain('sbx_port_connections_total{path="port-forward"} 1');
+  });
+
   it("has no such series on a backend without write-behind claims", async () => {
     const m = new Metrics(
       { admission: () => new Admission(BUDGET).usage(), sandboxes: () => [] },
