@@ -14,10 +14,11 @@ const SETTLE_MS = 20_000;
 const DISCONNECTS = 5;
 /**
  * The service's own API-server connections (informer watches, pooled keep-alive sockets) come and
- * go on their own; two of them opened during a case is noise, not a leak (one was seen in a
- * clean-clone run). A leak costs at least one fd per disconnect, so 5 disconnects still fail it.
+ * go on their own; up to three of them opened during a case is noise, not a leak (three were seen
+ * in a clean-clone run under load). A leak costs at least one fd per disconnect, so 5 disconnects
+ * still fail it.
  */
-const FD_NOISE = 2;
+const FD_NOISE = 3;
 const token = TOKENS.alice;
 let t: TestService;
 let svc: Service;
