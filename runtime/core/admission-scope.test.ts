@@ -88,6 +88,30 @@ describe("per-replica metrics of a shared budget", () => {
     expect(again).toContain('sbx_budget_share_moves_total{direction="grow"} 5');
     expect(again).toContain("sbx_budget_share_fenced 1");
   });
+
+  it("export lost compare-and-swaps, abandoned rounds and the age of the last renewal", async () => {
+    const stats = {
+      moves: { grow: 0, shrink: 0 },
+      replicas: 3,
+      fenced: false,
+      conflicts: 4,
+      abandoned: 1,
+      renewedAgoMs: 1500,
+    };
+    const a = new Admission(BUDGET, {
+      scope: { limit: () => ({ cpuMillis: 300, memoryBytes: 2 ** 30 }), counts: () => true, stats: () => stats },
+    });
+    const m = new Metrics({ admission: () => a.usage(), sandboxes: () => [] }, { defaultMetrics: false });
+    const text = await m.registry.metrics();
+    expect(text).toContain("sbx_budget_share_conflicts_total 4");
+    expect(text).toContain("sbx_budget_share_rounds_abandoned_total 1");
+    expect(text).toContain("sbx_budget_share_renewal_age_seconds 1.5");
+    Object.assign(stats, { conflicts: 9, abandoned: 1, renewedAgoMs: 8000 });
+    const again = await m.registry.metrics();
+    expect(again).toContain("sbx_budget_share_conflicts_total 9");
+    expect(again).toContain("sbx_budget_share_rounds_abandoned_total 1");
+    expect(again).toContain("sbx_budget_share_renewal_age_seconds 8");
+  });
 });
 
 describe("warm claims written behind, on /metrics", () => {

@@ -41,6 +41,12 @@ export interface SharedBudgetStats {
   replicas: number;
   /** true while this replica may admit nothing: it has not renewed its share for most of a lease */
   fenced: boolean;
+  /** compare-and-swaps of the shared document lost to another replica's write */
+  conflicts?: number;
+  /** rounds that lost every compare-and-swap they tried and wrote nothing */
+  abandoned?: number;
+  /** since this replica's last share write that landed was sent; undefined before the first */
+  renewedAgoMs?: number;
 }
 
 export interface AdmissionOptions {

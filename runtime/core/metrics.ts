@@ -157,6 +157,7 @@ export class Metrics {
         this.set(sources.admission().shared?.fenced ? 1 : 0);
       },
     });
+    this.shareRenewalSeries(sources, registers);
     new Gauge({
       name: "sbx_budget_free",
       help: "admission budget free (resource=cpu_millis|memory_bytes); negative when live sandboxes exceed it",
@@ -166,6 +167,50 @@ export class Metrics {
         const u = sources.admission();
         this.set({ resource: "cpu_millis" }, u.free.cpuMillis);
         this.set({ resource: "memory_bytes" }, u.free.memoryBytes);
+      },
+    });
+  }
+
+  /**
+   * How the budget-share renewals fare (a shared budget only): lost compare-and-swaps, rounds
+   * that lost every try, and how long ago the last renewal landed, which fences the replica at
+   * half a lease. The early warning for a replica about to refuse work it has room for.
+   */
+  private shareRenewalSeries(sources: MetricsSources, registers: Registry[]): void {
+    const shared = () => sources.admission().shared;
+    const counted = (key: "conflicts" | "abandoned") =>
+      countedSince(
+        () => {
+          const s = shared();
+          return s ? { n: s[key] ?? 0 } : undefined;
+        },
+        ["n"] as const,
+      );
+    const conflicts = counted("conflicts");
+    const abandoned = counted("abandoned");
+    new Counter({
+      name: "sbx_budget_share_conflicts_total",
+      help: "compare-and-swaps of the shared budget document this replica lost to another replica's write (retried at once)",
+      registers,
+      collect() {
+        conflicts((_, by) => this.inc(by));
+      },
+    });
+    new Counter({
+      name: "sbx_budget_share_rounds_abandoned_total",
+      help: "budget-share rounds that lost every compare-and-swap and wrote nothing (retried the next tick)",
+      registers,
+      collect() {
+        abandoned((_, by) => this.inc(by));
+      },
+    });
+    new Gauge({
+      name: "sbx_budget_share_renewal_age_seconds",
+      help: "seconds since this replica's last budget-share write that landed was sent; it fences itself at half the lease",
+      registers,
+      collect() {
+        const ago = shared()?.renewedAgoMs;
+        if (ago !== undefined) this.set(ago / 1000);
       },
     });
   }

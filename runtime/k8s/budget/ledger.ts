@@ -59,7 +59,12 @@ export interface ShareStats {
   /** replicas this one retired (silent for a phase) and removed (silent for another) */
   retired: number;
   reclaimed: number;
+  /** compare-and-swaps of the Lease this replica lost (another replica wrote in between) */
   conflicts: number;
+  /** rounds that lost every compare-and-swap they tried, and so wrote nothing */
+  abandoned: number;
+  /** since the last write that landed was sent (monotonic ms); undefined before the first. Fenced at half a lease. */
+  renewedAgoMs?: number;
   fenced: boolean;
 }
 
@@ -75,7 +80,14 @@ export class ShareLedger {
   private readonly now: () => number;
   private readonly phaseMs: number;
   private readonly renewMs: number;
-  private readonly stats = { moves: { grow: 0, shrink: 0 }, replicas: 0, retired: 0, reclaimed: 0, conflicts: 0 };
+  private readonly stats = {
+    moves: { grow: 0, shrink: 0 },
+    replicas: 0,
+    retired: 0,
+    reclaimed: 0,
+    conflicts: 0,
+    abandoned: 0,
+  };
   private usedOf: () => ShareVec;
   /** replicas the round being written retires or removes (for the log and stats once it lands) */
   private pendingDead: string[] = [];
@@ -113,6 +125,7 @@ export class ShareLedger {
       fenced: this.fenced(),
       ...this.stats,
       moves: { ...this.stats.moves },
+      renewedAgoMs: this.lastWriteSentAt === undefined ? undefined : this.now() - this.lastWriteSentAt,
     };
   }
 
@@ -162,7 +175,12 @@ export class ShareLedger {
     }
   }
 
-  /** One round: read, reclaim the dead, size our share, write if anything changed or renewal is due. */
+  /**
+   * One round: read, reclaim the dead, size our share, write if anything changed or renewal is
+   * due. A lost compare-and-swap is retried at once from a fresh read; a round that loses every
+   * try writes nothing (the next tick tries again), and says so: rounds lost in a row bring the
+   * replica towards its fence.
+   */
   async round(): Promise<void> {
     for (let attempt = 0; attempt <= CONFLICT_RETRIES; attempt++) {
       try {
@@ -173,6 +191,17 @@ export class ShareLedger {
         this.stats.conflicts++;
       }
     }
+    this.stats.abandoned++;
+    const ago = this.lastWriteSentAt === undefined ? undefined : Math.round(this.now() - this.lastWriteSentAt);
+    this.o.logger.warn(
+      {
+        op: "budget-shares",
+        tries: CONFLICT_RETRIES + 1,
+        renewedAgoMs: ago,
+        fenceAfterMs: this.o.leaseMs - this.phaseMs,
+      },
+      "every compare-and-swap of the budget shares lost to another replica's write this round; trying again next tick",
+    );
   }
 
   /** Mutates doc into what this replica writes; false when nothing needs writing. */

@@ -57,7 +57,14 @@ export function createBudgetShares(
       fenced: () => ledger.fenced(),
       stats: () => {
         const x = ledger.snapshot();
-        return { moves: x.moves, replicas: x.replicas, fenced: x.fenced };
+        return {
+          moves: x.moves,
+          replicas: x.replicas,
+          fenced: x.fenced,
+          conflicts: x.conflicts,
+          abandoned: x.abandoned,
+          renewedAgoMs: x.renewedAgoMs,
+        };
       },
     },
     annotations: { [ADMITTED_BY_ANNOTATION]: identity },
