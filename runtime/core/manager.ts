@@ -24,7 +24,9 @@ import { Reaper } from "./reaper.ts";
 import { resumeAdmission } from "./resume-admission.ts";
 import { validateOwner } from "./spec.ts";
 import type {
+  AttachedCommand,
   Backend,
+  CommandAttachOptions,
   CreateRequest,
   ExecRequest,
   ExecSession,
@@ -34,6 +36,7 @@ import type {
   MetadataPatch,
   PauseResumeService,
   PoolStatus,
+  RegisteredCommand,
   Sandbox,
   SandboxView,
   TransferOptions,
@@ -204,6 +207,25 @@ export class SandboxManager implements Manager {
       this.audit("exec", owner, id, err, details);
       throw err;
     }
+  }
+
+  // without a registry in the backend there is nothing to look up: no reason to wake a paused sandbox
+  async listCommands(owner: string, id: string): Promise<RegisteredCommand[] | undefined> {
+    if (!this.deps.backend.commands) return undefined;
+    await this.usable(owner, id, "list commands");
+    return this.deps.backend.commands?.list(id);
+  }
+
+  async attachCommand(
+    owner: string,
+    id: string,
+    commandId: string,
+    stdin?: Readable,
+    o?: CommandAttachOptions,
+  ): Promise<AttachedCommand | undefined> {
+    if (!this.deps.backend.commands) return undefined;
+    await this.usable(owner, id, "attach to a command");
+    return this.deps.backend.commands?.attach(id, commandId, stdin, o);
   }
 
   async putArchive(owner: string, id: string, dir: string, tar: Readable): Promise<void> {

@@ -106,6 +106,44 @@ export interface ExecRequest {
   stdin?: Uint8Array | Readable;
   /** kill the whole command (all its processes) after this long; exit code 124, timedOut true */
   timeoutMs?: number;
+  /**
+   * Opaque, kept with the command by a platform with an in-sandbox command registry (Kubernetes
+   * over the helper; ignored elsewhere) and returned by Manager.listCommands while it runs; at
+   * most 8192 characters of base64url. Not audited, never logged.
+   */
+  label?: string;
+}
+
+/** A command in a sandbox's own registry (Kubernetes: the pod's helper daemon), seen by every replica. */
+export interface RegisteredCommand {
+  id: string;
+  /** its pid in the sandbox */
+  pid: number;
+  state: "running" | "exited";
+  /** "exit:N" | "signal:N" | "timeout:N" | "killed:N" once exited */
+  exit?: string;
+  /** ExecRequest.label, while it runs */
+  label?: string;
+}
+
+export interface CommandAttachOptions {
+  /** output offsets to read from; 0 (the default) replays what the registry still holds */
+  stdout?: number;
+  stderr?: number;
+  /**
+   * at the end of the attach's stdin detach (the command goes on, unread until a reader
+   * attaches), leaving its stdin open for another writer unless `endStdin`
+   */
+  thenDetach?: boolean;
+  endStdin?: boolean;
+}
+
+/** A reader of a registered command: its output from the offsets on, its stdin, its end. */
+export interface AttachedCommand extends ExecSession {
+  readonly commandId: string;
+  readonly pid: Promise<number>;
+  /** the exit as RegisteredCommand.exit spells it, once the result came */
+  readonly exit?: string;
 }
 
 export interface ExecResult {
@@ -232,6 +270,16 @@ export interface Backend {
    * connected; only the sandbox's ports are reachable. Absent when the backend cannot relay.
    */
   openPort?(id: string, port: number): Promise<Duplex>;
+  /** The sandbox's own command registry (Kubernetes over the helper); absent where there is none. */
+  readonly commands?: {
+    list(id: string): Promise<RegisteredCommand[] | undefined>;
+    attach(
+      id: string,
+      commandId: string,
+      stdin?: Readable,
+      o?: CommandAttachOptions,
+    ): Promise<AttachedCommand | undefined>;
+  };
   /**
    * The capability pause/resume needs (runtime/snapshot, docs/pause-resume.md "Backend duties");
    * absent when the backend cannot give compute back without losing the sandbox.
@@ -338,4 +386,17 @@ export interface Manager {
   resume?(owner: string, id: string, opts?: TransferOptions): Promise<Sandbox>;
   /** A connection to a port inside the sandbox (docs/ports.md); wakes a paused one that allows it. */
   openPort?(owner: string, id: string, port: number): Promise<Duplex>;
+  /**
+   * The sandbox's own command registry, owner-checked (a paused sandbox is woken); undefined
+   * where the sandbox has none (the local platform, a pod on the per-exec path).
+   */
+  listCommands?(owner: string, id: string): Promise<RegisteredCommand[] | undefined>;
+  /** Reads (and with `stdin` writes) a registered command; its result rejects when another reader takes it. */
+  attachCommand?(
+    owner: string,
+    id: string,
+    commandId: string,
+    stdin?: Readable,
+    o?: CommandAttachOptions,
+  ): Promise<AttachedCommand | undefined>;
 }

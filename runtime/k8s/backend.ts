@@ -8,7 +8,14 @@
 // (creates), lookup.ts, commands.ts, pause.ts (compute release), activity.ts.
 import type { Readable } from "node:stream";
 import { UpstreamError } from "../core/errors.ts";
-import type { PoolStatus, Sandbox, SandboxEvent, SandboxSpec, WaitOptions } from "../core/types.ts";
+import type {
+  CommandAttachOptions,
+  PoolStatus,
+  Sandbox,
+  SandboxEvent,
+  SandboxSpec,
+  WaitOptions,
+} from "../core/types.ts";
 import type { AutoPauseStatusStore } from "../autopause/controller.ts";
 import type { SnapshotAwareBackend } from "../snapshot/wire.ts";
 import { createAcceptor } from "./accept.ts";
@@ -60,7 +67,12 @@ export interface KubernetesBackend extends SnapshotAwareBackend {
    */
   readonly commands: {
     list(id: string): Promise<ListedCommand[] | undefined>;
-    attach(id: string, commandId: string, stdin?: Readable): Promise<ChannelSession | undefined>;
+    attach(
+      id: string,
+      commandId: string,
+      stdin?: Readable,
+      o?: CommandAttachOptions,
+    ): Promise<ChannelSession | undefined>;
   };
   /** this replica's command channels, exposed for tests */
   readonly channels: SandboxChannels;
@@ -192,8 +204,8 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     channels,
     commands: {
       list: async (id) => channels.list(id, (await gated.runningPod(id)).podName),
-      attach: async (id, commandId, stdin) =>
-        channels.attach(id, (await gated.runningPod(id)).podName, commandId, stdin),
+      attach: async (id, commandId, stdin, o) =>
+        channels.attach(id, (await gated.runningPod(id)).podName, commandId, stdin, o),
     },
     ...sandboxPorts(p, gated, channels),
 

@@ -5,6 +5,8 @@
 //
 // Frames (channel.h), replica -> daemon:
 //   'S' start   id NUL cwd NUL timeout-ms NUL argc NUL argv... envc NUL env...  (stream: the caller's)
+//               a last env entry "=sbx-label=<label>" is the command's label (returned by 'L'),
+//               not a variable: no variable name is empty, and a daemon without labels passes it on
 //   'A' attach  id NUL stdout-offset NUL stderr-offset   (the new reader's stream; it may
 //               write stdin too, against the credit its 'R' is followed by)
 //   'I' stdin bytes   'E' end of stdin   'K' signal (decimal)   'D' detach (the command goes on)
@@ -15,7 +17,7 @@
 // daemon -> replica:
 //   'R' running (pid; 0 for a tunnel, once connected)   'F' failed to start, attach or connect (text)   '1' stdout   '2' stderr
 //   'X' exit (exit:N | signal:N | timeout:N | killed:N), after every output byte
-//   'C' stdin credit (4 bytes): that many stdin bytes reached the pipe   'l' list (lines)
+//   'C' stdin credit (4 bytes): that many stdin bytes reached the pipe   'l' list (registry.c reg_list)
 // Backpressure is per stream: a stream sends output only against credit, so a reader that
 // stops reading stops only its command (its ring fills, then its pipe), never the other 199.
 // One file over 400 lines on purpose: the frame handlers and the poll loop share the
@@ -122,11 +124,16 @@ static void on_start(int k, uint32_t stream, char *p, uint32_t len) {
     return;
   }
   char **argv = &f[4], **env = &f[5 + argc];
-  char *save = argv[argc];
+  char *save = argv[argc], *label = NULL;
   argv[argc] = NULL; /* envc's slot; env ends at f[n], which split left NULL */
   f[n] = NULL;
+  if (envc > 0 && !strncmp(f[n - 1], LABEL_ENV, strlen(LABEL_ENV))) { /* the label, not a variable */
+    label = f[n - 1] + strlen(LABEL_ENV);
+    f[n - 1] = NULL;
+  }
   struct command *c = reg_start(f[0], f[1], strtod(f[2], NULL), argv, env);
   argv[argc] = save;
+  if (c && label && strlen(label) <= LABEL_MAX && !strpbrk(label, "\t\n")) c->label = strdup(label);
   if (!c) {
     char msg[128];
     put(&conns[k], 'F', stream, msg, (size_t)snprintf(msg, sizeof msg, "start: %s", strerror(errno)));
@@ -166,15 +173,8 @@ static void tunnel_ready(struct command *c) {
 }
 
 static void on_list(int k, uint32_t stream) {
-  size_t cap = (size_t)reg_count * 128 + 1, len = 0;
-  char *buf = malloc(cap), ex[32];
-  for (int i = 0; i < reg_count; i++) {
-    struct command *c = reg_all[i];
-    if (c->tunnel) continue;
-    if (c->exited) reg_exit_text(c, ex, sizeof ex);
-    len += (size_t)snprintf(buf + len, cap - len, "%s\t%d\t%s\t%s\n", c->id, (int)c->pid,
-                            c->exited ? "exited" : "running", c->exited ? ex : "-");
-  }
+  size_t len;
+  char *buf = reg_list(&len);
   put(&conns[k], 'l', stream, buf, len);
   free(buf);
 }

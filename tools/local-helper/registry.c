@@ -279,6 +279,7 @@ static void release(struct command *c) {
   }
   if (c->in_fd >= 0) close(c->in_fd);
   free(c->inq);
+  free(c->label);
   free(c);
 }
 
@@ -301,4 +302,26 @@ int reg_exit_text(const struct command *c, char *buf, size_t len) {
   int code = WIFSIGNALED(c->status) ? 128 + WTERMSIG(c->status) : WEXITSTATUS(c->status);
   const char *kind = c->timed_out ? "timeout" : c->killed ? "killed" : WIFSIGNALED(c->status) ? "signal" : "exit";
   return snprintf(buf, len, "%s:%d", kind, code);
+}
+
+// id TAB pid TAB state TAB exit TAB label, a line per command (tunnels are not commands). The
+// label only while the command runs (what lists it), "-" without one, and "-" once labels would
+// take the reply past one frame: a replica then misses a label, never the whole list. Labels
+// are base64 (the replica's choice), so no TAB or newline; a replica that reads four fields
+// ignores the fifth.
+char *reg_list(size_t *len) {
+  size_t cap = (size_t)reg_count * 160 + 1, at = 0;
+  char *buf = malloc(cap), ex[32];
+  for (int i = 0; i < reg_count; i++) {
+    struct command *c = reg_all[i];
+    if (c->tunnel) continue;
+    if (c->exited) reg_exit_text(c, ex, sizeof ex);
+    const char *label = !c->exited && c->label ? c->label : "-";
+    if (at + 160 + strlen(label) > CH_MAX_FRAME) label = "-";
+    if (at + 160 + strlen(label) > cap) buf = realloc(buf, cap = (at + 160 + strlen(label)) * 2);
+    at += (size_t)snprintf(buf + at, cap - at, "%s\t%d\t%s\t%s\t%s\n", c->id, (int)c->pid,
+                           c->exited ? "exited" : "running", c->exited ? ex : "-", label);
+  }
+  *len = at;
+  return buf;
 }

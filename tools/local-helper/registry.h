@@ -8,6 +8,10 @@
 #include "channel.h"
 
 #define ID_MAX 64
+/** a start's last env entry with this prefix is its label, not a variable (daemon.c 'S') */
+#define LABEL_ENV "=sbx-label="
+/** longer labels are not kept: the list reply must stay one frame */
+#define LABEL_MAX 8192
 
 struct command {
   char id[ID_MAX + 1];
@@ -33,6 +37,7 @@ struct command {
   int tunnel;
   int connecting;      /* the connect has not completed: poll in_fd for POLLOUT, move no bytes */
   int port;
+  char *label;         /* the replica's opaque label for the command ('S'), returned by 'L'; NULL: none */
 };
 
 /** starts argv with env pairs added to the daemon's own, in cwd; stderr gets the reason if it cannot */
@@ -52,6 +57,8 @@ void reg_expire(double now);
 struct command *reg_tunnel(const char *id, long port);
 /** after POLLOUT on a connecting tunnel: 0 connected, else the errno it failed with (a refused v4 tries ::1) */
 int reg_tunnel_settle(struct command *c);
+/** the 'l' reply (one line per command, daemon.c 'L'), malloc'd; at most CH_MAX_FRAME bytes */
+char *reg_list(size_t *len);
 /** the exit as the replica reads it: exit:N, signal:N, timeout:N or killed:N */
 int reg_exit_text(const struct command *c, char *buf, size_t len);
 

@@ -13,6 +13,8 @@ import {
   type Frame,
   FrameDecoder,
   fields,
+  LABEL_ENV,
+  LABEL_MAX,
   type ListedCommand,
   OUTPUT_WINDOW,
   parseList,
@@ -37,6 +39,11 @@ export interface StartCommand {
   cwd: string;
   timeoutMs?: number;
   stdin?: Uint8Array | Readable;
+  /**
+   * Opaque to the channel and the daemon, kept with the command and returned by list while it
+   * runs (frames.ts LABEL_ENV); at most LABEL_MAX characters of base64url. Never logged.
+   */
+  label?: string;
 }
 
 export interface AttachOptions {
@@ -44,6 +51,9 @@ export interface AttachOptions {
   stdout?: number;
   stderr?: number;
   stdin?: Uint8Array | Readable;
+  /** at the end of `stdin` detach, ending the command's stdin only with `endStdin` (ChannelCommand.pumpStdin) */
+  thenDetach?: boolean;
+  endStdin?: boolean;
 }
 
 export interface Hello {
@@ -101,6 +111,7 @@ export class CommandChannel {
 
   start(cmd: StartCommand): ChannelSession {
     const env = Object.entries(cmd.env).map(([k, v]) => `${k}=${v}`);
+    if (cmd.label !== undefined) env.push(labelEntry(cmd.label));
     const payload = fields([cmd.id, cmd.cwd, cmd.timeoutMs ?? 0, cmd.argv.length, ...cmd.argv, env.length, ...env]);
     const c = this.open(cmd.id, encodeFrame("S", this.nextStream, payload));
     c.pumpStdin(cmd.stdin);
@@ -116,7 +127,7 @@ export class CommandChannel {
   attach(id: string, o: AttachOptions = {}): ChannelSession {
     const payload = fields([id, o.stdout ?? 0, o.stderr ?? 0]);
     const c = this.open(id, encodeFrame("A", this.nextStream, payload), 0);
-    if (o.stdin) c.pumpStdin(o.stdin);
+    if (o.stdin) c.pumpStdin(o.stdin, o.thenDetach, o.endStdin ?? !o.thenDetach);
     return c.session();
   }
 
@@ -191,6 +202,12 @@ export class CommandChannel {
     this.transport.close();
     for (const fn of this.closeListeners.splice(0)) fn(err);
   }
+}
+
+function labelEntry(label: string): string {
+  if (label.length > LABEL_MAX || !/^[A-Za-z0-9_-]*$/.test(label))
+    throw new UpstreamError(`a command label must be at most ${LABEL_MAX} characters of base64url`);
+  return `${LABEL_ENV}${label}`;
 }
 
 function parseHello(text: string): Hello {

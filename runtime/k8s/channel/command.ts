@@ -22,6 +22,8 @@ export interface ChannelSession extends ExecSession {
   readonly commandId: string;
   /** the command's pid in the pod, once it runs */
   readonly pid: Promise<number>;
+  /** the daemon's exit text (frames.ts parseExit) once it came: tells killed:137 from exit:137 */
+  readonly exit?: string;
 }
 
 export class ChannelCommand {
@@ -39,6 +41,9 @@ export class ChannelCommand {
   private pending: Buffer[] = []; // stdin read and not yet sent: waits for credit
   private inputEnded = false;
   private endSent = false;
+  private detachAtEnd = false;
+  private endAtEnd = true;
+  private exitText?: string;
   private done = false;
   private readonly started: number;
 
@@ -89,7 +94,10 @@ export class ChannelCommand {
       this.inCredit += payload.readUInt32BE(0);
       this.sendStdin();
     } else if (type === "X") this.exit(payload.toString());
-    else if (type === "F") this.broken(new UpstreamError(`command ${this.commandId}: ${payload.toString()}`));
+    else if (type === "F") {
+      const refusal = payload.toString();
+      this.broken(new UpstreamError(`command ${this.commandId}: ${refusal}`, { refusal }));
+    }
   }
 
   /** the channel went away or refused the command: the result rejects, the streams end */
@@ -102,7 +110,14 @@ export class ChannelCommand {
     this.endStreams();
   }
 
-  pumpStdin(input: Uint8Array | Readable | undefined): void {
+  /**
+   * `thenDetach`: at the input's end detach (after ending the command's stdin only when
+   * `endStdin`): a write from a replica that does not read the command, whose stdin stays open
+   * for the next writer
+   */
+  pumpStdin(input: Uint8Array | Readable | undefined, thenDetach = false, endStdin = !thenDetach): void {
+    this.detachAtEnd = thenDetach;
+    this.endAtEnd = endStdin;
     if (!input) {
       this.link.send(encodeFrame("E", this.stream));
       return;
@@ -139,7 +154,8 @@ export class ChannelCommand {
     if (this.pending.length) this.input?.pause();
     else if (this.inputEnded && !this.endSent) {
       this.endSent = true;
-      this.link.send(encodeFrame("E", this.stream));
+      if (this.endAtEnd) this.link.send(encodeFrame("E", this.stream));
+      if (this.detachAtEnd) this.detach();
     } else this.input?.resume();
   }
 
@@ -151,16 +167,22 @@ export class ChannelCommand {
   detach(): void {
     if (this.done) return;
     this.link.send(encodeFrame("D", this.stream));
-    this.broken(new UpstreamError(`command ${this.commandId} was detached; attach it again to read it`));
+    this.broken(
+      new UpstreamError(`command ${this.commandId} was detached; attach it again to read it`, { detached: true }),
+    );
   }
 
   session(): ChannelSession {
+    const self = this;
     return {
       stdout: this.stdout,
       stderr: this.stderr,
       result: this.result,
       pid: this.pid,
       commandId: this.commandId,
+      get exit() {
+        return self.exitText;
+      },
       kill: () => this.signal(9),
     };
   }
@@ -179,6 +201,7 @@ export class ChannelCommand {
     if (this.done) return;
     this.done = true;
     this.link.release(this.stream);
+    this.exitText = text;
     const durationMs = this.clock.now().getTime() - this.started;
     this.endStreams();
     try {

@@ -39,4 +39,13 @@ describe("channel frames", () => {
       { id: "b2", pid: 13, state: "exited", exit: "killed:137" },
     ]);
   });
+
+  it("lists with a label (five fields) and without (a daemon from before labels: four)", () => {
+    const payload = Buffer.from("a1\t12\trunning\t-\tbGFi\nb2\t13\texited\tkilled:137\t-\nc3\t14\trunning\t-\n");
+    expect(parseList(payload)).toEqual([
+      { id: "a1", pid: 12, state: "running", label: "bGFi" },
+      { id: "b2", pid: 13, state: "exited", exit: "killed:137" },
+      { id: "c3", pid: 14, state: "running" },
+    ]);
+  });
 });

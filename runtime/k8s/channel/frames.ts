@@ -134,7 +134,21 @@ export interface ListedCommand {
   state: "running" | "exited";
   /** as parseExit reads it; absent while running */
   exit?: string;
+  /** the label its start carried (StartCommand.label), while it runs; absent without one */
+  label?: string;
 }
+
+/**
+ * A start's label travels as its last env entry with this prefix (daemon.c 'S'): no variable
+ * name is empty, so it is never a caller's variable, and a daemon from before labels passes it
+ * into the command's environment instead of refusing the start, so a running pod keeps working.
+ */
+export const LABEL_ENV = "=sbx-label=";
+/** the longest label the daemon keeps (registry.h LABEL_MAX); base64url, so no TAB or newline */
+export const LABEL_MAX = 8192;
+
+/** The daemon's words in an 'F' frame, as UpstreamError details.refusal carries them. */
+export const REFUSALS = { displaced: "attached by another reader", unknown: "no such command" } as const;
 
 export function parseList(payload: Buffer): ListedCommand[] {
   return payload
@@ -142,12 +156,14 @@ export function parseList(payload: Buffer): ListedCommand[] {
     .split("\n")
     .filter((l) => l.length > 0)
     .map((l) => {
-      const [id, pid, state, exit] = l.split("\t");
+      // a daemon from before labels sends four fields
+      const [id, pid, state, exit, label] = l.split("\t");
       return {
         id,
         pid: Number(pid),
         state: state === "exited" ? "exited" : "running",
         ...(exit !== "-" ? { exit } : {}),
+        ...(label !== undefined && label !== "-" ? { label } : {}),
       };
     });
 }

@@ -12,6 +12,7 @@ import { buildExecArgv } from "../execCommand.ts";
 import { newExecId } from "../execKill.ts";
 import type { RunInPod } from "../podExec.ts";
 import { WORKSPACE_DIR } from "../podTemplate.ts";
+import type { AttachOptions } from "./channel.ts";
 import type { ChannelSession } from "./command.ts";
 import { embeddedHelper } from "./embedded.ts";
 import type { ListedCommand } from "./frames.ts";
@@ -51,7 +52,13 @@ export interface SandboxChannels {
   runner(id: string, pod: string): RunInSandbox;
   list(id: string, pod: string): Promise<ListedCommand[] | undefined>;
   /** `stdin`: written to the command's stdin, which ends when it ends (see CommandChannel.attach) */
-  attach(id: string, pod: string, commandId: string, stdin?: Readable): Promise<ChannelSession | undefined>;
+  attach(
+    id: string,
+    pod: string,
+    commandId: string,
+    stdin?: Readable,
+    o?: Omit<AttachOptions, "stdin">,
+  ): Promise<ChannelSession | undefined>;
   /** a TCP connection to `port` in the pod over its channel (tunnel.ts); open while the connection is */
   tunnel(id: string, pod: string, port: number): Promise<Duplex | undefined>;
   readonly pool: ChannelPool;
@@ -110,6 +117,7 @@ export function createSandboxChannels(o: {
             cwd: req.cwd ?? WORKSPACE_DIR,
             timeoutMs: req.timeoutMs,
             stdin: req.stdin,
+            label: req.label,
           }),
         settled,
       );
@@ -133,8 +141,8 @@ export function createSandboxChannels(o: {
       );
     },
 
-    async attach(id, pod, commandId, stdin) {
-      return pool.with(id, pod, (c) => c.attach(commandId, { stdin }), settled);
+    async attach(id, pod, commandId, stdin, o) {
+      return pool.with(id, pod, (c) => c.attach(commandId, { ...o, stdin }), settled);
     },
 
     async tunnel(id, pod, port) {

@@ -5,97 +5,31 @@
 // on A opens envd on B; a restarted service sweeps a sandbox whose end passed while it was down.
 import { Sandbox } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildManager } from "../../../runtime/backends.ts";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
-import { type Clock, systemClock } from "../../../runtime/core/clock.ts";
 import { NotFoundError } from "../../../runtime/core/errors.ts";
-import { silentLogger } from "../../../runtime/core/log.ts";
-import type { SandboxManager } from "../../../runtime/core/manager.ts";
-import { buildApp } from "../../../runtime/server/app.ts";
-import { e2bOptionsFor, type E2bLayer, registerE2b } from "../../../runtime/server/e2b/plugin.ts";
 import { RESERVED } from "../../../runtime/server/e2b/shape.ts";
 import { waitFor } from "../../support/cluster.ts";
-import { TOKENS, testTokens } from "../../support/local.ts";
 import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testBackend,
   testConfig,
   testKubeconfigPath,
   type TestNamespaces,
 } from "../runtime/support.ts";
+import { type Replica, sdkOptions, startReplica } from "./replicas.ts";
 
 let ns: TestNamespaces;
 let config: RuntimeConfig;
 const open: Replica[] = [];
 
-/** A clock `skew.ms` ahead of the system's: a replica's layer's idea of now, moved by the test. */
-function skewedClock(): { skew: { ms: number }; clock: Clock } {
-  const skew = { ms: 0 };
-  return { skew, clock: { now: () => new Date(Date.now() + skew.ms), sleep: systemClock.sleep } };
-}
-
-interface Replica {
-  url: string;
-  manager: SandboxManager;
-  layer: E2bLayer;
-  skew: { ms: number };
-  leads(): boolean;
-  /** as a killed process: stops serving, leaves every sandbox to the others */
-  crash(): Promise<void>;
-  close(): Promise<void>;
-}
-
-/** One service replica as startService wires it, with its own backend, identity and layer clock. */
 async function replica(identity: string): Promise<Replica> {
-  const logger = silentLogger();
-  const backend = testBackend(config, adminClients(await testKubeconfigPath()), { identity });
-  const { manager } = await buildManager(config, { logger, clock: systemClock, backend, reaperIntervalMs: 60_000 });
-  const app = buildApp({ manager, tokens: testTokens(), logger, e2b: false });
-  const { skew, clock } = skewedClock();
-  const layer = registerE2b(app, {
-    ...e2bOptionsFor(config),
-    manager,
-    tokens: testTokens(),
-    logger,
-    clock,
-    sweepIntervalMs: 0,
-  });
-  await manager.start({ reaper: false });
-  const url = await app.listen({ host: "127.0.0.1", port: 0 });
-  let crashed = false;
-  const stopServing = async () => {
-    app.server.closeAllConnections();
-    await app.close();
-  };
-  const r: Replica = {
-    url,
-    manager,
-    layer: await layer,
-    skew,
-    leads: () => backend.controller.isLeader(),
-    async crash() {
-      crashed = true;
-      await stopServing();
-      await backend.crash(); // killed: no drain, no goodbye
-    },
-    async close() {
-      if (!crashed) await stopServing();
-      // after a crash this only releases what the dead process left (timers, the lease)
-      await manager.close().catch(() => undefined);
-    },
-  };
+  const r = await startReplica(config, identity);
   open.push(r);
   return r;
 }
 
-const sdk = (r: Replica, envd: Replica = r) => ({
-  apiKey: TOKENS.alice,
-  apiUrl: r.url,
-  sandboxUrl: envd.url,
-  requestTimeoutMs: 150_000,
-});
+const sdk = sdkOptions;
 
 const endOn = async (r: Replica, id: string) => (await Sandbox.getInfo(id, sdk(r))).endAt.getTime();
 const gone = (r: Replica, id: string) =>

@@ -78,3 +78,57 @@ export class OutputFeed {
     this.onDrained();
   }
 }
+
+/**
+ * The feeds attached to one process, and the pause that backpressure asks of its output: a
+ * process pauses its output while any feed is full and resumes once none is.
+ */
+export class FeedSet {
+  private readonly feeds = new Set<OutputFeed>();
+  private paused = false;
+
+  /** @param pause called with true to pause the process's output, false to resume it */
+  constructor(private readonly pause: (paused: boolean) => void) {}
+
+  get size(): number {
+    this.prune();
+    return this.feeds.size;
+  }
+
+  /** a new feed: every update from now on */
+  add(): OutputFeed {
+    const feed = new OutputFeed(() => this.reconsider());
+    this.feeds.add(feed);
+    return feed;
+  }
+
+  data(stream: "stdout" | "stderr", data: Uint8Array): void {
+    for (const f of this.feeds) {
+      if (f.closed) this.feeds.delete(f);
+      else f.push({ kind: "data", stream, data });
+    }
+    this.reconsider();
+  }
+
+  end(end: ProcessEnd): void {
+    for (const f of this.feeds) f.push({ kind: "end", end });
+    this.feeds.clear();
+  }
+
+  /** tells the process again (output streams it just started reading must start paused too) */
+  reapply(): void {
+    this.pause(this.paused);
+  }
+
+  private prune(): void {
+    for (const f of this.feeds) if (f.closed) this.feeds.delete(f);
+  }
+
+  reconsider(): void {
+    this.prune();
+    const full = [...this.feeds].some((f) => f.full);
+    if (full === this.paused) return;
+    this.paused = full;
+    this.pause(full);
+  }
+}

@@ -20,11 +20,12 @@ import { Filesystem } from "./gen/filesystem/filesystem_pb.ts";
 import { Process } from "./gen/process/process_pb.ts";
 import { processService } from "./process-service.ts";
 import { rpcAdapter } from "./rpc-adapter.ts";
-import { MemoryProcessRegistry, type ProcessRegistry } from "./registry.ts";
+import { ProcessTable } from "./process-table.ts";
+import type { ProcessRegistry } from "./registry.ts";
 import { DEFAULT_WATCH_LIMITS, WatcherSlots, type WatchLimits } from "./watchers.ts";
 
 export interface EnvdOptions {
-  /** the process table; one per replica by default (registry.ts) */
+  /** the process table; by default the sandbox's own registry where it has one, else this replica's (process-table.ts) */
   registry?: ProcessRegistry;
   /** keepalive period of idle Start/Connect streams; the SDK asks for at least one per 50 s */
   keepaliveMs?: number;
@@ -51,7 +52,7 @@ export function registerEnvd(app: FastifyInstance, deps: E2bDeps, opts: EnvdOpti
   const services: EnvdServices = {
     manager: deps.manager,
     logger: deps.logger,
-    registry: opts.registry ?? new MemoryProcessRegistry(),
+    registry: opts.registry ?? new ProcessTable(deps.manager),
     keepaliveMs: opts.keepaliveMs ?? DEFAULTS.keepaliveMs,
     watch,
     watchers: new WatcherSlots(watch.maxPerOwner),

@@ -1,6 +1,7 @@
 // process.Process on top of the Manager's exec: Start runs `cmd args...` (the SDK sends
 // /bin/bash -l -c <command>) as an exec session, tracked in the ProcessRegistry so List,
-// SendInput, SendSignal, CloseStdin and Connect find it by pid. The command outlives the
+// SendInput, SendSignal, CloseStdin and Connect find it by pid (on Kubernetes from any replica:
+// the exec carries the label List reads back, label.ts and process-table.ts). The command outlives the
 // request: a client that goes away only detaches; the command ends by itself, by kill, by its
 // timeout (Connect-Timeout-Ms, the SDK's timeoutMs, becomes the exec timeout), or with the
 // sandbox.
@@ -11,6 +12,7 @@ import { ValidationError } from "../../../core/errors.ts";
 import { resolveSandboxPath, userFromAuthorization, validateUser } from "./caller.ts";
 import { callerOf, type EnvdServices } from "./context.ts";
 import { IDLE, type OutputFeed, type ProcessEnd } from "./feed.ts";
+import { encodeProcessLabel } from "./label.ts";
 import {
   type Process,
   type ProcessConfig,
@@ -91,9 +93,9 @@ async function* events(
 
 export function processService(s: EnvdServices): Partial<ServiceImpl<typeof Process>> {
   const log = s.logger.child({ op: "envd.process" });
-  const lookup = (ctx: HandlerContext, sel: WireSelector | undefined): TrackedProcess => {
+  const lookup = async (ctx: HandlerContext, sel: WireSelector | undefined): Promise<TrackedProcess> => {
     const selector = selectorFrom(sel);
-    const p = s.registry.find(callerOf(ctx).sandboxId, selector);
+    const p = await s.registry.find(callerOf(ctx), selector);
     if (!p) {
       const name = "pid" in selector ? `pid ${selector.pid}` : `tag ${JSON.stringify(selector.tag)}`;
       throw new ConnectError(`process with ${name} not found (it may have exited)`, Code.NotFound);
@@ -118,10 +120,12 @@ export function processService(s: EnvdServices): Partial<ServiceImpl<typeof Proc
           cwd: spec.cwd,
           stdin,
           timeoutMs: ctx.timeoutMs(),
+          label: encodeProcessLabel(spec, stdin !== undefined),
         });
-        const p = s.registry.add(caller.sandboxId, spec, session, stdin);
-        pid = p.pid;
-        feed = p.follow(); // same tick as add: no output can have been missed
+        // the feed is attached inside add, before any output can have been missed
+        const started = await s.registry.add(caller, spec, session, stdin);
+        pid = started.process.pid;
+        feed = started.feed;
       } catch (err) {
         throw toConnectError(err, log);
       }
@@ -129,19 +133,21 @@ export function processService(s: EnvdServices): Partial<ServiceImpl<typeof Proc
     },
 
     async *connect(req, ctx) {
-      const p = (() => {
-        try {
-          return lookup(ctx, req.process);
-        } catch (err) {
-          throw toConnectError(err, log);
-        }
-      })();
-      yield* events(p.pid, p.follow(), ctx, s.keepaliveMs);
+      let pid: number;
+      let feed: OutputFeed;
+      try {
+        const p = await lookup(ctx, req.process);
+        pid = p.pid;
+        feed = await p.follow();
+      } catch (err) {
+        throw toConnectError(err, log);
+      }
+      yield* events(pid, feed, ctx, s.keepaliveMs);
     },
 
     list: (_req, ctx) =>
       guarded(log, async () => ({
-        processes: s.registry.list(callerOf(ctx).sandboxId).map((p) => ({
+        processes: (await s.registry.list(callerOf(ctx))).map((p) => ({
           pid: p.pid,
           tag: p.spec.tag,
           config: { cmd: p.spec.cmd, args: p.spec.args, envs: p.spec.envs, cwd: p.spec.cwd },
@@ -150,7 +156,7 @@ export function processService(s: EnvdServices): Partial<ServiceImpl<typeof Proc
 
     sendInput: (req, ctx) =>
       guarded(log, async () => {
-        const p = lookup(ctx, req.process);
+        const p = await lookup(ctx, req.process);
         const input = req.input?.input;
         if (input?.case !== "stdin")
           throw new ValidationError("input", input?.case, "send stdin bytes (sbx sandboxes have no pty)");
@@ -159,30 +165,30 @@ export function processService(s: EnvdServices): Partial<ServiceImpl<typeof Proc
             `process ${p.pid} was started without stdin: start it with stdin: true to send input`,
             Code.FailedPrecondition,
           );
-        p.writeStdin(input.value);
+        await p.writeStdin(input.value);
         return {};
       }),
 
     closeStdin: (req, ctx) =>
       guarded(log, async () => {
-        lookup(ctx, req.process).closeStdin();
+        await (await lookup(ctx, req.process)).closeStdin();
         return {};
       }),
 
     sendSignal: (req, ctx) =>
       guarded(log, async () => {
-        const p = lookup(ctx, req.process);
+        const p = await lookup(ctx, req.process);
         if (req.signal !== Signal.SIGKILL && req.signal !== Signal.SIGTERM)
           throw new ValidationError("signal", req.signal, "send SIGNAL_SIGKILL or SIGNAL_SIGTERM");
         // both end the whole command at once: the exec layer kills its process group, it
         // cannot deliver a catchable SIGTERM (docs/e2b.md)
-        p.kill();
+        await p.kill();
         return {};
       }),
 
     update: (req, ctx) =>
       guarded(log, async () => {
-        const p = lookup(ctx, req.process);
+        const p = await lookup(ctx, req.process);
         throw new ConnectError(
           `process ${p.pid} has no pty to resize: sbx sandboxes have no terminals`,
           Code.FailedPrecondition,

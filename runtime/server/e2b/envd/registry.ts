@@ -1,19 +1,21 @@
-// The control plane's table of running commands, so an E2B client can address them by pid:
-// list, stdin, signal, and re-attach (Connect) to their output. Per replica and in memory: a
-// command started through one replica is invisible to another, and a restart forgets the table
-// (the commands themselves end with their exec sessions). Issue 12 moves this into the
-// in-sandbox helper; the ProcessRegistry interface is what callers depend on, so that swap is
-// local to this file.
+// The table of running commands an E2B client addresses by pid: list, stdin, signal, and
+// re-attach (Connect) to their output. Two implementations behind one interface, chosen per
+// command by how it was started (process-table.ts):
+// - helper-registry.ts: the sandbox's own registry (Kubernetes over the helper daemon), so
+//   every replica, and a restarted one, finds the command; pids are the kernel's.
+// - MemoryProcessRegistry here: the local platform and the per-exec websocket path. Per replica
+//   and in memory: another replica does not see the command, a restart forgets the table (the
+//   commands end with their exec sessions); pids are handles from 1000 up.
 //
-// Output: each process always drains its command's stdout/stderr (a command nobody reads never
-// blocks on a full pipe) and hands every chunk to the feeds attached at that moment. A re-attach
-// sees output from then on, not what came before (as E2B's envd does). Memory is bounded: with
-// no feed the chunks are dropped; a feed that falls behind pauses the command's output
-// (OutputFeed.full) until it catches up, so a slow reader slows the command instead of growing a
-// queue.
+// Output: a process always drains its command's stdout/stderr (a command nobody reads never
+// blocks on a full pipe) and hands every chunk to the feeds attached at that moment; with no
+// feed the chunks are dropped; a feed that falls behind pauses the command's output
+// (OutputFeed.full) until it catches up, so a slow reader slows the command instead of growing
+// a queue.
 import type { Writable } from "node:stream";
 import type { ExecResult, ExecSession } from "../../../core/types.ts";
-import { OutputFeed, type ProcessEnd } from "./feed.ts";
+import type { EnvdCaller } from "../access.ts";
+import { FeedSet, type OutputFeed, type ProcessEnd } from "./feed.ts";
 
 export interface ProcessSpec {
   cmd: string;
@@ -28,30 +30,69 @@ export type ProcessSelector = { pid: number } | { tag: string };
 export interface TrackedProcess {
   readonly pid: number;
   readonly spec: ProcessSpec;
-  /** a feed of the output from now on, and the end */
-  follow(): OutputFeed;
+  /** a feed of the output from now on (helper: what the sandbox's ring still holds, when this replica does not read it yet), and the end */
+  follow(): Promise<OutputFeed>;
   /** false when the process was started without stdin (StartRequest.stdin false) */
   readonly hasStdin: boolean;
-  writeStdin(data: Uint8Array): void;
-  closeStdin(): void;
-  /** ends the command and everything it started (SIGKILL semantics for every signal) */
-  kill(): void;
+  writeStdin(data: Uint8Array): Promise<void>;
+  closeStdin(): Promise<void>;
+  /** ends the command and everything it started (SIGKILL semantics for every signal); resolves once it ended, or after a bound */
+  kill(): Promise<void>;
+}
+
+/** a started process and the feed Start streams, attached before any output could be missed */
+export interface StartedProcess {
+  process: TrackedProcess;
+  feed: OutputFeed;
 }
 
 export interface ProcessRegistry {
-  /** track a started session; call follow() on the result in the same tick to see all output */
-  add(sandboxId: string, spec: ProcessSpec, session: ExecSession, stdin?: Writable): TrackedProcess;
-  list(sandboxId: string): TrackedProcess[];
-  find(sandboxId: string, selector: ProcessSelector): TrackedProcess | undefined;
+  add(caller: EnvdCaller, spec: ProcessSpec, session: ExecSession, stdin?: Writable): Promise<StartedProcess>;
+  /** the running processes this layer started */
+  list(caller: EnvdCaller): Promise<TrackedProcess[]>;
+  find(caller: EnvdCaller, selector: ProcessSelector): Promise<TrackedProcess | undefined>;
 }
+
+/** The first match of the selector: by pid, or the first process with the tag. */
+export function select<T extends { pid: number; spec: ProcessSpec }>(all: Iterable<T>, selector: ProcessSelector) {
+  for (const p of all) if ("pid" in selector ? p.pid === selector.pid : p.spec.tag === selector.tag) return p;
+  return undefined;
+}
+
+/** E2B's end event for an exec result; `killed`: a kill through this layer ended it. */
+export function processEnd(r: ExecResult, killed: boolean): ProcessEnd {
+  if (r.timedOut) return { exitCode: r.exitCode, exited: false, status: "timeout", timedOut: true, error: "timed out" };
+  // envd (Go) reports a signalled process as exit code -1, not exited, "signal: killed"
+  if (killed) return { exitCode: -1, exited: false, status: "signal: killed", timedOut: false };
+  if (r.oomKilled)
+    return { exitCode: r.exitCode, exited: false, status: "signal: killed", timedOut: false, error: "OOM killed" };
+  return { exitCode: r.exitCode, exited: true, status: `exit status ${r.exitCode}`, timedOut: false };
+}
+
+export function errorEnd(err: unknown): ProcessEnd {
+  return {
+    exitCode: -1,
+    exited: false,
+    status: "error",
+    timedOut: false,
+    error: err instanceof Error ? err.message : String(err),
+  };
+}
+
+/** Resolves once the stream ended, closed or failed. */
+export const drained = (s: NodeJS.ReadableStream) =>
+  new Promise<void>((resolve) => {
+    s.once("end", resolve);
+    s.once("close", resolve);
+    s.once("error", () => resolve());
+  });
 
 /** Pids are handles this registry hands out, not kernel pids: they start here and only grow. */
 const FIRST_PID = 1000;
 
 class Tracked implements TrackedProcess {
-  private readonly feeds = new Set<OutputFeed>();
+  private readonly feeds: FeedSet;
   private killed = false;
-  private paused = false;
 
   constructor(
     readonly pid: number,
@@ -60,37 +101,25 @@ class Tracked implements TrackedProcess {
     private readonly stdin: Writable | undefined,
     onEnd: () => void,
   ) {
+    this.feeds = new FeedSet((paused) => {
+      for (const s of [session.stdout, session.stderr]) paused ? s.pause() : s.resume();
+    });
     // a broken stdin (command gone) must not become an unhandled error
     stdin?.on("error", () => undefined);
-    const relay = (stream: "stdout" | "stderr") => (chunk: Buffer) =>
-      this.broadcast({ kind: "data", stream, data: chunk });
-    session.stdout.on("data", relay("stdout"));
-    session.stderr.on("data", relay("stderr"));
-    const drained = (s: NodeJS.ReadableStream) =>
-      new Promise<void>((resolve) => {
-        s.once("end", resolve);
-        s.once("close", resolve);
-        s.once("error", () => resolve());
-      });
+    session.stdout.on("data", (c: Buffer) => this.feeds.data("stdout", c));
+    session.stderr.on("data", (c: Buffer) => this.feeds.data("stderr", c));
     const outputs = Promise.all([drained(session.stdout), drained(session.stderr)]);
     session.result
       .then(
         async (r) => {
           await outputs;
-          return this.endOf(r);
+          return processEnd(r, this.killed);
         },
-        (err: unknown) => ({
-          exitCode: -1,
-          exited: false,
-          status: "error",
-          timedOut: false,
-          error: err instanceof Error ? err.message : String(err),
-        }),
+        (err: unknown) => errorEnd(err),
       )
       .then((end) => {
         onEnd();
-        for (const f of this.feeds) f.push({ kind: "end", end });
-        this.feeds.clear();
+        this.feeds.end(end);
         stdin?.destroy();
       });
   }
@@ -99,56 +128,25 @@ class Tracked implements TrackedProcess {
     return this.stdin !== undefined;
   }
 
-  follow(): OutputFeed {
-    const feed = new OutputFeed(() => this.reconsider());
-    this.feeds.add(feed);
-    return feed;
+  followNow(): OutputFeed {
+    return this.feeds.add();
   }
 
-  writeStdin(data: Uint8Array): void {
+  async follow(): Promise<OutputFeed> {
+    return this.followNow();
+  }
+
+  async writeStdin(data: Uint8Array): Promise<void> {
     this.stdin?.write(data);
   }
 
-  closeStdin(): void {
+  async closeStdin(): Promise<void> {
     this.stdin?.end();
   }
 
-  kill(): void {
+  async kill(): Promise<void> {
     this.killed = true;
     this.session.kill();
-  }
-
-  private broadcast(u: { kind: "data"; stream: "stdout" | "stderr"; data: Uint8Array }): void {
-    for (const f of this.feeds) {
-      if (f.closed) this.feeds.delete(f);
-      else f.push(u);
-    }
-    this.reconsider();
-  }
-
-  /** pause the command's output while any feed is full; resume once none is */
-  private reconsider(): void {
-    for (const f of this.feeds) if (f.closed) this.feeds.delete(f);
-    const full = [...this.feeds].some((f) => f.full);
-    if (full === this.paused) return;
-    this.paused = full;
-    if (full) {
-      this.session.stdout.pause();
-      this.session.stderr.pause();
-    } else {
-      this.session.stdout.resume();
-      this.session.stderr.resume();
-    }
-  }
-
-  private endOf(r: ExecResult): ProcessEnd {
-    if (r.timedOut)
-      return { exitCode: r.exitCode, exited: false, status: "timeout", timedOut: true, error: "timed out" };
-    // envd (Go) reports a signalled process as exit code -1, not exited, "signal: killed"
-    if (this.killed) return { exitCode: -1, exited: false, status: "signal: killed", timedOut: false };
-    if (r.oomKilled)
-      return { exitCode: r.exitCode, exited: false, status: "signal: killed", timedOut: false, error: "OOM killed" };
-    return { exitCode: r.exitCode, exited: true, status: `exit status ${r.exitCode}`, timedOut: false };
   }
 }
 
@@ -156,7 +154,8 @@ export class MemoryProcessRegistry implements ProcessRegistry {
   private nextPid = FIRST_PID;
   private readonly bySandbox = new Map<string, Map<number, Tracked>>();
 
-  add(sandboxId: string, spec: ProcessSpec, session: ExecSession, stdin?: Writable): TrackedProcess {
+  async add(caller: EnvdCaller, spec: ProcessSpec, session: ExecSession, stdin?: Writable): Promise<StartedProcess> {
+    const sandboxId = caller.sandboxId;
     const pid = this.nextPid++;
     const table = this.bySandbox.get(sandboxId) ?? new Map<number, Tracked>();
     this.bySandbox.set(sandboxId, table);
@@ -166,18 +165,14 @@ export class MemoryProcessRegistry implements ProcessRegistry {
     };
     const p = new Tracked(pid, spec, session, stdin, forget);
     table.set(pid, p);
-    return p;
+    return { process: p, feed: p.followNow() };
   }
 
-  list(sandboxId: string): TrackedProcess[] {
-    return [...(this.bySandbox.get(sandboxId)?.values() ?? [])];
+  async list(caller: EnvdCaller): Promise<TrackedProcess[]> {
+    return [...(this.bySandbox.get(caller.sandboxId)?.values() ?? [])];
   }
 
-  find(sandboxId: string, selector: ProcessSelector): TrackedProcess | undefined {
-    const table = this.bySandbox.get(sandboxId);
-    if (!table) return undefined;
-    if ("pid" in selector) return table.get(selector.pid);
-    for (const p of table.values()) if (p.spec.tag === selector.tag) return p;
-    return undefined;
+  async find(caller: EnvdCaller, selector: ProcessSelector): Promise<TrackedProcess | undefined> {
+    return select(this.bySandbox.get(caller.sandboxId)?.values() ?? [], selector);
   }
 }
