@@ -11,6 +11,7 @@
 //
 //   npx tsx bench/ports.ts [--samples 200] [--wakes 10] [--mib 100] [--output ports.json]
 //       [--platform kubernetes]   (the test control plane; bench/lib/kubernetesTarget.ts)
+//       [--paths channel]         (only these relay paths, comma-separated: e.g. to profile one)
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { writeFileSync } from "node:fs";
@@ -30,6 +31,7 @@ import { createLocalBackend } from "../runtime/local/backend.ts";
 import { startLocalRegistry } from "../runtime/local/registry.ts";
 import type { SandboxManager } from "../runtime/core/manager.ts";
 import { buildApp } from "../runtime/server/app.ts";
+import { portOptionsFrom } from "../runtime/server/ports/service.ts";
 
 const SERVER_FILE = new URL("../test/server/fixtures/port-server.py", import.meta.url).pathname;
 const SERVER_PY = readFileSync(SERVER_FILE);
@@ -58,7 +60,8 @@ async function startLocal(): Promise<Runtime> {
   const backend = createLocalBackend(config, { logger, clock: systemClock });
   const { manager } = await buildManager(config, { logger, clock: systemClock, backend });
   const tokens = new TokenStore(new Map([[hashToken(TOKEN), "bench"]]));
-  const app = buildApp({ manager, tokens, logger, e2b: false });
+  // the production service's port options (exposures in files under the state dir), as npm start has them
+  const app = buildApp({ manager, tokens, logger, e2b: false, ports: portOptionsFrom(config) });
   await manager.start({ reaper: false });
   const url = await app.listen({ host: "127.0.0.1", port: 0 });
   return {
@@ -157,6 +160,19 @@ function get(
   });
 }
 
+/** Waits (at most 10 s) for the direct fixture server: python may still be starting. */
+async function listening(base: string): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      await get(`${base}/echo`, {});
+      return;
+    } catch (err) {
+      if (i >= 200) throw err;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
+
 const stats = (xs: number[]) => ({
   p50: nearestRank(xs, 50),
   p95: nearestRank(xs, 95),
@@ -170,6 +186,8 @@ async function main(): Promise<void> {
   const wakes = intFlag(f, "wakes", 10, 0);
   const mib = intFlag(f, "mib", 100, 1);
   const rt = f.get("platform") === "kubernetes" || f.has("kubeconfig") ? await startKubernetes(f) : await startLocal();
+  const only = f.get("paths")?.split(",");
+  if (only) rt.paths = rt.paths.filter((p) => only.includes(p.name));
   const host = spawn("python3", [SERVER_FILE, "18777"], { stdio: "ignore" });
   host.on("error", (err) => console.error(`the direct fixture server: ${err.message}`));
   try {
@@ -183,6 +201,7 @@ async function main(): Promise<void> {
     });
     const relay = (base: string) => `${base}/v1/sandboxes/${id}/ports/8000`;
     const direct = "http://127.0.0.1:18777";
+    await listening(direct);
     const d: number[] = [];
     const r = rt.paths.map(() => [] as number[]);
     for (let i = 0; i < samples; i++) {

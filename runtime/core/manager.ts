@@ -278,14 +278,23 @@ export class SandboxManager implements Manager {
   /**
    * Metadata changes after create, in the sandbox's durable record (every replica sees them). Only
    * while it runs: a paused sandbox's record is the pause/resume service's, and a resume starts
-   * from the spec it took at pause time.
+   * from the spec it took at pause time. Except `whilePaused` on a backend whose sandbox object
+   * keeps its metadata across a pause (ComputeRelease.keepsMetadata: Kubernetes): there the write
+   * is one patch of that object, which no pause or resume step rewrites, so it cannot be lost to
+   * a racing resume and is what the woken sandbox has.
    */
-  updateMetadata(owner: string, id: string, patch: MetadataPatch): Promise<Sandbox> {
+  updateMetadata(
+    owner: string,
+    id: string,
+    patch: MetadataPatch,
+    opts: { whilePaused?: boolean } = {},
+  ): Promise<Sandbox> {
     return this.audited("update", owner, id, async () => {
       const s = await this.owned(owner, id, { touch: false });
       resolveMetadataUpdate(s.metadata, patch);
       const { backend } = this.deps;
-      if (s.phase === "Paused" || s.phase === "Pausing" || s.phase === "Resuming")
+      const asleep = s.phase === "Paused" || s.phase === "Pausing" || s.phase === "Resuming";
+      if (asleep && !(opts.whilePaused && backend.compute?.keepsMetadata))
         throw new ConflictError(`update metadata: sandbox ${id} is ${s.phase.toLowerCase()}; resume it first`);
       if (!backend.updateMetadata)
         throw new ConflictError(`update metadata: the ${backend.name} backend cannot change metadata after create`);

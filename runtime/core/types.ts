@@ -303,6 +303,12 @@ export interface ComputeRelease {
    * substrate accepted it (then awaitReady). Writable paths start empty.
    */
   adopt(spec: SandboxSpec): Promise<Sandbox>;
+  /**
+   * true when the sandbox's object, its metadata with it, outlives the compute (the Kubernetes
+   * Sandbox resource) and adopt() leaves that metadata alone: a metadata write while paused is
+   * then what the resumed sandbox has. Without it a resume starts from the record's copy.
+   */
+  readonly keepsMetadata?: boolean;
 }
 
 /** The reads and the delete callers make of sandboxes (a Backend, or pause/resume's view of one). */
@@ -373,8 +379,12 @@ export interface Manager {
   get(owner: string, id: string): Promise<Sandbox>;
   list(filter: ListFilter): Promise<Sandbox[]>;
   kill(owner: string, id: string): Promise<void>;
-  /** Change a running sandbox's metadata after create (validated, owner-checked, audited, durable). */
-  updateMetadata?(owner: string, id: string, patch: MetadataPatch): Promise<Sandbox>;
+  /**
+   * Change a running sandbox's metadata after create (validated, owner-checked, audited, durable).
+   * `whilePaused`: also while it is paused, where the backend keeps metadata across a pause
+   * (ComputeRelease.keepsMetadata); for keys the resume does not read (port exposures).
+   */
+  updateMetadata?(owner: string, id: string, patch: MetadataPatch, opts?: { whilePaused?: boolean }): Promise<Sandbox>;
   /**
    * Every owner's sandboxes that carry metadata key `key`: for system processes that act on a
    * layer's own sandboxes (the E2B timeout sweeper). No HTTP route calls it.

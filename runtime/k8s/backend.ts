@@ -215,6 +215,8 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     },
 
     compute: {
+      // the Sandbox resource outlives its pod, and adopt() patches only desiredState and podName
+      keepsMetadata: true,
       async releaseCompute(id) {
         await settled(id);
         await compute.releaseCompute(id);

@@ -75,9 +75,26 @@ export function fromStoredSpec(spec: StoredSpec): SandboxSpec {
 
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
-/** One JSON file per sandbox, replaced atomically (write temp, fsync, rename, fsync dir). */
+/**
+ * One JSON file per sandbox, replaced atomically (write temp, fsync, rename, fsync dir).
+ *
+ * `soleWriter`: this process is the only one that writes `dir` (the local service owns its state
+ * dir), so every record is read from disk once and then answered from memory: the Manager asks
+ * for a record on every call on a sandbox (exec, files, each relayed port request), and a file
+ * read per ask (an ENOENT exception for a sandbox never paused) was the largest cost of a relayed
+ * request. The memory copy changes only after the disk write it mirrors resolved, so a reader
+ * never sees a state that is not durable; a failed write drops the whole copy and the next read
+ * reloads it from disk. Without it (tests whose crash child writes the same dir) every read goes
+ * to disk.
+ */
 export class FileRecordStore implements SnapshotRecordStore {
-  constructor(private readonly dir: string) {}
+  /** every record in dir by id, once loaded (soleWriter only) */
+  private cache?: Promise<Map<string, SnapshotRecord>>;
+
+  constructor(
+    private readonly dir: string,
+    private readonly opts: { soleWriter?: boolean } = {},
+  ) {}
 
   private file(id: string): string {
     if (!ID_RE.test(id))
@@ -85,19 +102,57 @@ export class FileRecordStore implements SnapshotRecordStore {
     return join(this.dir, `${id}.json`);
   }
 
-  get(id: string): Promise<SnapshotRecord | undefined> {
-    return readJsonIfExists<SnapshotRecord>(this.file(id));
+  async get(id: string): Promise<SnapshotRecord | undefined> {
+    const file = this.file(id); // a malformed id is a 400 whether or not the copy is loaded
+    if (!this.opts.soleWriter) return readJsonIfExists<SnapshotRecord>(file);
+    return (await this.cached()).get(id);
   }
 
   async put(record: SnapshotRecord): Promise<void> {
-    await writeJsonAtomic(this.dir, this.file(record.id), record);
+    await this.mirrored(
+      () => writeJsonAtomic(this.dir, this.file(record.id), record),
+      (m) => m.set(record.id, record),
+    );
   }
 
   async delete(id: string): Promise<void> {
-    await rm(this.file(id), { force: true });
+    await this.mirrored(
+      () => rm(this.file(id), { force: true }),
+      (m) => m.delete(id),
+    );
   }
 
   async list(): Promise<SnapshotRecord[]> {
+    if (this.opts.soleWriter) return [...(await this.cached()).values()];
+    return this.readAll();
+  }
+
+  /** The disk write, then (once it is durable) the same change to the memory copy. */
+  private async mirrored(write: () => Promise<void>, apply: (m: Map<string, SnapshotRecord>) => void): Promise<void> {
+    if (!this.opts.soleWriter) return write();
+    await this.cached(); // loaded before the write: a load that raced it could miss the new file
+    try {
+      await write();
+    } catch (err) {
+      this.cache = undefined; // the disk may hold either version now: read it again
+      throw err;
+    }
+    // the current copy, which may have been reloaded meanwhile (after another write failed)
+    apply(await this.cached());
+  }
+
+  private cached(): Promise<Map<string, SnapshotRecord>> {
+    if (!this.cache) {
+      const loading = this.readAll().then((all) => new Map(all.map((r) => [r.id, r])));
+      this.cache = loading;
+      loading.catch(() => {
+        if (this.cache === loading) this.cache = undefined; // an unreadable dir is tried again next time
+      });
+    }
+    return this.cache;
+  }
+
+  private async readAll(): Promise<SnapshotRecord[]> {
     let names: string[];
     try {
       names = await readdir(this.dir);
@@ -107,8 +162,10 @@ export class FileRecordStore implements SnapshotRecordStore {
     }
     const out: SnapshotRecord[] = [];
     for (const n of names) {
-      if (!n.endsWith(".json")) continue;
-      const r = await this.get(n.slice(0, -".json".length));
+      const id = n.slice(0, -".json".length);
+      // temp files of a write in flight, and anything not named by an id, are no records
+      if (!n.endsWith(".json") || !ID_RE.test(id)) continue;
+      const r = await readJsonIfExists<SnapshotRecord>(this.file(id));
       if (r) out.push(r);
     }
     return out;

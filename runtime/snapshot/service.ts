@@ -34,12 +34,18 @@ const PHASE: Record<Exclude<SnapshotState, "running">, SandboxPhase> = {
   resuming: "Resuming",
 };
 
-/** The sandbox as callers should see it given its record; undefined = ask the backend. */
-export function overlay(rec: SnapshotRecord | undefined): Sandbox | undefined {
+/**
+ * The sandbox as callers should see it given its record; undefined = ask the backend. `kept`:
+ * the backend's own view of it, for a backend whose sandbox object keeps its metadata while
+ * paused (ComputeRelease.keepsMetadata): that metadata, which may have changed since the pause
+ * (port exposures), is what the woken sandbox has, so it is what callers see.
+ */
+export function overlay(rec: SnapshotRecord | undefined, kept?: Sandbox): Sandbox | undefined {
   if (!rec || rec.state === "running") return undefined;
   const released = rec.computeReleased === true;
   return {
     ...rec.sandbox,
+    ...(kept ? { metadata: kept.metadata } : {}),
     phase: PHASE[rec.state],
     ready: false,
     cpuRequestMillis: released ? 0 : rec.sandbox.cpuRequestMillis,
@@ -143,13 +149,15 @@ export class PauseResume implements PauseResumeService, SandboxView {
   // ---- the view ----------------------------------------------------------------------------
 
   async describe(id: string): Promise<Sandbox | undefined> {
-    return overlay(await this.o.snapshotter.status(id)) ?? this.o.backend.describe(id);
+    const rec = await this.o.snapshotter.status(id);
+    if (!rec || rec.state === "running") return this.o.backend.describe(id);
+    return overlay(rec, this.keepsMetadata ? await this.o.backend.describe(id) : undefined);
   }
 
   async list(): Promise<Sandbox[]> {
     const live = await this.o.backend.list();
     const records = new Map((await this.o.snapshotter.records()).map((r) => [r.id, r]));
-    const out = live.map((s) => overlay(records.get(s.id)) ?? s);
+    const out = live.map((s) => overlay(records.get(s.id), this.keepsMetadata ? s : undefined) ?? s);
     const seen = new Set(live.map((s) => s.id));
     for (const r of records.values()) {
       const o = overlay(r);
@@ -164,7 +172,7 @@ export class PauseResume implements PauseResumeService, SandboxView {
       const id = event.type === "delete" ? event.id : event.sandbox.id;
       this.o.snapshotter.status(id).then(
         (rec) => {
-          const o = overlay(rec);
+          const o = overlay(rec, this.keepsMetadata && event.type !== "delete" ? event.sandbox : undefined);
           listener(o ? { type: "upsert", sandbox: o } : event);
         },
         () => listener(event),
@@ -178,6 +186,10 @@ export class PauseResume implements PauseResumeService, SandboxView {
   }
 
   // ---- internals ---------------------------------------------------------------------------
+
+  private get keepsMetadata(): boolean {
+    return this.o.backend.compute?.keepsMetadata === true;
+  }
 
   private async transition<T>(
     id: string,

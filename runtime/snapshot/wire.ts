@@ -69,7 +69,10 @@ export function createPauseResume(backend: Backend, w: SnapshotWiring): PauseRes
     backend,
     oci,
     repository: snap.repository,
-    store: w.store ?? aware.snapshotRecords ?? new FileRecordStore(join(w.config.local.stateDir, "snapshot-records")),
+    store:
+      w.store ??
+      aware.snapshotRecords ??
+      new FileRecordStore(join(w.config.local.stateDir, "snapshot-records"), { soleWriter: true }),
     ...(holder ? { holder } : {}),
     ...(shared ? { inFlightGraceMs: w.inFlightGraceMs ?? SHARED_STORE_IN_FLIGHT_GRACE_MS } : {}),
     clock: w.clock,

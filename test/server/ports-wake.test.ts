@@ -117,6 +117,29 @@ describe("wake on traffic", () => {
     const again = await later;
     expect(again.status).toBe(200);
   }, 120_000);
+
+  it("exposures change while paused: made public, an anonymous request wakes it; closed, it refuses and stays asleep", async () => {
+    const id = await pausedWithServer();
+    const phase = async () => (await api(rt, "GET", `/v1/sandboxes/${id}`)).json().phase as string;
+    const opened = await api(rt, "PUT", `/v1/sandboxes/${id}/exposed-ports/8000`, { public: true });
+    expect(opened.status, opened.text).toBe(200);
+    expect(opened.json()).toMatchObject({ port: 8000, public: true });
+    expect(await phase()).toBe("Paused"); // exposing is no activity that wakes it
+    // other metadata still waits for the resume: the resume starts from the record's copy
+    const patched = await api(rt, "PATCH", `/v1/sandboxes/${id}`, { metadata: { note: "x" } });
+    expect(patched.status, patched.text).toBe(409);
+    const woken = await fetch(`${rt.url}/v1/sandboxes/${id}/ports/8000/echo`);
+    expect(woken.status, await woken.clone().text()).toBe(200);
+    expect(await phase()).toBe("Running");
+    expect((await api(rt, "POST", `/v1/sandboxes/${id}/pause`)).status).toBe(200);
+    const closed = await api(rt, "DELETE", `/v1/sandboxes/${id}/exposed-ports/8000`);
+    expect(closed.json()).toEqual({ port: 8000, closed: true });
+    expect((await fetch(`${rt.url}/v1/sandboxes/${id}/ports/8000/echo`)).status).toBe(401);
+    expect(await phase()).toBe("Paused");
+    // and the close held through a resume
+    expect((await api(rt, "POST", `/v1/sandboxes/${id}/resume`)).status).toBe(200);
+    expect((await api(rt, "GET", `/v1/sandboxes/${id}/exposed-ports`)).json().ports).toEqual([]);
+  }, 120_000);
 });
 
 describe("activity leases", () => {

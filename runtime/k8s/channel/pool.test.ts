@@ -69,6 +69,26 @@ describe("ChannelPool", () => {
     p.close();
   });
 
+  it("stops the idle timer of a channel used again without building a DOMException", async () => {
+    const clock = new ManualClock();
+    const signals: AbortSignal[] = [];
+    const sleep = clock.sleep.bind(clock);
+    clock.sleep = (ms, s) => {
+      if (s) signals.push(s);
+      return sleep(ms, s);
+    };
+    const p = pool(clock, []);
+    const settled = (s: ReturnType<typeof start>) => s.result;
+    await (await p.with("sb", "pod-1", (c) => start(c, ["true"]), settled))!.result;
+    await flush();
+    await (await p.with("sb", "pod-1", (c) => start(c, ["true"]), settled))!.result;
+    expect(signals.length).toBeGreaterThan(0);
+    expect(signals[0].aborted).toBe(true);
+    // abort() without a reason makes a DOMException with its stack trace, once per command
+    expect(signals[0].reason).not.toBeInstanceOf(DOMException);
+    p.close();
+  });
+
   it("remembers a pod where the helper cannot run as exec and does not try again", async () => {
     const opens: string[] = [];
     const p = pool(new ManualClock(), opens, "no /bin/sh");

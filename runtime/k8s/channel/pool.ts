@@ -10,6 +10,9 @@ import type { OpenOutcome } from "./open.ts";
 
 export type CommandChannelMode = "helper" | "exec";
 
+/** Why an idle timer stops: a plain value, as abort() without one builds a DOMException per command. */
+const IN_USE = Symbol("channel in use again");
+
 export interface ChannelPoolOptions {
   open(pod: string): Promise<OpenOutcome>;
   clock: Clock;
@@ -58,7 +61,7 @@ export class ChannelPool {
     const channel = await this.channelOf(id, entry);
     if (!channel) return undefined;
     entry.inFlight++;
-    entry.idle?.abort();
+    entry.idle?.abort(IN_USE);
     entry.idle = undefined;
     const done = () => {
       entry.inFlight--;

@@ -225,6 +225,31 @@ describe("tunnels over the command channel (local daemon)", () => {
     await clock.advance(1_000);
     await refused;
   });
+
+  it("stops its connect timer without building a DOMException (once per relayed request)", async () => {
+    const signals: AbortSignal[] = [];
+    const clock = {
+      now: () => new Date(),
+      sleep: (ms: number, s?: AbortSignal) => {
+        if (s) signals.push(s);
+        return systemClock.sleep(ms, s);
+      },
+    };
+    const connected = {
+      pid: Promise.resolve(42),
+      result: new Promise(() => undefined),
+      stdout: new PassThrough(),
+      stderr: new PassThrough(),
+      kill: () => undefined,
+    } as unknown as ChannelSession;
+    const t = connectTunnel(connected, new PassThrough(), { sandboxId: "sb-test", port: 9 }, clock);
+    await t.confirmListening();
+    expect(signals).toHaveLength(1);
+    expect(signals[0].aborted).toBe(true);
+    // abort() without a reason makes a DOMException with its stack trace: costly on the hot path
+    expect(signals[0].reason).not.toBeInstanceOf(DOMException);
+    t.destroy();
+  });
 });
 
 describe("a reader that pauses with more than a MiB buffered", () => {

@@ -22,6 +22,12 @@ export function connectFailure(message: string): { errno: number; text: string }
 
 const ECONNREFUSED = 111;
 
+/**
+ * The reason the connect timer is stopped with once the connect settled. abort() without one
+ * builds a DOMException, stack trace and all, on every relayed request; nobody reads it.
+ */
+const SETTLED = Symbol("tunnel connect settled");
+
 /** What openPort's callers may ask of a tunnel: see runtime/server/ports/connector.ts. */
 export interface TunnelStream extends Duplex {
   /** resolves once the daemon connected; rejects as the stream fails (PodPortRefused when refused) */
@@ -122,7 +128,7 @@ export function connectTunnel(
         throw new PodPortRefused(where.sandboxId, where.port, failure.text, failure.errno === ECONNREFUSED);
       },
     )
-    .finally(() => gaveUp.abort());
+    .finally(() => gaveUp.abort(SETTLED));
   connected.catch(() => undefined); // the stream's error and confirmListening() report it
   return new ChannelTunnel(session, input, connected);
 }

@@ -4,7 +4,7 @@
 // store lives in memory. The file name is a hash of the id: ids come from URLs. Kubernetes keeps
 // them in the sandbox's metadata instead (metadataAccess.ts), shared by every replica.
 import { createHash, timingSafeEqual } from "node:crypto";
-import { rm } from "node:fs/promises";
+import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { readJsonIfExists, writeJsonAtomic } from "../../core/jsonFile.ts";
 
@@ -56,9 +56,16 @@ export function tokenMatches(access: PortAccess, token: string | undefined): boo
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-/** One JSON file per sandbox under `dir` (the local platform), or memory without a dir. */
+/**
+ * One JSON file per sandbox under `dir` (the local platform), or memory without a dir. The
+ * service is the only writer of its state dir, so which files exist is read once (a directory
+ * listing) and kept: a sandbox that has no exposure, the usual case on every relayed request,
+ * costs no file read (it used to cost an open and its ENOENT exception each time).
+ */
 export class FilePortAccessStore implements PortAccessStore {
   private readonly cache = new Map<string, SandboxAccess>();
+  /** the file names in dir, once listed */
+  private names?: Promise<Set<string>>;
 
   /** dir: where the files live; undefined keeps everything in memory */
   constructor(private readonly dir?: string) {}
@@ -90,24 +97,47 @@ export class FilePortAccessStore implements PortAccessStore {
 
   async forget(id: string): Promise<void> {
     this.cache.delete(id);
-    if (this.dir) await rm(this.file(id), { force: true });
+    if (!this.dir) return;
+    await rm(join(this.dir, this.name(id)), { force: true });
+    (await this.listed()).delete(this.name(id));
   }
 
-  private file(id: string): string {
-    return join(this.dir!, `${sha256(id)}.json`);
+  private name(id: string): string {
+    return `${sha256(id)}.json`;
   }
 
   private async load(id: string): Promise<SandboxAccess> {
     const hit = this.cache.get(id);
     if (hit) return hit;
-    const stored = this.dir ? await readJsonIfExists<SandboxAccess>(this.file(id)) : undefined;
-    // a miss is not cached: ids come from URLs, and guessed ones must not grow the cache
+    // a miss is not cached: ids come from URLs, and guessed ones must not grow the cache; the
+    // listing answers it without a read
+    const stored =
+      this.dir && (await this.listed()).has(this.name(id))
+        ? await readJsonIfExists<SandboxAccess>(join(this.dir, this.name(id)))
+        : undefined;
     if (stored) this.cache.set(id, stored);
     return stored ?? { version: 1, ports: {} };
   }
 
   private async save(id: string, doc: SandboxAccess): Promise<void> {
-    if (this.dir) await writeJsonAtomic(this.dir, this.file(id), doc);
+    if (this.dir) {
+      const names = await this.listed(); // listed before the write, so the listing cannot miss it
+      await writeJsonAtomic(this.dir, join(this.dir, this.name(id)), doc);
+      names.add(this.name(id));
+    }
     this.cache.set(id, doc);
+  }
+
+  private listed(): Promise<Set<string>> {
+    const dir = this.dir!;
+    this.names ??= readdir(dir).then(
+      (all) => new Set(all.filter((n) => n.endsWith(".json"))),
+      (err: NodeJS.ErrnoException) => {
+        if (err.code === "ENOENT") return new Set<string>();
+        this.names = undefined; // unreadable now: tried again on the next request, the error is this one's
+        throw err;
+      },
+    );
+    return this.names;
   }
 }

@@ -11,6 +11,9 @@ import type { Manager, Sandbox } from "../../core/types.ts";
 
 const ASLEEP: ReadonlySet<Sandbox["phase"]> = new Set(["Pausing", "Paused", "Resuming"]);
 
+/** What stops the hold timer (abort() without a reason builds a DOMException nobody reads). */
+const HOLD_DONE = Symbol("wake hold over");
+
 export interface PortConnectorOptions {
   manager: Pick<Manager, "get" | "openPort">;
   clock: Clock;
@@ -100,7 +103,7 @@ export class PortConnector {
       hold,
     ]);
     if (first === "hold") {
-      ac.abort();
+      ac.abort(HOLD_DONE);
       // a connection that arrives after we gave up is closed, an error only logged
       attempt.then(
         (sock) => sock.destroy(),
@@ -108,7 +111,7 @@ export class PortConnector {
       );
       throw new WakeHoldExpired(id, port, this.o.wakeHoldMs, 1);
     }
-    ac.abort();
+    ac.abort(HOLD_DONE);
     return attempt;
   }
 

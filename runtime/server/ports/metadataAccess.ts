@@ -4,8 +4,10 @@
 // /v1 API neither shows these keys nor lets a caller set them (runtime/server/reservedMetadata.ts).
 //
 // What it costs: a request that carries no owner token (a public port, a per-port token) finds
-// the sandbox through Manager.listMarked, a scan of the in-memory list, not an API call; and a
-// write is a metadata update, which the Manager refuses while the sandbox is paused (409).
+// the sandbox through Manager.listMarked, a scan of the in-memory list, not an API call. A write
+// is a metadata update, allowed while the sandbox is paused too (whilePaused) where the backend
+// keeps metadata across a pause (Kubernetes: one patch of the Sandbox resource, which no pause or
+// resume step rewrites), so the woken sandbox has it; elsewhere the Manager refuses it (409).
 import { NotFoundError, SbxError } from "../../core/errors.ts";
 import type { Manager, Sandbox } from "../../core/types.ts";
 import type { PortAccess, PortAccessStore } from "./access.ts";
@@ -80,14 +82,15 @@ export class MetadataPortAccessStore implements PortAccessStore {
   async expose(id: string, port: number, owner: string, opts: { public: boolean; token?: string }, at: Date) {
     const stored: StoredAccess = { public: opts.public, exposedAt: at.toISOString() };
     if (opts.token !== undefined) stored.tokenSha256 = hashPortToken(opts.token);
-    await this.manager.updateMetadata(owner, id, { [keyOf(port)]: JSON.stringify(stored) });
+    // whilePaused: the resume reads no sbx.ports key, so a paused sandbox takes the change too
+    await this.manager.updateMetadata(owner, id, { [keyOf(port)]: JSON.stringify(stored) }, { whilePaused: true });
     return parseStoredAccess(owner, JSON.stringify(stored))!;
   }
 
   async close(id: string, port: number, owner: string): Promise<boolean> {
     const s = await this.owned(owner, id);
     if (!s || s.metadata[keyOf(port)] === undefined) return false;
-    await this.manager.updateMetadata(owner, id, { [keyOf(port)]: null });
+    await this.manager.updateMetadata(owner, id, { [keyOf(port)]: null }, { whilePaused: true });
     return true;
   }
 

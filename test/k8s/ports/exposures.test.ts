@@ -5,7 +5,7 @@
 // replica shutting down ends the relayed connections still open instead of waiting on them.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PORTS_METADATA_PREFIX } from "../../../runtime/server/ports/metadataAccess.ts";
-import { api, sandbox, startServer, WebSocket } from "../../server/ports-support.ts";
+import { api, sandbox, sh, START_SERVER, SERVER_PY, startServer, WebSocket } from "../../server/ports-support.ts";
 import { waitFor } from "../../support/cluster.ts";
 import { auth } from "../../support/local.ts";
 import { type K8sPortReplica, startK8sPortRuntime, type K8sPortRuntime } from "./support.ts";
@@ -64,6 +64,55 @@ describe("exposures on the Kubernetes backend", () => {
     await api(b, "DELETE", `/v1/sandboxes/${id}/exposed-ports/8000`);
     await waitFor("replica A refuses the token", async () => (await status(at(rt), bearer)) === 401, 10_000);
   });
+
+  it("exposures change while paused: made public on one replica, an anonymous request to the other wakes it; closed, it stays asleep", async () => {
+    const sid = await sandbox(rt, { metadata: { "sbx.post-resume": START_SERVER(8000) } });
+    await sh(rt, sid, "cat > /workspace/port-server.py", SERVER_PY);
+    const url = (r: { url: string }) => `${r.url}/v1/sandboxes/${sid}/ports/8000/echo`;
+    const phase = async () => (await api(rt, "GET", `/v1/sandboxes/${sid}`)).json().phase as string;
+    expect((await api(rt, "POST", `/v1/sandboxes/${sid}/pause`)).status).toBe(200);
+    const opened = await api(rt, "PUT", `/v1/sandboxes/${sid}/exposed-ports/8000`, { public: true });
+    expect(opened.status, opened.text).toBe(200);
+    expect(await phase()).toBe("Paused");
+    // other metadata still waits for the resume, which reads hooks and sbx.auto-resume from the record
+    const patched = await api(rt, "PATCH", `/v1/sandboxes/${sid}`, { metadata: { note: "x" } });
+    expect(patched.status, patched.text).toBe(409);
+    // replica B never saw the PUT: the exposure is in the Sandbox resource, which it watches
+    await waitFor(
+      "replica B lists the exposure of the paused sandbox",
+      async () => (await api(b, "GET", `/v1/sandboxes/${sid}/exposed-ports`)).json().ports?.length === 1,
+      10_000,
+    );
+    const woken = await fetch(url(b));
+    expect(woken.status, await woken.clone().text()).toBe(200);
+    expect(await phase()).toBe("Running");
+    expect((await api(rt, "POST", `/v1/sandboxes/${sid}/pause`)).status).toBe(200);
+    const closed = await api(b, "DELETE", `/v1/sandboxes/${sid}/exposed-ports/8000`);
+    expect(closed.json()).toEqual({ port: 8000, closed: true });
+    await waitFor("replica A refuses the closed port", async () => (await status(url(rt))) === 401, 10_000);
+    expect(await phase()).toBe("Paused");
+    // the close is what the woken sandbox has
+    expect((await api(rt, "POST", `/v1/sandboxes/${sid}/resume`)).status).toBe(200);
+    expect((await api(rt, "GET", `/v1/sandboxes/${sid}/exposed-ports`)).json().ports).toEqual([]);
+    expect(await status(url(rt))).toBe(401);
+  }, 300_000);
+
+  it("an exposure made while a resume runs is neither refused nor lost", async () => {
+    const sid = await sandbox(rt, { metadata: { "sbx.post-resume": START_SERVER(8000) } });
+    await sh(rt, sid, "cat > /workspace/port-server.py", SERVER_PY);
+    expect((await api(rt, "POST", `/v1/sandboxes/${sid}/pause`)).status).toBe(200);
+    // the resume runs on replica B, the exposure is written through A while it does
+    const resumed = api(b, "POST", `/v1/sandboxes/${sid}/resume`);
+    const opened = await api(rt, "PUT", `/v1/sandboxes/${sid}/exposed-ports/8000`, { public: true });
+    expect(opened.status, opened.text).toBe(200);
+    expect((await resumed).status).toBe(200);
+    expect((await api(rt, "GET", `/v1/sandboxes/${sid}`)).json().phase).toBe("Running");
+    await waitFor(
+      "the woken sandbox's port answers anonymously",
+      async () => (await status(`${rt.url}/v1/sandboxes/${sid}/ports/8000/echo`)) === 200,
+      20_000,
+    );
+  }, 300_000);
 
   it("/v1 hides the reserved keys and refuses them from callers, naming the key", async () => {
     await api(rt, "PUT", `/v1/sandboxes/${id}/exposed-ports/8000`, { public: true });
