@@ -23,6 +23,12 @@ export interface SupervisedInformerOptions<T extends KubernetesObject> {
   onAdd(obj: T): void;
   onUpdate(obj: T): void;
   onDelete(obj: T): void;
+  /**
+   * Trims an object in place as it arrives from the list or the watch, before the handlers see
+   * it. client-node's cache has already stored that same object, so this shrinks what the cache
+   * and the handlers keep (e.g. trimForCache: managedFields, most of a pod's objects).
+   */
+  transform?(obj: T): void;
   /** first backoff after a failure; doubles up to maxBackoffMs */
   baseBackoffMs?: number;
   maxBackoffMs?: number;
@@ -60,10 +66,13 @@ export function startSupervisedInformer<T extends KubernetesObject>(
     syncWaiters = [];
     for (const w of ws) w();
   };
+  const trim = o.transform ?? (() => undefined);
   informer.on("add", (obj) => {
+    trim(obj);
     o.onAdd(obj);
   });
   informer.on("update", (obj) => {
+    trim(obj);
     o.onUpdate(obj);
     settleSync();
   });
@@ -120,4 +129,15 @@ export function startSupervisedInformer<T extends KubernetesObject>(
       await informer.stop();
     },
   };
+}
+
+/**
+ * What no replica reads of a cached object: `metadata.managedFields`, the server-side-apply
+ * bookkeeping of every writer (ours, the scheduler's, the kubelet's). On the test cluster it is
+ * 130 of a sandbox pod's 176 JSON objects and 44 of a Sandbox record's 53; a real kubelet's status
+ * updates add more. Every replica caches every sandbox's pod and record, so it is most of what
+ * 1,000 sandboxes cost the heap (docs/kubernetes-runtime.md, "Memory").
+ */
+export function trimForCache(obj: KubernetesObject): void {
+  if (obj.metadata?.managedFields) delete obj.metadata.managedFields;
 }

@@ -5,7 +5,7 @@ import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { KubeClients } from "./client.ts";
 import { API_GROUP, API_VERSION, LABELS, SANDBOX_PLURAL } from "./contract.ts";
-import { startSupervisedInformer, type SupervisedInformer } from "./informer.ts";
+import { startSupervisedInformer, type SupervisedInformer, trimForCache } from "./informer.ts";
 import type { SandboxResource } from "./resource.ts";
 import type { SandboxIndex } from "./sandboxIndex.ts";
 
@@ -31,6 +31,7 @@ export async function startSandboxWatch(o: WatchOptions): Promise<SupervisedInfo
     list: () => core.listNamespacedPod({ namespace: ns, labelSelector: `${LABELS.managed}=true` }),
     clock,
     logger,
+    transform: trimForCache,
     onAdd: (p) => index.upsertPod(p),
     onUpdate: (p) => index.upsertPod(p),
     onDelete: (p) => index.deletePod(p),
@@ -49,6 +50,7 @@ export async function startSandboxWatch(o: WatchOptions): Promise<SupervisedInfo
       }),
     clock,
     logger,
+    transform: trimForCache,
     onAdd: (cr) => index.upsertResource(cr as unknown as SandboxResource),
     onUpdate: (cr) => index.upsertResource(cr as unknown as SandboxResource),
     onDelete: (cr) => {

@@ -361,6 +361,17 @@ describe("renderRuntime", () => {
     expect(names(other)).not.toEqual(names(objects));
   });
 
+  it("both roles run with glibc's mmap threshold fixed at 64 KiB, bundle or prebuilt image", () => {
+    // what bench/k8s/scale.ts measured at 1,000 channels (docs/benchmarks.md); not a default to drop
+    const image = renderRuntime(renderInput({ delivery: { kind: "image", image: "ghcr.io/acme/sbx-runtime:1.2.3" } }));
+    for (const objs of [objects, image])
+      for (const name of ["sbx-manager", "sbx-controller"]) {
+        const d = objs.find((o) => o.kind === "Deployment" && o.metadata.name === name) as any;
+        const env = d.spec.template.spec.containers[0].env;
+        expect(env, name).toContainEqual({ name: "MALLOC_MMAP_THRESHOLD_", value: "65536" });
+      }
+  });
+
   it("a prebuilt image needs no bundle ConfigMap and no unpack step", () => {
     const objs = renderRuntime(
       renderInput({ delivery: { kind: "image", image: "ghcr.io/acme/sbx-runtime:1.2.3" }, managerReplicas: 1 }),

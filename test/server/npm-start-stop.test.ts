@@ -162,6 +162,9 @@ describe("stopping `npm start` through the PID the user started", () => {
       seen = tree(s.npm.pid!);
       const service = seen.find((p) => p.cmd.includes("runtime/main.ts"));
       expect(service, seen.map((p) => p.cmd).join("\n")).toBeDefined();
+      // the allocator setting the Deployments carry too (RUNTIME_PROCESS_ENV, components/runtime/render.ts)
+      const environ = readFileSync(`/proc/${service!.pid}/environ`, "utf8").split("\0");
+      expect(environ).toContain("MALLOC_MMAP_THRESHOLD_=65536");
       expect(
         seen.some((p) => p.cmd.includes("docker-registry")),
         "the embedded registry runs under npm start",

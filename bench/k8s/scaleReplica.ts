@@ -1,0 +1,108 @@
+// The manager process bench/k8s/scale.ts measures: the real service in the manager role
+// (bench/k8s/replicaFleet.ts's replica entry) in a process of its own, run the way the product
+// runs it. The Deployment runs an esbuild bundle with plain node (components/runtime/bundle.ts,
+// render.ts), so by default the replica is that same bundling of the entry, helper embedded, with
+// the Deployment's process environment; `tsx` runs the TypeScript sources under tsx instead (the
+// checkout's way, to see what the transpiler itself costs). Memory is read from /proc.
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { buildRuntimeCode, helperForBundle } from "../../components/runtime/bundle.ts";
+import type { Replica, ReplicaArgs } from "./replicaFleet.ts";
+
+const ENTRY = resolve(import.meta.dirname, "replicaFleet.ts");
+
+export type ReplicaRuntime = "bundle" | "tsx";
+
+export interface ReplicaProcess extends Replica {
+  /** VmRSS and VmHWM (the peak so far) from /proc/<pid>/status, MiB; undefined once gone */
+  memory(): { rssMiB: number; hwmMiB: number } | undefined;
+}
+
+/** Builds the bundle once per run; `dispose` removes it. */
+export function replicaLauncher(runtime: ReplicaRuntime) {
+  const dir = mkdtempSync(join(tmpdir(), "sbx-scale-"));
+  let file = ENTRY;
+  if (runtime === "bundle") {
+    file = join(dir, "replica.mjs");
+    const helper = helperForBundle();
+    if ("missing" in helper) throw new Error(`the in-sandbox helper could not be built: ${helper.missing}`);
+    writeFileSync(file, buildRuntimeCode(ENTRY, helper));
+  }
+  const argv = (a: ReplicaArgs) => [
+    // the replica runs in a temp dir (its heap snapshots land there), so tsx is named by its path
+    ...(runtime === "tsx" ? ["--import", import.meta.resolve("tsx")] : []),
+    // `kill -USR2 <pid>` writes a V8 heap snapshot into the replica's cwd, to see what it holds
+    "--heapsnapshot-signal=SIGUSR2",
+    file,
+    "replica",
+    JSON.stringify(a),
+  ];
+  return {
+    start: (a: ReplicaArgs, env: Record<string, string>, timeoutMs = 180_000) =>
+      startReplica(argv(a), a, env, dir, timeoutMs),
+    dispose: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+function startReplica(
+  argv: string[],
+  a: ReplicaArgs,
+  env: Record<string, string>,
+  cwd: string,
+  timeoutMs: number,
+): Promise<ReplicaProcess> {
+  const child: ChildProcess = spawn(process.execPath, argv, {
+    cwd,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let err = "";
+  let out = "";
+  child.stderr!.on("data", (c: Buffer) => (err = (err + c.toString()).slice(-100_000)));
+  child.stderr!.on("error", () => undefined);
+  child.stdout!.on("error", () => undefined);
+  const exited = new Promise<NodeJS.Signals | number | null>((r) => child.once("exit", (code, sig) => r(sig ?? code)));
+  return new Promise((resolveReplica, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`replica ${a.identity} did not start in ${timeoutMs} ms: ${err}`));
+    }, timeoutMs);
+    child.once("error", reject);
+    void exited.then((how) => {
+      clearTimeout(timer);
+      reject(new Error(`replica ${a.identity} exited (${how}) before it was ready: ${err}`));
+    });
+    child.stdout!.on("data", (c: Buffer) => {
+      out += c.toString();
+      const m = /READY (\S+)\n/.exec(out);
+      if (!m) return;
+      clearTimeout(timer);
+      const pid = child.pid ?? 0;
+      resolveReplica({
+        identity: a.identity,
+        url: m[1],
+        role: a.role,
+        pid,
+        exited,
+        stderr: () => err,
+        kill: (signal) => {
+          child.kill(signal);
+          return exited;
+        },
+        memory: () => procMemory(pid),
+      });
+    });
+  });
+}
+
+function procMemory(pid: number): { rssMiB: number; hwmMiB: number } | undefined {
+  try {
+    const s = readFileSync(`/proc/${pid}/status`, "utf8");
+    const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB$`, "m").exec(s)?.[1] ?? Number.NaN);
+    return { rssMiB: Math.round(kb("VmRSS") / 1024), hwmMiB: Math.round(kb("VmHWM") / 1024) };
+  } catch {
+    return undefined;
+  }
+}
