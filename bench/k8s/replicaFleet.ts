@@ -85,24 +85,38 @@ export interface Replica {
 }
 
 function spawnReplica(a: ReplicaArgs, startTimeoutMs: number): Promise<Replica> {
-  const child: ChildProcess = spawn(
-    process.execPath,
-    ["--import", "tsx", import.meta.filename, "replica", JSON.stringify(a)],
-    {
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
+  return spawnReadyReplica(["--import", "tsx", import.meta.filename, "replica", JSON.stringify(a)], a, {
+    timeoutMs: startTimeoutMs,
+  });
+}
+
+/**
+ * Starts `node argv...` as replica `a` and resolves once it printed "READY <url>" (the replica
+ * entry above does); rejects when it exits first or takes longer than o.timeoutMs. Its stderr's
+ * tail is kept for error messages (o.stderrKeep characters).
+ */
+export function spawnReadyReplica(
+  argv: string[],
+  a: Pick<ReplicaArgs, "identity" | "role">,
+  o: { timeoutMs: number; cwd?: string; env?: Record<string, string>; stderrKeep?: number },
+): Promise<Replica> {
+  const keep = o.stderrKeep ?? 2_000_000;
+  const child: ChildProcess = spawn(process.execPath, argv, {
+    ...(o.cwd ? { cwd: o.cwd } : {}),
+    ...(o.env ? { env: { ...process.env, ...o.env } } : {}),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let err = "";
   let out = "";
-  child.stderr!.on("data", (c: Buffer) => (err = (err + c.toString()).slice(-2_000_000)));
+  child.stderr!.on("data", (c: Buffer) => (err = (err + c.toString()).slice(-keep)));
   child.stderr!.on("error", () => undefined);
   child.stdout!.on("error", () => undefined);
   const exited = new Promise<NodeJS.Signals | number | null>((r) => child.once("exit", (code, sig) => r(sig ?? code)));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
-      reject(new Error(`replica ${a.identity} did not start in ${startTimeoutMs} ms: ${err}`));
-    }, startTimeoutMs);
+      reject(new Error(`replica ${a.identity} did not start in ${o.timeoutMs} ms: ${err}`));
+    }, o.timeoutMs);
     child.once("error", reject);
     void exited.then((how) => {
       clearTimeout(timer);

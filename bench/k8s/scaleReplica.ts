@@ -4,12 +4,11 @@
 // render.ts), so by default the replica is that same bundling of the entry, helper embedded, with
 // the Deployment's process environment; `tsx` runs the TypeScript sources under tsx instead (the
 // checkout's way, to see what the transpiler itself costs). Memory is read from /proc.
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { buildRuntimeCode, helperForBundle } from "../../components/runtime/bundle.ts";
-import type { Replica, ReplicaArgs } from "./replicaFleet.ts";
+import { type Replica, type ReplicaArgs, spawnReadyReplica } from "./replicaFleet.ts";
 
 const ENTRY = resolve(import.meta.dirname, "replicaFleet.ts");
 
@@ -46,55 +45,15 @@ export function replicaLauncher(runtime: ReplicaRuntime) {
   };
 }
 
-function startReplica(
+async function startReplica(
   argv: string[],
   a: ReplicaArgs,
   env: Record<string, string>,
   cwd: string,
   timeoutMs: number,
 ): Promise<ReplicaProcess> {
-  const child: ChildProcess = spawn(process.execPath, argv, {
-    cwd,
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let err = "";
-  let out = "";
-  child.stderr!.on("data", (c: Buffer) => (err = (err + c.toString()).slice(-100_000)));
-  child.stderr!.on("error", () => undefined);
-  child.stdout!.on("error", () => undefined);
-  const exited = new Promise<NodeJS.Signals | number | null>((r) => child.once("exit", (code, sig) => r(sig ?? code)));
-  return new Promise((resolveReplica, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`replica ${a.identity} did not start in ${timeoutMs} ms: ${err}`));
-    }, timeoutMs);
-    child.once("error", reject);
-    void exited.then((how) => {
-      clearTimeout(timer);
-      reject(new Error(`replica ${a.identity} exited (${how}) before it was ready: ${err}`));
-    });
-    child.stdout!.on("data", (c: Buffer) => {
-      out += c.toString();
-      const m = /READY (\S+)\n/.exec(out);
-      if (!m) return;
-      clearTimeout(timer);
-      const pid = child.pid ?? 0;
-      resolveReplica({
-        identity: a.identity,
-        url: m[1],
-        role: a.role,
-        pid,
-        exited,
-        stderr: () => err,
-        kill: (signal) => {
-          child.kill(signal);
-          return exited;
-        },
-        memory: () => procMemory(pid),
-      });
-    });
-  });
+  const r = await spawnReadyReplica(argv, a, { timeoutMs, cwd, env, stderrKeep: 100_000 });
+  return { ...r, memory: () => procMemory(r.pid) };
 }
 
 function procMemory(pid: number): { rssMiB: number; hwmMiB: number } | undefined {
