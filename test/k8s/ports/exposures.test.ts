@@ -89,7 +89,14 @@ describe("exposures on the Kubernetes backend", () => {
     expect((await api(rt, "POST", `/v1/sandboxes/${sid}/pause`)).status).toBe(200);
     const closed = await api(b, "DELETE", `/v1/sandboxes/${sid}/exposed-ports/8000`);
     expect(closed.json()).toEqual({ port: 8000, closed: true });
-    await waitFor("replica A refuses the closed port", async () => (await status(url(rt))) === 401, 10_000);
+    // wait for A to see the close through the owner's view: an anonymous request sent while A still
+    // had the port public would wake the sandbox, which is what a public port is for
+    await waitFor(
+      "replica A no longer lists the closed port",
+      async () => (await api(rt, "GET", `/v1/sandboxes/${sid}/exposed-ports`)).json().ports?.length === 0,
+      10_000,
+    );
+    expect(await status(url(rt))).toBe(401);
     expect(await phase()).toBe("Paused");
     // the close is what the woken sandbox has
     expect((await api(rt, "POST", `/v1/sandboxes/${sid}/resume`)).status).toBe(200);
