@@ -9,32 +9,21 @@ import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import { createLocalBackend } from "../../runtime/local/backend.ts";
-import { buildApp } from "../../runtime/server/app.ts";
-import { e2bOptionsFor, type E2bLayer, registerE2b } from "../../runtime/server/e2b/plugin.ts";
-import { localConfig, TOKENS, testTokens } from "../support/local.ts";
+import { serveWithE2b } from "../support/e2b.ts";
+import { localConfig, TOKENS } from "../support/local.ts";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c();
 });
 
-/** The service as startService wires it (e2bOptionsFor), on a given state dir. */
+/** The service as startService wires it, on a given state dir. */
 async function start(stateDir: string) {
   const config = validateRuntimeConfig({ local: { stateDir }, listen: { host: "127.0.0.1", port: 0 } });
   const logger = silentLogger();
   const backend = createLocalBackend(config, { logger, clock: systemClock });
   const { manager } = await buildManager(config, { logger, clock: systemClock, backend });
-  const app = buildApp({ manager, tokens: testTokens(), logger, e2b: false });
-  const layer: Promise<E2bLayer> = registerE2b(app, {
-    ...e2bOptionsFor(config),
-    manager,
-    tokens: testTokens(),
-    logger,
-    sweepIntervalMs: 0,
-  });
-  await manager.start({ reaper: false });
-  const url = await app.listen({ host: "127.0.0.1", port: 0 });
-  return { app, manager, url, layer: await layer };
+  return { manager, ...(await serveWithE2b(config, manager, logger, systemClock)) };
 }
 
 describe("E2B state across a restart (local platform)", () => {

@@ -11,22 +11,14 @@ import { type Clock, systemClock } from "../../runtime/core/clock.ts";
 import { NotFoundError } from "../../runtime/core/errors.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import { createLocalBackend } from "../../runtime/local/backend.ts";
-import { buildApp } from "../../runtime/server/app.ts";
-import { e2bOptionsFor, type E2bLayer, registerE2b } from "../../runtime/server/e2b/plugin.ts";
 import { RESERVED } from "../../runtime/server/e2b/shape.ts";
-import { auth, localConfig, TOKENS, testTokens } from "../support/local.ts";
+import { serveWithE2b, skewedClock } from "../support/e2b.ts";
+import { auth, localConfig, TOKENS } from "../support/local.ts";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c();
 });
-
-/** A clock `skew.ms` ahead of the system's: the layer's idea of now, moved by the test. */
-function skewedClock() {
-  const skew = { ms: 0 };
-  const clock: Clock = { now: () => new Date(Date.now() + skew.ms), sleep: systemClock.sleep };
-  return { skew, clock };
-}
 
 /** The service as startService wires it, on a given state dir, with the layer's clock given. */
 async function start(stateDir: string, clock: Clock) {
@@ -34,18 +26,7 @@ async function start(stateDir: string, clock: Clock) {
   const logger = silentLogger();
   const backend = createLocalBackend(config, { logger, clock: systemClock });
   const { manager } = await buildManager(config, { logger, clock: systemClock, backend });
-  const app = buildApp({ manager, tokens: testTokens(), logger, e2b: false });
-  const layer: Promise<E2bLayer> = registerE2b(app, {
-    ...e2bOptionsFor(config),
-    manager,
-    tokens: testTokens(),
-    logger,
-    clock,
-    sweepIntervalMs: 0,
-  });
-  await manager.start({ reaper: false });
-  const url = await app.listen({ host: "127.0.0.1", port: 0 });
-  return { app, manager, url, layer: await layer };
+  return { manager, ...(await serveWithE2b(config, manager, logger, clock)) };
 }
 
 type Started = Awaited<ReturnType<typeof start>>;
