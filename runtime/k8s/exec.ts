@@ -41,11 +41,15 @@ const HIGH_WATER = 1 << 20;
  * channel went 191 -> 138 KiB (docs/benchmarks.md, bench/k8s/channel-memory.ts).
  */
 const STDIN_PIECE = 64 * 1024;
+/** how long a killed session waits for the API server's answer to its close frame */
+const KILL_CLOSE_GRACE_MS = 1_000;
 
 interface SocketLike {
   /** cb runs once the frame is written to the connection (or failed: closed) */
   send(data: Buffer, cb?: (err?: Error) => void): void;
   close(): void;
+  /** destroys the connection without the close handshake (ws) */
+  terminate?(): void;
   /** stop / restart reading from the connection (ws) */
   pause?(): void;
   resume?(): void;
@@ -200,6 +204,13 @@ export async function startExec(
       killed = true;
       ws.resume?.(); // the close handshake needs the socket read
       ws.close();
+      // The API server may end the connection without answering the close frame (its exec
+      // proxy closes when the command's stream ends); ws would then hold the socket for its
+      // 30 s close timeout. A killed session needs no goodbye: drop the socket after a grace.
+      opts.clock.sleep(KILL_CLOSE_GRACE_MS, deadline.signal).then(
+        () => ws.terminate?.(),
+        () => undefined,
+      );
     },
   };
 }

@@ -100,6 +100,33 @@ export function openFds(): number {
   return fs.readdirSync("/proc/self/fd").length;
 }
 
+/**
+ * This process's TCP sockets whose peer has closed but that it still holds (CLOSE_WAIT): a
+ * connection the process is done with but did not let go of, whatever its pool or watches do.
+ * Sockets to `exceptPeerPort` (e.g. the test's own client connections to its service) are left out.
+ */
+export function closeWaitSockets(exceptPeerPort?: number): number {
+  const held = new Set(
+    fs.readdirSync("/proc/self/fd").flatMap((fd) => {
+      try {
+        return [/^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/self/fd/${fd}`))?.[1] ?? ""];
+      } catch {
+        return []; // closed between the listing and the read
+      }
+    }),
+  );
+  let n = 0;
+  for (const table of ["/proc/self/net/tcp", "/proc/self/net/tcp6"]) {
+    for (const line of fs.readFileSync(table, "utf8").split("\n").slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      const peerPort = Number.parseInt(cols[2]?.split(":")[1] ?? "", 16);
+      // st 08 = CLOSE_WAIT, col 9 = inode
+      if (cols[3] === "08" && held.has(cols[9]) && peerPort !== exceptPeerPort) n++;
+    }
+  }
+  return n;
+}
+
 /** Polls `probe` every 50 ms until `ok` or `ms` passed; returns the last value. */
 export async function settle<T>(probe: () => T | Promise<T>, ok: (v: T) => boolean, ms: number): Promise<T> {
   const until = Date.now() + ms;
