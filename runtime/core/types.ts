@@ -1,6 +1,9 @@
 // The typed seams of the runtime. Manager (what the HTTP service and CLI call) sits on top
 // of a Backend (compute substrate: Kubernetes or local), Admission, ImageCatalog and
 // CredentialBroker. Everything here is plain data and interfaces: no I/O.
+// Over 400 lines on purpose: Backend and Manager name most of these types in their signatures,
+// so a second file would import this one and be imported by it, a cycle the import rules
+// (.dependency-cruiser.cjs) refuse; every declaration is a doc comment and a few fields.
 import type { Duplex, Readable } from "node:stream";
 
 /** Lifecycle phase of a sandbox as the substrate reports it. `ready` is separate. */
