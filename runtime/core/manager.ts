@@ -211,9 +211,10 @@ export class SandboxManager implements Manager {
 
   // without a registry in the backend there is nothing to look up: no reason to wake a paused sandbox
   async listCommands(owner: string, id: string): Promise<RegisteredCommand[] | undefined> {
-    if (!this.deps.backend.commands) return undefined;
+    const { commands } = this.deps.backend;
+    if (!commands) return undefined;
     await this.usable(owner, id, "list commands");
-    return this.deps.backend.commands?.list(id);
+    return commands.list(id);
   }
 
   async attachCommand(
@@ -223,9 +224,10 @@ export class SandboxManager implements Manager {
     stdin?: Readable,
     o?: CommandAttachOptions,
   ): Promise<AttachedCommand | undefined> {
-    if (!this.deps.backend.commands) return undefined;
+    const { commands } = this.deps.backend;
+    if (!commands) return undefined;
     await this.usable(owner, id, "attach to a command");
-    return this.deps.backend.commands?.attach(id, commandId, stdin, o);
+    return commands.attach(id, commandId, stdin, o);
   }
 
   async putArchive(owner: string, id: string, dir: string, tar: Readable): Promise<void> {
