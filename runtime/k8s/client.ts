@@ -1,12 +1,16 @@
-// Kubernetes API access for the runtime: one KubeConfig, one connection pool, typed APIs,
-// one TLS context for the exec websockets, and the mapping from API failures to domain errors.
+// Kubernetes API access for the runtime: one KubeConfig, one connection pool, typed APIs (the
+// budget-share ledger's on a pool of its own), one TLS context for the exec websockets, and the
+// mapping from API failures to domain errors.
+import type { RequestOptions as HttpsRequestOptions } from "node:https";
 import tls, { type SecureContext, type SecureContextOptions } from "node:tls";
 import {
   ApiException,
+  type ConfigurationOptions,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   KubeConfig,
+  Observable,
   PatchStrategy,
   setHeaderOptions,
 } from "@kubernetes/client-node";
@@ -20,30 +24,83 @@ type Dispatcher = NonNullable<ReturnType<RequestContext["getDispatcher"]>>;
  * and re-reads the credential files for every API call. On the create path that is most of
  * the cost, so this config authenticates once, keeps the headers it produced for a short
  * while (token files still rotate: they are re-read every AUTH_REFRESH_MS), and sends every
- * request over one shared keep-alive pool.
+ * request over shared keep-alive pools built on one TLS context:
+ * - ordinary requests share at most MAX_CONNECTIONS connections. Without a bound, a burst (an
+ *   activity flush patching 1,000 records at once, the records of a create burst) opened a TLS
+ *   connection per request in flight, each a handshake and ~100 KiB of native memory, and
+ *   client-node's pool let them go after 4 s idle, so the next burst paid again;
+ * - watches and followed logs, which hold their connection for as long as they run, have an
+ *   unbounded pool of their own, so no number of them can starve the requests.
  */
 export class PooledKubeConfig extends KubeConfig {
-  private shared?: Dispatcher;
+  private pools?: { requests: Dispatcher; streams: Dispatcher };
   private cached?: { headers: Record<string, string>; at: number };
   override async applySecurityAuthentication(ctx: RequestContext): Promise<void> {
     const now = Date.now();
-    if (this.cached && now - this.cached.at < AUTH_REFRESH_MS && this.shared) {
+    if (this.cached && now - this.cached.at < AUTH_REFRESH_MS) {
       for (const [k, v] of Object.entries(this.cached.headers)) ctx.setHeaderParam(k, v);
-      ctx.setDispatcher(this.shared);
-      return;
+    } else {
+      const before = { ...ctx.getHeaders() };
+      await super.applySecurityAuthentication(ctx);
+      const added: Record<string, string> = {};
+      for (const [k, v] of Object.entries(ctx.getHeaders())) if (before[k] !== v) added[k] = v;
+      const built = ctx.getDispatcher();
+      if (built && !this.pools) this.pools = await this.poolsLike(built);
+      if (built && built !== this.pools?.requests && built !== this.pools?.streams) void built.close();
+      this.cached = { headers: added, at: now };
     }
-    const before = { ...ctx.getHeaders() };
-    await super.applySecurityAuthentication(ctx);
-    const added: Record<string, string> = {};
-    for (const [k, v] of Object.entries(ctx.getHeaders())) if (before[k] !== v) added[k] = v;
-    const built = ctx.getDispatcher();
-    if (built) {
-      if (!this.shared) this.shared = built;
-      else if (built !== this.shared) void built.close();
-      ctx.setDispatcher(this.shared);
-    }
-    this.cached = { headers: added, at: now };
+    if (this.pools) ctx.setDispatcher(holdsConnection(ctx.getUrl()) ? this.pools.streams : this.pools.requests);
   }
+
+  /** What the pools hold now: connections by pool (undici's counts), for tests and metrics. */
+  poolStats(): { requests: number; streams: number } | undefined {
+    if (!this.pools) return undefined;
+    return { requests: connectedOf(this.pools.requests), streams: connectedOf(this.pools.streams) };
+  }
+
+  /**
+   * The two pools, built with the class of the dispatcher client-node built (its own undici's
+   * Agent: a dispatcher of another undici version does not fit its fetch) from the options it
+   * derives from this kubeconfig. A proxy or SOCKS dispatcher is used as built, for both.
+   */
+  private async poolsLike(built: Dispatcher): Promise<{ requests: Dispatcher; streams: Dispatcher }> {
+    const https: HttpsRequestOptions = {};
+    await this.applyToHTTPSOptions(https);
+    const o = this.createDispatcherOptions(this.getCurrentCluster(), {
+      ca: https.ca,
+      cert: https.cert,
+      key: https.key,
+      pfx: https.pfx,
+      passphrase: https.passphrase,
+      ...(https.rejectUnauthorized !== undefined ? { rejectUnauthorized: https.rejectUnauthorized } : {}),
+      ...(https.servername !== undefined ? { servername: https.servername } : {}),
+    });
+    if (o.type !== "agent") return { requests: built, streams: built };
+    const connect = { ...o.connect, secureContext: tlsContextsOf(this).contextFor(o.connect as SecureContextOptions) };
+    const Agent = built.constructor as new (options: object) => Dispatcher;
+    return {
+      requests: new Agent({ connections: MAX_CONNECTIONS, keepAliveTimeout: KEEP_ALIVE_MS, connect }),
+      streams: new Agent({ keepAliveTimeout: KEEP_ALIVE_MS, connect }),
+    };
+  }
+}
+
+/** ordinary API requests in flight at once per replica; more wait in the pool's queue */
+export const MAX_CONNECTIONS = 32;
+/** an idle connection is kept this long (client-node's default pool: 4 s; client-go: 90 s) */
+const KEEP_ALIVE_MS = 30_000;
+
+/** requests that keep their connection open for as long as they run: watches and followed logs */
+export function holdsConnection(url: string): boolean {
+  const q = url.indexOf("?");
+  if (q < 0) return false;
+  const params = new URLSearchParams(url.slice(q + 1));
+  return ["watch", "follow"].some((k) => params.get(k) === "true" || params.get(k) === "1");
+}
+
+function connectedOf(d: Dispatcher): number {
+  const stats = (d as unknown as { stats?: Record<string, { connected?: number }> }).stats ?? {};
+  return Object.values(stats).reduce((n, s) => n + (s.connected ?? 0), 0);
 }
 
 const AUTH_REFRESH_MS = 30_000;
@@ -122,6 +179,13 @@ export interface KubeClients {
   core: CoreV1Api;
   custom: CustomObjectsApi;
   coordination: CoordinationV1Api;
+  /**
+   * The budget-share ledger's Lease API, on a connection pool of its own: its renewals decide
+   * whether the replica may admit at all, so they must not wait behind the shared pool's record
+   * writes, pod patches and watches (a burst there queued a renewal for up to 3.9 s while new
+   * connections were being opened). Costs one more keep-alive connection per replica.
+   */
+  shares: CoordinationV1Api;
 }
 
 /** From an explicit kubeconfig path, else the usual discovery (KUBECONFIG, in-cluster). */
@@ -153,6 +217,35 @@ export function clientsFor(kc: KubeConfig): KubeClients {
     core: kc.makeApiClient(CoreV1Api),
     custom: kc.makeApiClient(CustomObjectsApi),
     coordination: kc.makeApiClient(CoordinationV1Api),
+    shares: ownPool(kc).makeApiClient(CoordinationV1Api),
+  };
+}
+
+/** The same cluster and credentials as kc, with a connection pool of its own. */
+export function ownPool(kc: KubeConfig): KubeConfig {
+  const own = new PooledKubeConfig();
+  own.loadFromOptions({
+    clusters: kc.getClusters(),
+    users: kc.getUsers(),
+    contexts: kc.getContexts(),
+    currentContext: kc.getCurrentContext(),
+  });
+  return own;
+}
+
+/** Request options that abort the request when `signal` does (client-node takes no signal of its own). */
+export function abortOn(signal: AbortSignal): ConfigurationOptions {
+  return {
+    middleware: [
+      {
+        pre: (ctx) => {
+          ctx.setSignal(signal);
+          return new Observable(Promise.resolve(ctx));
+        },
+        post: (res) => new Observable(Promise.resolve(res)),
+      },
+    ],
+    middlewareMergeStrategy: "append",
   };
 }
 
