@@ -19,6 +19,7 @@ import { API_GROUP, API_VERSION, SANDBOX_PLURAL } from "../../runtime/k8s/contra
 import { createKubernetesBackend } from "../../runtime/kubernetes.ts";
 import { startService } from "../../runtime/server/service.ts";
 import { adminClients, testConfig } from "../../tools/control-plane/fixtures.ts";
+import { installAllocProfiler } from "./allocProfile.ts";
 
 export const FLEET_TOKEN = "token-fleet-0123456789";
 const AUTH = { authorization: `Bearer ${FLEET_TOKEN}`, "content-type": "application/json" };
@@ -35,6 +36,7 @@ export interface ReplicaArgs {
 
 /** One replica process: the real service in the given role, on a free port; prints `READY <url>`. */
 async function runReplica(a: ReplicaArgs): Promise<void> {
+  installAllocProfiler(a.identity);
   const logger = process.env.SBX_TEST_LOG ? createLogger({ level: process.env.SBX_TEST_LOG }) : silentLogger();
   const ns = { ...a.namespaces, cleanup: async () => undefined };
   const config = testConfig(ns, { ...a.config, listen: { host: "127.0.0.1", port: 0 } });

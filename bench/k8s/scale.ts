@@ -12,9 +12,11 @@
 // sandboxes" compares like for like.
 //   npx tsx bench/k8s/scale.ts [--sandboxes 1000] [--execs 1000] [--exec-seconds 20]
 //     [--paths channel,websocket] [--runtime bundle|tsx] [--process-env deployed|none]
+//     [--alloc-profile DIR]
 // (--process-env none: without the Deployment's memory settings (RUNTIME_PROCESS_ENV): glibc's
 // and V8's defaults; the driver's own environment still reaches the managers)
 import { loadavg } from "node:os";
+import { resolve as resolvePath } from "node:path";
 import { performance } from "node:perf_hooks";
 import { RUNTIME_PROCESS_ENV } from "../../components/runtime/render.ts";
 import {
@@ -43,6 +45,10 @@ if (runtime !== "bundle" && runtime !== "tsx")
 if (processEnv !== "deployed" && processEnv !== "none")
   throw new Error(`--process-env ${JSON.stringify(processEnv)}: use deployed (the Deployment's env) or none`);
 const env: Record<string, string> = processEnv === "deployed" ? { ...RUNTIME_PROCESS_ENV } : {};
+// --alloc-profile DIR: each streaming round's allocations (garbage included) as a heap profile per
+// manager (bench/k8s/allocProfile.ts); the sampling itself costs the manager some CPU
+const allocDir = arg("alloc-profile", "");
+if (allocDir) env.SBX_BENCH_ALLOC_PROFILE_DIR = resolvePath(allocDir);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const load1 = () => Math.round(loadavg()[0] * 10) / 10;
 
@@ -67,6 +73,7 @@ const gaugeMiB = (text: string, name: string) => {
  */
 async function measured<T>(r: ReplicaProcess, fn: () => Promise<T>) {
   await scrape(r);
+  if (allocDir) process.kill(r.pid, "SIGWINCH");
   const rssAtStart = r.memory()?.rssMiB ?? 0;
   let peak = rssAtStart;
   let maxLoad = load1();
@@ -95,6 +102,7 @@ async function measured<T>(r: ReplicaProcess, fn: () => Promise<T>) {
     };
   } finally {
     clearInterval(timer);
+    if (allocDir) process.kill(r.pid, "SIGWINCH");
   }
 }
 
