@@ -32,6 +32,8 @@ export interface ReplicaArgs {
   role: Role;
   /** the backend's command channel (default on); `{ enabled: false }`: one websocket exec per command */
   commandChannel?: CommandChannelOptions;
+  /** the activity flush (default 500 ms, so the fleet's tests see activity soon) */
+  activityFlushMs?: number;
 }
 
 /** One replica process: the real service in the given role, on a free port; prints `READY <url>`. */
@@ -47,7 +49,7 @@ async function runReplica(a: ReplicaArgs): Promise<void> {
       clients: adminClients(a.kubeconfigPath),
       retryPeriodMs: 500,
       leaseDurationMs: 4000,
-      activityFlushMs: 500,
+      activityFlushMs: a.activityFlushMs ?? 500,
       ...(a.commandChannel ? { commandChannel: a.commandChannel } : {}),
     },
   );

@@ -19,6 +19,7 @@ import { loadavg } from "node:os";
 import { resolve as resolvePath } from "node:path";
 import { performance } from "node:perf_hooks";
 import { RUNTIME_PROCESS_ENV } from "../../components/runtime/render.ts";
+import { ACTIVITY_FLUSH_MS } from "../../runtime/k8s/backend.ts";
 import {
   addSandboxNodes,
   adminClients,
@@ -183,6 +184,8 @@ try {
       defaults: { size: "nano" as const, idleTimeoutSeconds: 0, ttlSeconds: 7200 },
     },
     role: "manager" as const,
+    // the product's flush (the fleet's default is 500 ms): each flush patches every busy sandbox's record
+    activityFlushMs: ACTIVITY_FLUSH_MS,
   };
   const byPath: Record<string, ReplicaProcess> = {};
   for (const path of paths) {

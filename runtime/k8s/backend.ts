@@ -44,6 +44,8 @@ import { labelSafe, podNameOf, type SandboxResource, specFromResource } from "./
 import { SandboxRecordStore } from "./snapshotRecords.ts";
 import { startSandboxWatch } from "./watch.ts";
 
+/** how often a replica writes the activity it saw to the records (one patch per busy sandbox) */
+export const ACTIVITY_FLUSH_MS = 5_000;
 export type { KubernetesBackendOverrides } from "./parts.ts";
 
 export interface KubernetesBackend extends SnapshotAwareBackend {
@@ -94,7 +96,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
   const activity = new ActivityRecorder({
     clock,
     logger,
-    intervalMs: p.overrides.activityFlushMs ?? 5_000,
+    intervalMs: p.overrides.activityFlushMs ?? ACTIVITY_FLUSH_MS,
     isNotFound,
     write: async (id, at) => {
       await custom.patchNamespacedCustomObject(
