@@ -70,6 +70,11 @@ export interface AdmissionScope {
   stats?(): SharedBudgetStats;
   /** true while the share cannot be trusted (not renewed): rejects say so instead of naming the share */
   fenced?(): boolean;
+  /**
+   * Called only while fenced: resolves once a late renewal landed (true) or could not in time
+   * (false), bounded by the scope. Creates wait here before admit(), which stays synchronous.
+   */
+  awaitRenewal?(): Promise<boolean>;
 }
 
 /** What admission needs from a spec: its id and its size class's requests. */
@@ -93,6 +98,17 @@ export class Admission {
     this.retryAfterSeconds = opts.retryAfterSeconds ?? 5;
     this.scope = opts.scope;
     this.scope?.attach?.(() => ({ cpuMillis: this.usedCpu, memoryBytes: this.usedMemory }));
+  }
+
+  /**
+   * For a create about to admit: while this replica's share is fenced (its renewal is late), a
+   * promise of the scope's wait for that renewal, "renewed" or "fenced"; otherwise undefined, at
+   * no cost, so the common path never awaits. admit() decides afterwards as always.
+   */
+  renewal(): Promise<"renewed" | "fenced"> | undefined {
+    const s = this.scope;
+    if (!s?.awaitRenewal || !s.fenced?.()) return undefined;
+    return s.awaitRenewal().then((ok) => (ok ? "renewed" : "fenced"));
   }
 
   /** What admits are checked against: this replica's share when the budget is shared. */

@@ -8,10 +8,17 @@
 // The lease has two phases of leaseMs/2: a replica silent for one phase is retired (its share
 // still held, so accepts it had not yet written land inside it), silent for another it is
 // removed and its share is free. A slow replica that finds itself retired takes its entry back.
+//
+// One round runs at a time (two would race each other's compare-and-swap). Each request is
+// bounded (a dead connection would otherwise hold the loop for minutes), and a create that finds
+// the replica fenced only because a renewal is late can wait for the round (awaitRenewal).
+// Over 400 lines: the loop, the round and the write are one piece of state (the local limit,
+// the last write sent, the round in flight) that a split would pass back and forth.
 import type { CoordinationV1Api, V1Lease } from "@kubernetes/client-node";
 import type { Clock } from "../../core/clock.ts";
 import type { Logger } from "../../core/log.ts";
 import { isConflict, isNotFound } from "../client.ts";
+import { LeaseRequests } from "./leaseRequests.ts";
 import { Liveness, shouldAdmit } from "./liveness.ts";
 import {
   decideShare,
@@ -47,6 +54,10 @@ export interface ShareLedgerOptions {
   monotonicMs?: () => number;
   /** every document read, as its live (non-retired) replica ids at monotonic atMs: the warm pool's partition */
   onReplicas?: (live: string[], atMs: number) => void;
+  /** a Lease request still unanswered after this long is aborted and the round fails; default two renewal intervals */
+  requestTimeoutMs?: number;
+  /** the longest a create waits in awaitRenewal for a late renewal; default 2 s, at most a quarter lease */
+  renewalWaitMs?: number;
 }
 
 export interface ShareStats {
@@ -70,6 +81,7 @@ export interface ShareStats {
 
 const ZERO: ShareVec = { cpuMillis: 0, memoryBytes: 0 };
 const CONFLICT_RETRIES = 3;
+const RENEWAL_WAIT_MS = 2_000;
 
 export class ShareLedger {
   private local: ShareVec = { ...ZERO };
@@ -94,6 +106,13 @@ export class ShareLedger {
   private pendingRetired: string[] = [];
   private readonly abort = new AbortController();
   private loop?: Promise<void>;
+  /** the round running now: there is never more than one */
+  private current?: Promise<void>;
+  /** resolves when the round running now (or, between rounds, the next one) ends */
+  private roundEnd = settles();
+  private lastRoundEndedAt = Number.NEGATIVE_INFINITY;
+  private readonly lease: LeaseRequests;
+  private readonly renewalWaitMs: number;
 
   constructor(private readonly o: ShareLedgerOptions) {
     this.now = o.monotonicMs ?? (() => performance.now());
@@ -101,6 +120,15 @@ export class ShareLedger {
     // four writes per phase: two may fail before this replica fences itself
     this.renewMs = Math.max(1, Math.floor(this.phaseMs / 4));
     this.usedOf = o.used ?? (() => ZERO);
+    this.lease = new LeaseRequests({
+      api: o.api,
+      namespace: o.namespace,
+      name: o.leaseName,
+      clock: o.clock,
+      timeoutMs: o.requestTimeoutMs ?? 2 * this.renewMs,
+      now: this.now,
+    });
+    this.renewalWaitMs = Math.min(o.renewalWaitMs ?? RENEWAL_WAIT_MS, Math.floor(this.phaseMs / 2));
   }
 
   bindUsed(used: () => ShareVec): void {
@@ -129,9 +157,45 @@ export class ShareLedger {
     };
   }
 
+  /**
+   * For a create that found this replica fenced: when that is only because a renewal is late
+   * (the share was renewed less than a whole lease ago, so no observer can have freed it yet),
+   * wait for the round running now, starting one if none is (at most one every half tick, so
+   * creates cannot hammer a failing API server), for at most renewalWaitMs. True when the share
+   * may be trusted again; admission still makes the decision. Waiting changes nothing the fence
+   * protects: a write that lands lifts the fence only until half a lease after it was sent.
+   */
+  async awaitRenewal(): Promise<boolean> {
+    if (!this.fenced()) return true;
+    const deadline = this.now() + this.renewalWaitMs;
+    while (this.renewable() && this.now() < deadline) {
+      const ended = this.roundEnd.promise;
+      if (!this.current && this.now() - this.lastRoundEndedAt >= this.o.tickMs / 2) void this.roundOnce();
+      const stop = new AbortController();
+      const timedOut = this.o.clock.sleep(Math.max(0, deadline - this.now()), stop.signal).then(
+        () => true,
+        () => false,
+      );
+      const out = await Promise.race([ended.then(() => false), timedOut]);
+      stop.abort();
+      if (!this.fenced()) return true;
+      if (out) break;
+    }
+    return !this.fenced();
+  }
+
+  /** Not stopped, and renewed (a write that landed was sent) less than a lease ago: no observer can have dropped the share. */
+  private renewable(): boolean {
+    return (
+      !this.abort.signal.aborted &&
+      this.lastWriteSentAt !== undefined &&
+      this.now() - this.lastWriteSentAt < this.o.leaseMs
+    );
+  }
+
   /** First round before returning, so a replica starts with a share; then a round every tickMs. */
   async start(): Promise<void> {
-    await this.round().catch((err) => this.o.logger.warn({ op: "budget-shares", err }, "first share round failed"));
+    await this.roundOnce("first share round failed");
     this.loop = this.run();
   }
 
@@ -156,6 +220,7 @@ export class ShareLedger {
   async stop(): Promise<void> {
     this.abort.abort();
     await this.loop;
+    await this.current;
   }
 
   private async run(): Promise<void> {
@@ -166,13 +231,44 @@ export class ShareLedger {
       } catch {
         return; // aborted
       }
-      await this.round().catch((err) =>
-        this.o.logger.warn(
-          { op: "budget-shares", err: String((err as Error)?.message ?? err) },
-          "share round failed; retrying",
-        ),
-      );
+      await this.roundOnce();
     }
+  }
+
+  /** The round running now, or a new one; it never rejects (a failed round is logged, the next tries again). */
+  private roundOnce(failed = "share round failed; retrying"): Promise<void> {
+    if (this.current) return this.current;
+    const started = this.now();
+    const p = this.round()
+      .then(
+        () => this.logSlow(started),
+        (err) => this.o.logger.warn({ op: "budget-shares", err: String((err as Error)?.message ?? err) }, failed),
+      )
+      .finally(() => {
+        this.current = undefined;
+        this.lastRoundEndedAt = this.now();
+        const ended = this.roundEnd;
+        this.roundEnd = settles();
+        ended.resolve();
+      });
+    this.current = p;
+    return p;
+  }
+
+  /** A round that took longer than a renewal interval: the API server (or this process) is slow; say where the time went. */
+  private logSlow(started: number): void {
+    const ms = this.now() - started;
+    if (ms < this.renewMs) return;
+    this.o.logger.info(
+      {
+        op: "budget-shares",
+        ms: Math.round(ms),
+        requests: this.lease.take(),
+        renewedAgoMs: this.lastWriteSentAt === undefined ? undefined : Math.round(this.now() - this.lastWriteSentAt),
+        fenceAfterMs: this.o.leaseMs - this.phaseMs,
+      },
+      "a budget-share round took longer than a renewal interval",
+    );
   }
 
   /**
@@ -182,6 +278,7 @@ export class ShareLedger {
    * replica towards its fence.
    */
   async round(): Promise<void> {
+    this.lease.take(); // the slow-round log shows this round's requests only
     for (let attempt = 0; attempt <= CONFLICT_RETRIES; attempt++) {
       try {
         await this.cas((doc, at) => this.plan(doc, at));
@@ -264,18 +361,15 @@ export class ShareLedger {
 
   /** Read-modify-write of the Lease under its resourceVersion; a 409 propagates to the caller. */
   private async cas(mutate: (doc: SharesDoc, atMs: number) => boolean): Promise<void> {
-    const { api, namespace, leaseName: name } = this.o;
+    const { namespace, leaseName: name } = this.o;
     let lease: V1Lease;
     try {
-      lease = await api.readNamespacedLease({ name, namespace });
+      lease = await this.lease.read();
     } catch (err) {
       if (!isNotFound(err)) throw err;
-      lease = await api.createNamespacedLease({
-        namespace,
-        body: {
-          metadata: { name, namespace, annotations: { [SHARES_ANNOTATION]: formatSharesDoc(emptyDoc()) } },
-          spec: { holderIdentity: "sbx-budget-shares" },
-        },
+      lease = await this.lease.create({
+        metadata: { name, namespace, annotations: { [SHARES_ANNOTATION]: formatSharesDoc(emptyDoc()) } },
+        spec: { holderIdentity: "sbx-budget-shares" },
       });
     }
     const doc = parseSharesDoc(lease.metadata?.annotations?.[SHARES_ANNOTATION]);
@@ -288,17 +382,14 @@ export class ShareLedger {
     this.pendingRetired = [];
     if (!mutate(doc, this.now())) return;
     const sentAt = this.now();
-    await api.replaceNamespacedLease({
-      name,
-      namespace,
-      body: {
-        ...lease,
-        metadata: {
-          ...lease.metadata,
-          annotations: { ...(lease.metadata?.annotations ?? {}), [SHARES_ANNOTATION]: formatSharesDoc(doc) },
-        },
+    const body = {
+      ...lease,
+      metadata: {
+        ...lease.metadata,
+        annotations: { ...(lease.metadata?.annotations ?? {}), [SHARES_ANNOTATION]: formatSharesDoc(doc) },
       },
-    });
+    };
+    await this.lease.replace(body);
     this.written(doc, before, sentAt);
   }
 
@@ -337,4 +428,11 @@ export class ShareLedger {
       "budget share moved",
     );
   }
+}
+
+/** A promise and its resolve: what awaitRenewal waits on (the end of a round). */
+function settles(): { promise: Promise<void>; resolve: () => void } {
+  let resolve = () => {};
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
 }

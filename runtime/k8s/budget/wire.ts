@@ -25,7 +25,7 @@ export function createBudgetShares(
   const { index, identity, config } = p;
   const admittedBy = (id: string) => index.resource(id)?.metadata.annotations?.[ADMITTED_BY_ANNOTATION];
   const ledger = new ShareLedger({
-    api: p.clients.coordination,
+    api: p.clients.shares, // a connection pool of its own: renewals never queue behind the replica's other requests
     namespace: config.kubernetes.runtimeNamespace,
     leaseName: sharesLeaseName(config.kubernetes.leaseName),
     identity,
@@ -55,6 +55,7 @@ export function createBudgetShares(
       counts: (id) => admittedBy(id) === identity,
       attach: (used) => ledger.bindUsed(used),
       fenced: () => ledger.fenced(),
+      awaitRenewal: () => ledger.awaitRenewal(),
       stats: () => {
         const x = ledger.snapshot();
         return {

@@ -1,13 +1,18 @@
-// The budget-share ledger's compare-and-swap against the real API server: another writer that
-// lands between a round's read and its write makes the server answer 409. A round retries from
-// a fresh read; one that loses every try writes nothing, logs it and counts it, and the age of
-// the last renewal (what fences the replica at half a lease) keeps growing. Time is a manual
-// monotonic clock; the rounds are called one by one, never on a timer.
+// The budget-share ledger against the real API server. Its compare-and-swap: another writer
+// that lands between a round's read and its write makes the server answer 409. A round retries
+// from a fresh read; one that loses every try writes nothing, logs it and counts it, and the age
+// of the last renewal (what fences the replica at half a lease) keeps growing. Its renewals go
+// over connections of their own, never the replica's shared pool, and a create that finds the
+// replica fenced while a renewal is in flight waits for it. Time is a manual monotonic clock;
+// the rounds are called one by one or driven by a manual clock, never on a timer.
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import type { CoordinationV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Admission } from "../../../runtime/core/admission.ts";
 import { ManualClock } from "../../../runtime/core/clock.ts";
+import { silentLogger } from "../../../runtime/core/log.ts";
 import { ShareLedger } from "../../../runtime/k8s/budget/ledger.ts";
-import { type KubeClients, mergePatch } from "../../../runtime/k8s/client.ts";
+import { abortOn, type KubeClients, mergePatch } from "../../../runtime/k8s/client.ts";
 import { captureLogger, LEVEL } from "../../support/logs.ts";
 import { adminClients, freshNamespaces, testKubeconfigPath, type TestNamespaces } from "../runtime/support.ts";
 
@@ -95,5 +100,112 @@ describe("the budget-share ledger's compare-and-swap", () => {
     // and the next round that lands lifts the fence
     await ledger.round();
     expect(ledger.snapshot()).toMatchObject({ abandoned: 1, renewedAgoMs: 0, fenced: false });
+  });
+});
+
+describe("the budget-share ledger's connections", () => {
+  it("never share a socket with the replica's other requests", async () => {
+    const sockets = new Map<object, Set<string>>();
+    const onSend = (m: unknown) => {
+      const { request, socket } = m as { request: { path: string }; socket: object };
+      const kind = request.path.includes(`/leases/${LEASE}-pool`) ? "shares" : "other";
+      sockets.set(socket, (sockets.get(socket) ?? new Set()).add(kind));
+    };
+    await clients.coordination.createNamespacedLease({
+      namespace: ns.runtime,
+      body: { metadata: { name: `${LEASE}-pool` } },
+    });
+    subscribe("undici:client:sendHeaders", onSend);
+    try {
+      // interleaved, one at a time: a shared pool would hand the idle connection of one to the next
+      for (let i = 0; i < 5; i++) {
+        await clients.core.readNamespace({ name: ns.runtime });
+        await clients.shares.readNamespacedLease({ name: `${LEASE}-pool`, namespace: ns.runtime });
+        await clients.coordination // the same kind of request, over the shared pool (404: no such Lease)
+          .readNamespacedLease({ name: `${LEASE}-elsewhere`, namespace: ns.runtime })
+          .catch(() => undefined);
+      }
+    } finally {
+      unsubscribe("undici:client:sendHeaders", onSend);
+    }
+    const kinds = [...sockets.values()].map((k) => [...k].sort().join("+"));
+    expect(kinds).toContain("shares");
+    expect(kinds).toContain("other");
+    expect(kinds).not.toContain("other+shares");
+  });
+
+  it("abort a request when its signal does (what bounds a stuck renewal)", async () => {
+    await expect(
+      clients.shares.readNamespacedLease(
+        { name: `${LEASE}-pool`, namespace: ns.runtime },
+        abortOn(AbortSignal.abort()),
+      ),
+    ).rejects.toThrow(/abort/i);
+  });
+});
+
+describe("a create while a renewal is slow on the real API server", () => {
+  it("waits for the renewal in flight and is admitted when it lands", async () => {
+    // the real Lease API, but each replace waits until the test lets it go
+    let release: () => void = () => {};
+    let held = 0;
+    const api = new Proxy(clients.shares, {
+      get: (target, key, receiver) =>
+        key === "replaceNamespacedLease"
+          ? async (...args: Parameters<CoordinationV1Api["replaceNamespacedLease"]>) => {
+              held++;
+              await new Promise<void>((r) => (release = r));
+              return target.replaceNamespacedLease(...args);
+            }
+          : Reflect.get(target, key, receiver),
+    });
+    const clock = new ManualClock();
+    let now = 1_000;
+    const ledger = new ShareLedger({
+      api,
+      namespace: ns.runtime,
+      leaseName: `${LEASE}-slow`,
+      identity: "replica-a",
+      budget: { cpuMillis: 10_000, memoryBytes: 10 * 2 ** 30 },
+      headroom: () => ZERO,
+      orphans: () => ZERO,
+      clock,
+      logger: silentLogger(),
+      leaseMs: LEASE_MS,
+      tickMs: 2_000,
+      monotonicMs: () => now,
+    });
+    const admission = new Admission(
+      { cpuMillis: 10_000, memoryBytes: 10 * 2 ** 30 },
+      {
+        scope: {
+          limit: () => ledger.limit(),
+          counts: () => true,
+          fenced: () => ledger.fenced(),
+          awaitRenewal: () => ledger.awaitRenewal(),
+        },
+      },
+    );
+    const heldOnce = async (n: number) => {
+      while (held < n) await new Promise((r) => setTimeout(r, 10));
+    };
+    const started = ledger.start(); // the first round: its write is held too
+    await heldOnce(1);
+    release();
+    await started;
+    expect(ledger.snapshot()).toMatchObject({ fenced: false, renewedAgoMs: 0 });
+
+    now += 2_000;
+    await clock.advance(2_000); // the loop's renewal round: read, then its write is held (sent at +2 s)
+    await heldOnce(2);
+    now += 6_000; // +8 s: past the fence, the renewal still in flight
+    expect(ledger.fenced()).toBe(true);
+    const waiting = admission.renewal();
+    expect(waiting).toBeDefined();
+    release();
+    expect(await waiting).toBe("renewed");
+    expect(admission.admit({ id: "a", size: { cpuRequestMillis: 100, memoryRequestBytes: 2 ** 20 } }).id).toBe("a");
+    expect(ledger.snapshot()).toMatchObject({ fenced: false, renewedAgoMs: 6_000 });
+    await ledger.stop();
   });
 });
