@@ -93,6 +93,7 @@ export class CreatePath {
           return sameOwner(existing, spec.owner);
         }
       }
+      await this.awaitShareRenewal();
       try {
         admission.admit(spec);
       } catch (err) {
@@ -136,6 +137,19 @@ export class CreatePath {
       if (!(err instanceof SbxError) || err.code === "upstream") log.error({ err }, "create failed");
       throw err;
     }
+  }
+
+  /**
+   * A replica fenced only because its budget-share renewal is late answers 429 replica_fenced
+   * although its share may be free: wait (bounded by the scope) for the renewal first. Counted
+   * by outcome, since each wait is create latency spent on the API server.
+   */
+  private async awaitShareRenewal(): Promise<void> {
+    const waiting = this.d.admission.renewal();
+    if (!waiting) return;
+    const t0 = process.hrtime.bigint();
+    const outcome = await waiting;
+    this.d.metrics.renewalWaits.observe({ outcome }, secondsSince(t0));
   }
 
   private async claim(spec: SandboxSpec): Promise<Sandbox | undefined> {

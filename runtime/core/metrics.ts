@@ -36,6 +36,7 @@ export class Metrics {
   readonly claim: Histogram<"outcome">;
   readonly provision: Histogram<"outcome">;
   readonly admissionRejects: Counter;
+  readonly renewalWaits: Histogram<"outcome">;
   readonly reaped: Counter<"reason">;
 
   constructor(sources: MetricsSources, opts: { defaultMetrics?: boolean } = {}) {
@@ -79,6 +80,13 @@ export class Metrics {
     this.admissionRejects = new Counter({
       name: "sbx_admission_rejects_total",
       help: "creates rejected by admission (429)",
+      registers,
+    });
+    this.renewalWaits = new Histogram({
+      name: "sbx_admission_renewal_wait_seconds",
+      help: "creates that found this replica fenced by a late budget-share renewal and waited for it, seconds (outcome=renewed: admission then decided as usual; fenced: 429 replica_fenced)",
+      labelNames: ["outcome"],
+      buckets: LATENCY_BUCKETS,
       registers,
     });
     this.reaped = new Counter({
