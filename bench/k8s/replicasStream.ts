@@ -163,7 +163,10 @@ function acceptWindow(before: string[], after: string[]) {
     sumBuckets(after.map((t, i) => bucketDelta(parseBuckets(t, name, labels), parseBuckets(before[i], name, labels))));
   const accept = window(ACCEPT, { path: "cold", outcome: "ok" });
   const http = window("sbx_http_request_seconds", { route: "/v1/sandboxes", method: "POST", status: "201" });
+  // creates that found their replica fenced by a late share renewal and waited for it
+  const waited = (outcome: string) => bucketTotal(window("sbx_admission_renewal_wait_seconds", { outcome }));
   return {
+    renewalWaits: `renewed ${waited("renewed")} / fenced ${waited("fenced")}`,
     serverCounted: bucketTotal(accept),
     serverP50ms: ms(bucketQuantile(accept, 0.5)),
     serverP99ms: ms(bucketQuantile(accept, 0.99)),
