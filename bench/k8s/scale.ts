@@ -11,14 +11,14 @@
 // today's fallback). Both hold the same informers and made half the creates each, so "with
 // sandboxes" compares like for like.
 //   npx tsx bench/k8s/scale.ts [--sandboxes 1000] [--execs 1000] [--exec-seconds 20]
-//     [--paths channel,websocket] [--runtime bundle|tsx] [--process-env deployed|none]
-//     [--alloc-profile DIR]
+//     [--paths channel,websocket] [--runtime bundle|tsx] [--process-env deployed|none] [--memory 1Gi]
+//     [--alloc-profile DIR] [--heap-snapshots DIR] [--node-options "--max-old-space-size=512"]
 // (--process-env none: without the Deployment's memory settings (RUNTIME_PROCESS_ENV): glibc's
 // and V8's defaults; the driver's own environment still reaches the managers)
 import { loadavg } from "node:os";
 import { resolve as resolvePath } from "node:path";
 import { performance } from "node:perf_hooks";
-import { RUNTIME_PROCESS_ENV } from "../../components/runtime/render.ts";
+import { RUNTIME_PROCESS_ENV, runtimeHeapEnv } from "../../components/runtime/render.ts";
 import { ACTIVITY_FLUSH_MS } from "../../runtime/k8s/backend.ts";
 import {
   addSandboxNodes,
@@ -45,11 +45,20 @@ if (runtime !== "bundle" && runtime !== "tsx")
   throw new Error(`--runtime ${JSON.stringify(runtime)}: use bundle (as deployed) or tsx`);
 if (processEnv !== "deployed" && processEnv !== "none")
   throw new Error(`--process-env ${JSON.stringify(processEnv)}: use deployed (the Deployment's env) or none`);
-const env: Record<string, string> = processEnv === "deployed" ? { ...RUNTIME_PROCESS_ENV } : {};
+// --memory: the manager container's memory limit the run stands for (stacks/Pulumi.prod.yaml: 1Gi);
+// the Deployment derives V8's old-space cap from it (runtimeHeapEnv)
+const memory = arg("memory", "1Gi");
+const env: Record<string, string> =
+  processEnv === "deployed" ? { ...RUNTIME_PROCESS_ENV, ...runtimeHeapEnv(memory) } : {};
+// --node-options "...": NODE_OPTIONS for the managers (after the deployed env's), to try V8 settings
+const nodeOptions = arg("node-options", "");
+if (nodeOptions) env.NODE_OPTIONS = [env.NODE_OPTIONS, nodeOptions].filter(Boolean).join(" ");
 // --alloc-profile DIR: each streaming round's allocations (garbage included) as a heap profile per
 // manager (bench/k8s/allocProfile.ts); the sampling itself costs the manager some CPU
 const allocDir = arg("alloc-profile", "");
 if (allocDir) env.SBX_BENCH_ALLOC_PROFILE_DIR = resolvePath(allocDir);
+// --heap-snapshots DIR: a heap snapshot of each manager halfway through each streaming round, moved into DIR
+const snapshotDir = arg("heap-snapshots", "");
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const load1 = () => Math.round(loadavg()[0] * 10) / 10;
 
@@ -136,6 +145,8 @@ async function streamPhase(r: ReplicaProcess, ids: string[], probe: boolean) {
       execOnce(r, ids[i % ids.length], command, (execSeconds + 120) * 1000),
     );
     await sleep(3000);
+    // a V8 heap snapshot of the manager halfway through the round (--heapsnapshot-signal)
+    if (snapshotDir) setTimeout(() => process.kill(r.pid, "SIGUSR2"), (execSeconds * 1000) / 2).unref();
     const until = probe ? performance.now() + (execSeconds - 5) * 1000 : 0;
     while (performance.now() < until) {
       const o = await createVia(r); // a 429 (over budget) is a fast answer, counted like the rest
@@ -211,6 +222,10 @@ try {
   for (const path of paths) {
     const r = byPath[path];
     const opened = path === "channel" ? await openAll(r, ids) : undefined;
+    if (snapshotDir) {
+      process.kill(r.pid, "SIGUSR2"); // at rest: the sandboxes (and channels) held, no exec running
+      await sleep(20_000);
+    }
     const alone = await streamPhase(r, ids, false);
     const probed = await streamPhase(r, ids, true);
     out[path] = {
@@ -241,6 +256,7 @@ try {
   }
 } finally {
   await Promise.all(replicas.map((r) => r.kill("SIGTERM")));
+  if (snapshotDir) launcher.keepSnapshots(snapshotDir);
   launcher.dispose();
   await ns.cleanup();
   await removeNodes();

@@ -4,7 +4,7 @@
 // render.ts), so by default the replica is that same bundling of the entry, helper embedded, with
 // the Deployment's process environment; `tsx` runs the TypeScript sources under tsx instead (the
 // checkout's way, to see what the transpiler itself costs). Memory is read from /proc.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { buildRuntimeCode, helperForBundle } from "../../components/runtime/bundle.ts";
@@ -41,6 +41,11 @@ export function replicaLauncher(runtime: ReplicaRuntime) {
   return {
     start: (a: ReplicaArgs, env: Record<string, string>, timeoutMs = 180_000) =>
       startReplica(argv(a), a, env, dir, timeoutMs),
+    /** moves the replicas' heap snapshots (written into their cwd) into `into` */
+    keepSnapshots: (into: string) => {
+      mkdirSync(into, { recursive: true });
+      for (const f of readdirSync(dir)) if (f.endsWith(".heapsnapshot")) renameSync(join(dir, f), join(into, f));
+    },
     dispose: () => rmSync(dir, { recursive: true, force: true }),
   };
 }

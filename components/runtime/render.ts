@@ -1,6 +1,7 @@
 // Every Kubernetes object the runtime needs, as plain data. Pure. `S` is the type of the few
 // values that come from other resources (config JSON, hashes): plain strings in tests and
 // the dry-run, Pulumi Outputs in the component.
+import { parseMemory } from "../../runtime/core/quantity.ts";
 import { roleRules, sandboxCrd, type PolicyRule } from "../../runtime/k8s/contract.ts";
 import { partOf, restrictedContainerSecurity, restrictedPodSecurity, type K8sObject } from "../shared/k8s.ts";
 import type { RuntimeDelivery } from "./args.ts";
@@ -28,11 +29,27 @@ const RUNTIME_DIR = "/opt/sbx";
  *   64 KiB, every allocation of 64 KiB or more is mapped on its own and unmapped when freed (the
  *   TLS sockets' 64 KiB read buffers among them, whose untouched pages never become resident).
  *   Cost: an mmap and munmap per such allocation.
+ * - NODE_OPTIONS=--max-old-space-size (runtimeHeapEnv, from the container's memory limit).
  * Not set: V8's --max-semi-space-size=4 (NODE_OPTIONS). It cut the young generation's resident
  *   32 MiB to 8 and RSS by 30-120 MiB, but in both runs that had it creates during the streaming
  *   execs took 0.5-3.4 s (p50) instead of 3-16 ms: tried, not kept.
  */
 export const RUNTIME_PROCESS_ENV: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: "65536" };
+
+/**
+ * V8's old-space limit for a runtime container: half its memory limit (512 MiB at 1Gi), leaving
+ * the other half for what lives outside the JavaScript heap (node itself, the TLS sockets of
+ * open channels, the young generation). Without it V8 sizes the heap from the host's memory, and
+ * with a maximum of 2 GiB or more its heap controller lets old space grow to up to 4x the live
+ * heap before a full collection; with a smaller maximum it grows by ~1.3-2x. At 1,000 sandboxes
+ * with 1,000 streaming execs the live heap is ~35-80 MiB, so the manager peaked at 396-446 MiB
+ * mostly of garbage, and at 302 with 512 MiB, at the same CPU per exec (docs/benchmarks.md,
+ * "Manager memory ..."). Caps near the live heap (128 and 192 MiB) collected all the time.
+ */
+export function runtimeHeapEnv(memory: string): Record<string, string> {
+  const mib = Math.floor(parseMemory("resources.memory", memory) / 2 / 2 ** 20);
+  return { NODE_OPTIONS: `--max-old-space-size=${mib}` };
+}
 
 export type Role = "manager" | "controller";
 
@@ -192,7 +209,10 @@ export function renderDeployment<S>(input: RuntimeRenderInput<S>, role: Role): K
     { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
     { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
     { name: "NODE_ENV", value: "production" },
-    ...Object.entries(RUNTIME_PROCESS_ENV).map(([name, value]) => ({ name, value })),
+    ...Object.entries({ ...RUNTIME_PROCESS_ENV, ...runtimeHeapEnv(input.resources.memory) }).map(([name, value]) => ({
+      name,
+      value,
+    })),
   ];
   const security = restrictedContainerSecurity();
   const resources = {

@@ -372,6 +372,26 @@ describe("renderRuntime", () => {
       }
   });
 
+  it("both roles cap V8's old space at half the container's memory limit", () => {
+    // V8 otherwise sizes the heap from the node's memory and lets garbage grow to 4x the live heap
+    for (const [memory, cap] of [
+      ["512Mi", "256"],
+      ["1Gi", "512"],
+      ["1536Mi", "768"],
+    ]) {
+      const objs = renderRuntime(renderInput({ resources: { cpu: "1", memory } }));
+      for (const name of ["sbx-manager", "sbx-controller"]) {
+        const d = objs.find((o) => o.kind === "Deployment" && o.metadata.name === name) as any;
+        const c = d.spec.template.spec.containers[0];
+        expect(c.env, `${name} at ${memory}`).toContainEqual({
+          name: "NODE_OPTIONS",
+          value: `--max-old-space-size=${cap}`,
+        });
+        expect(c.resources.limits.memory).toBe(memory);
+      }
+    }
+  });
+
   it("a prebuilt image needs no bundle ConfigMap and no unpack step", () => {
     const objs = renderRuntime(
       renderInput({ delivery: { kind: "image", image: "ghcr.io/acme/sbx-runtime:1.2.3" }, managerReplicas: 1 }),
