@@ -46,10 +46,10 @@ if (runtime !== "bundle" && runtime !== "tsx")
 if (processEnv !== "deployed" && processEnv !== "none")
   throw new Error(`--process-env ${JSON.stringify(processEnv)}: use deployed (the Deployment's env) or none`);
 // --memory: the manager container's memory limit the run stands for (stacks/Pulumi.prod.yaml: 1Gi);
-// the Deployment derives V8's old-space cap from it (runtimeHeapEnv)
+// the Deployment derives V8's old-space cap from it (runtimeHeapEnv); "none": V8's own sizing
 const memory = arg("memory", "1Gi");
 const env: Record<string, string> =
-  processEnv === "deployed" ? { ...RUNTIME_PROCESS_ENV, ...runtimeHeapEnv(memory) } : {};
+  processEnv === "deployed" ? { ...RUNTIME_PROCESS_ENV, ...(memory === "none" ? {} : runtimeHeapEnv(memory)) } : {};
 // --node-options "...": NODE_OPTIONS for the managers (after the deployed env's), to try V8 settings
 const nodeOptions = arg("node-options", "");
 if (nodeOptions) env.NODE_OPTIONS = [env.NODE_OPTIONS, nodeOptions].filter(Boolean).join(" ");
