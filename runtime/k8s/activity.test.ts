@@ -53,3 +53,36 @@ describe("ActivityRecorder", () => {
     expect(rec.latest("x")).toBeUndefined();
   });
 });
+
+describe("ActivityRecorder's flush", () => {
+  it("keeps at most `concurrency` writes in flight, and still writes every sandbox", async () => {
+    let inFlight = 0;
+    let most = 0;
+    const written: string[] = [];
+    const gates: (() => void)[] = [];
+    const rec = new ActivityRecorder({
+      clock: new ManualClock(),
+      logger: silentLogger(),
+      intervalMs: 1000,
+      concurrency: 3,
+      isNotFound: () => false,
+      write: async (id) => {
+        inFlight++;
+        most = Math.max(most, inFlight);
+        await new Promise<void>((r) => gates.push(r));
+        inFlight--;
+        written.push(id);
+      },
+    });
+    for (let i = 0; i < 20; i++) rec.record(`s${i}`, new Date());
+    const flushed = rec.flush();
+    // release the writes one at a time, as the API server answers them
+    while (written.length < 20) {
+      await new Promise((r) => setImmediate(r));
+      gates.shift()?.();
+    }
+    await flushed;
+    expect(most).toBe(3);
+    expect(written.sort()).toEqual(Array.from({ length: 20 }, (_, i) => `s${i}`).sort());
+  });
+});
