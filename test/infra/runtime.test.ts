@@ -1,3 +1,5 @@
+// Over 400 lines on purpose: every case reads the same rendered Deployments, roles and bundle
+// (renderInput, one render per delivery), and split files would each repeat that fixture.
 import { createHash, randomBytes } from "node:crypto";
 import { execFileSync, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
