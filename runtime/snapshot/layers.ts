@@ -17,6 +17,37 @@ export interface LayerIo {
   repository: string;
 }
 
+/**
+ * Runs `each` over the layers concurrently. The first failure stops the others (their signal
+ * aborts with it), and the call settles only when every one has: nothing of a failed pause or
+ * resume still moves bytes when its caller unwinds (releases the compute, deletes the sandbox).
+ * Rejects with the first failure, or the signal's reason when the caller stopped it.
+ */
+export async function allLayers<T, R>(
+  items: T[],
+  signal: AbortSignal,
+  each: (item: T, signal: AbortSignal) => Promise<R>,
+): Promise<R[]> {
+  const failure = new AbortController();
+  const both = AbortSignal.any([signal, failure.signal]);
+  const settled = await Promise.allSettled(
+    items.map((item) =>
+      each(item, both).catch((err: unknown) => {
+        failure.abort(err);
+        throw err;
+      }),
+    ),
+  );
+  if (both.aborted) throw both.reason;
+  return settled.map((r) => (r as PromiseFulfilledResult<R>).value);
+}
+
+/** Closes a stream nothing reads yet (without an error event no one would hear); the abort's reason. */
+function closed(stream: Readable, signal: AbortSignal): unknown {
+  stream.destroy();
+  return signal.reason;
+}
+
 /** Streams `path` of sandbox `id` into a blob. Resolves with the layer once the registry has it. */
 export async function pushLayer(
   io: LayerIo,
@@ -27,6 +58,8 @@ export async function pushLayer(
 ): Promise<SnapshotLayer> {
   signal.throwIfAborted();
   const raw = await io.backend.getArchive(id, path);
+  // the abort may have landed while the archive was opened: a listener added now would never fire
+  if (signal.aborted) throw closed(raw, signal);
   const filter = new DropRootEntry(basename(path));
   const tar = raw.pipe(filter);
   raw.once("error", (e) => tar.destroy(e));
@@ -52,6 +85,8 @@ export async function restoreLayer(
 ): Promise<void> {
   signal.throwIfAborted();
   const stream = await io.oci.pullBlob(snap.repository, layer.digest, { size: layer.size, onProgress });
+  // as above: never unpack into a sandbox whose delete stopped this resume while the blob opened
+  if (signal.aborted) throw closed(stream, signal);
   const stop = () => stream.destroy(signal.reason as Error);
   signal.addEventListener("abort", stop, { once: true });
   try {

@@ -6,7 +6,7 @@ import type { Clock } from "../core/clock.ts";
 import { UpstreamError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { TransferProgress } from "../core/types.ts";
-import { type LayerIo, pushLayer, verifySnapshot } from "./layers.ts";
+import { allLayers, type LayerIo, pushLayer, verifySnapshot } from "./layers.ts";
 import { buildSnapshotManifest, readSnapshotLayers, type SnapshotConfig } from "./manifest.ts";
 import type { SnapshotInfo, SnapshotLayer, SnapshotRecord } from "./record.ts";
 
@@ -32,15 +32,13 @@ export class RegistrySnapshots {
     const { io, paths } = this.o;
     const { oci, repository } = io;
     // paths stream concurrently: each is its own archive exec and its own upload
-    const layers: SnapshotLayer[] = await Promise.all(
-      paths.map(async (path) => {
-        const layer = await pushLayer(io, rec.id, path, signal, (bytes) =>
-          hooks.onProgress?.({ op: "pause", path, bytes }),
-        );
-        await hooks.step("layer-pushed");
-        return layer;
-      }),
-    );
+    const layers: SnapshotLayer[] = await allLayers(paths, signal, async (path, signal) => {
+      const layer = await pushLayer(io, rec.id, path, signal, (bytes) =>
+        hooks.onProgress?.({ op: "pause", path, bytes }),
+      );
+      await hooks.step("layer-pushed");
+      return layer;
+    });
     const createdAt = this.o.clock.now().toISOString();
     const config: SnapshotConfig = {
       sandbox: rec.id,

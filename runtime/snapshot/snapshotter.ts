@@ -22,7 +22,7 @@ import {
 } from "../core/types.ts";
 import { allowsAutoResume } from "./autoResume.ts";
 import { computeAlive, planRecovery, type RecoveryObserved, type RecoveryPlan } from "./recoveryPlan.ts";
-import { restoreLayer, type LayerIo } from "./layers.ts";
+import { allLayers, type LayerIo, restoreLayer } from "./layers.ts";
 import { snapshotTag } from "./manifest.ts";
 import type { OciClient } from "./oci.ts";
 import {
@@ -240,16 +240,14 @@ export class Snapshotter {
       signal.throwIfAborted();
       await backend.awaitReady(id, { timeoutMs: this.o.readyTimeoutMs ?? 120_000, signal });
       await this.step(id, "slot-acquired");
-      await Promise.all(
-        rec.snapshot!.layers.map(async (layer) => {
-          if (layer.entries !== 0) {
-            await restoreLayer(this.io, id, rec!.snapshot!, layer, signal, (bytes) =>
-              onProgress?.({ op: "resume", path: layer.path, bytes, totalBytes: layer.size }),
-            );
-          }
-          await this.step(id, "layer-restored");
-        }),
-      );
+      await allLayers(rec.snapshot!.layers, signal, async (layer, signal) => {
+        if (layer.entries !== 0) {
+          await restoreLayer(this.io, id, rec!.snapshot!, layer, signal, (bytes) =>
+            onProgress?.({ op: "resume", path: layer.path, bytes, totalBytes: layer.size }),
+          );
+        }
+        await this.step(id, "layer-restored");
+      });
       const hook = spec.metadata[META.postResume];
       if (hook) await runHook(backend, id, "post-resume", hook, this.o.hookTimeoutMs ?? 60_000);
       await this.step(id, "post-resume-hook");

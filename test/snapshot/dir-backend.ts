@@ -2,7 +2,7 @@
 // real backends: a sandbox is a directory tree standing in for its writable paths plus a real
 // `sleep` process standing in for its compute. Archives are made by real tar. All state is on
 // disk, so a second process (after a crash) sees exactly what the first left behind.
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -39,7 +39,31 @@ export class DirBackend implements Backend {
     releaseCompute: (id) => this.releaseCompute(id),
     adopt: (spec) => this.adopt(spec),
   };
+  /** every process started for a sandbox (exec, tar): like a real sandbox's, they die with its compute */
+  private readonly procs = new Map<string, Set<ChildProcess>>();
   constructor(readonly root: string) {}
+
+  private track(id: string, child: ChildProcess): ChildProcess {
+    const set = this.procs.get(id) ?? new Set<ChildProcess>();
+    this.procs.set(id, set);
+    set.add(child);
+    child.once("close", () => set.delete(child));
+    return child;
+  }
+
+  /** Kills the sandbox's processes and waits for them to exit, so nothing writes into a tree being removed. */
+  private async stopProcs(id: string): Promise<void> {
+    const running = [...(this.procs.get(id) ?? [])].filter((c) => c.exitCode === null && c.signalCode === null);
+    await Promise.all(
+      running.map(
+        (c) =>
+          new Promise<void>((resolve) => {
+            c.once("close", () => resolve());
+            c.kill("SIGKILL");
+          }),
+      ),
+    );
+  }
 
   /** host directory that stands for `/` inside the sandbox */
   fsRoot(id: string): string {
@@ -100,11 +124,14 @@ export class DirBackend implements Backend {
     const s = await this.describe(id);
     if (s?.phase !== "Running") throw new NotFoundError("sandbox", id);
     const t0 = Date.now();
-    const child = spawn(req.command[0], req.command.slice(1), {
-      cwd: join(this.fsRoot(id), "workspace"),
-      env: { ...process.env, ...req.env, SBX_FS: this.fsRoot(id) },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = this.track(
+      id,
+      spawn(req.command[0], req.command.slice(1), {
+        cwd: join(this.fsRoot(id), "workspace"),
+        env: { ...process.env, ...req.env, SBX_FS: this.fsRoot(id) },
+        stdio: ["ignore", "pipe", "pipe"],
+      }),
+    );
     let timedOut = false;
     const timer = req.timeoutMs
       ? setTimeout(() => {
@@ -130,10 +157,13 @@ export class DirBackend implements Backend {
   async getArchive(id: string, path: string): Promise<Readable> {
     const rel = path.replace(/^\/+/, "").replace(/\/+$/, "");
     const i = rel.lastIndexOf("/");
-    const child = spawn(
-      "tar",
-      ["-C", join(this.fsRoot(id), i < 0 ? "" : rel.slice(0, i)), "-cf", "-", i < 0 ? rel : rel.slice(i + 1)],
-      { stdio: ["ignore", "pipe", "pipe"] },
+    const child = this.track(
+      id,
+      spawn(
+        "tar",
+        ["-C", join(this.fsRoot(id), i < 0 ? "" : rel.slice(0, i)), "-cf", "-", i < 0 ? rel : rel.slice(i + 1)],
+        { stdio: ["ignore", "pipe", "pipe"] },
+      ),
     );
     const out = new PassThrough();
     let err = "";
@@ -148,7 +178,7 @@ export class DirBackend implements Backend {
   async putArchive(id: string, dir: string, tar: Readable): Promise<void> {
     const target = join(this.fsRoot(id), dir);
     await mkdir(target, { recursive: true });
-    const child = spawn("tar", ["-C", target, "-xf", "-"], { stdio: ["pipe", "ignore", "pipe"] });
+    const child = this.track(id, spawn("tar", ["-C", target, "-xf", "-"], { stdio: ["pipe", "ignore", "pipe"] }));
     let err = "";
     child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
     const exited = new Promise<number | null>((r) => child.on("close", r));
@@ -175,6 +205,7 @@ export class DirBackend implements Backend {
     const m = await this.meta(id);
     if (!m) return;
     if (alive(m.pid)) process.kill(m.pid!, "SIGKILL");
+    await this.stopProcs(id);
     await rm(this.fsRoot(id), { recursive: true, force: true });
     await this.writeMeta(id, { sandbox: { ...m.sandbox, phase: "Paused", ready: false } });
   }
@@ -182,6 +213,7 @@ export class DirBackend implements Backend {
   async delete(id: string): Promise<void> {
     const m = await this.meta(id);
     if (m && alive(m.pid)) process.kill(m.pid!, "SIGKILL");
+    await this.stopProcs(id);
     await rm(join(this.root, id), { recursive: true, force: true });
   }
 
