@@ -6,11 +6,12 @@
 //
 //   npx tsx bench/k8s/transfer.ts [--mib 1024] [--platform kubernetes | --kubeconfig ... (as bench/pause-data.ts)]
 //       [--rows put,stdin,dd,tar,stdout,get,kubectl-stdout,kubectl-stdin,raw,pause-resume]
-//       [--paths default | channel,websocket] [--rounds 1]
+//       [--paths default | channel,websocket,pod] [--rounds 1]
 // --paths runs the rows that move bytes through an exec (put, stdin, stdout, get, pause-resume)
 // once per path, on one sandbox, each through a backend replica of its own: "channel" carries
 // commands and archives over the pod's command channel (commandChannel.transfers on), "websocket"
-// is one websocket exec each (commandChannel off); "default" is the target's own Manager. With
+// is one websocket exec each (commandChannel off); "pod" is the channel with the pods pushing and
+// pulling their own snapshot layers (snapshots.podRegistry); "default" is the target's own Manager. With
 // --rounds N the paths alternate N times, so a load change on the shared machine hits both.
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
@@ -44,7 +45,10 @@ const PATHS: Record<string, KubernetesBackendOverrides | undefined> = {
   default: undefined,
   channel: { commandChannel: { transfers: true } },
   websocket: { commandChannel: { enabled: false } },
+  pod: { commandChannel: { transfers: true } },
 };
+/** paths whose pods move their own snapshot layers (pause and resume rows; the rest as channel) */
+const POD_LAYERS = new Set(["pod"]);
 
 interface Row {
   row: string;
@@ -68,7 +72,7 @@ async function main(): Promise<void> {
   const paths = (f.get("paths") ?? "default").split(",");
   for (const p of paths)
     if (!(p in PATHS))
-      throw new Error(`--paths: unknown path ${JSON.stringify(p)}: use default, or channel and/or websocket`);
+      throw new Error(`--paths: unknown path ${JSON.stringify(p)}: use default, or any of channel, websocket, pod`);
   const rounds = intFlag(f, "rounds", 1, 1);
   const t = await openKubernetes({
     ...targetArgs(f, { size: "bench", profile: "base", warm: 0, workspace: "10Gi", tmp: "1100Mi", memoryLimit: "3Gi" }),
@@ -125,7 +129,7 @@ async function main(): Promise<void> {
       return (out + err).trim();
     };
     const managers = new Map<string, KubernetesBenchTarget["manager"]>();
-    for (const p of paths) managers.set(p, PATHS[p] ? await t.replica(PATHS[p]) : m);
+    for (const p of paths) managers.set(p, PATHS[p] ? await t.replica(PATHS[p], { podLayers: POD_LAYERS.has(p) }) : m);
     const tag = (row: string, p: string) => (paths.length === 1 && p === "default" ? row : `${row}@${p}`);
     // the rows whose bytes cross an exec, once per path and round; the reading rows need the
     // file, and putting it is the "put" row

@@ -36,7 +36,7 @@ export interface KubernetesBenchTarget extends BenchTarget {
    * Another Manager on the same namespaces and config, with its own backend built with
    * `overrides` (e.g. commandChannel off, for a baseline path in the same run); closed with the target.
    */
-  replica(overrides: KubernetesBackendOverrides): Promise<BenchTarget["manager"]>;
+  replica(overrides: KubernetesBackendOverrides, o?: { podLayers?: boolean }): Promise<BenchTarget["manager"]>;
 }
 
 export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarget> {
@@ -194,14 +194,20 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
         namespace: namespaces.sandboxes,
         podOf: async (id) => (await crOf(id)).spec.podName ?? id,
       },
-      replica: async (overrides) => {
+      replica: async (overrides, o = {}) => {
+        // podLayers: the pods push and pull their snapshot layers themselves (runtime/k8s/podLayers.ts);
+        // on the test cluster they reach the registry at the same loopback address as this process
+        const cfg =
+          o.podLayers && config.snapshots
+            ? { ...config, snapshots: { ...config.snapshots, podRegistry: config.snapshots.registry } }
+            : config;
         const b = createKubernetesBackend(
-          config,
+          cfg,
           { logger, clock: systemClock },
           { ...overrides, identity: `sbx-bench-${runId}-${cleanups.length}` },
         );
-        const pr = createPauseResume(b, { config, clock: systemClock, logger });
-        const built = await buildManager(config, {
+        const pr = createPauseResume(b, { config: cfg, clock: systemClock, logger });
+        const built = await buildManager(cfg, {
           logger,
           clock: systemClock,
           backend: b,

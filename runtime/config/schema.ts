@@ -151,6 +151,19 @@ export const runtimeConfigInput = z.object({
       repository: z.string().default("sbx-snapshots"),
       retentionDays: z.number().int().positive().default(7),
       /**
+       * The registry as sandbox pods reach it, e.g. http://127.0.0.1:5000 on the test cluster.
+       * Set: a Kubernetes sandbox pushes and pulls its own snapshot layers through its helper,
+       * so the bytes skip the API server's exec path (runtime/k8s/podLayers.ts); a pod that
+       * cannot falls back to the replica moving them. Plain http only for now, and only for a
+       * registry without auth: the replica never hands its own registry login to a sandbox.
+       */
+      podRegistry: z
+        .string()
+        .regex(/^http:\/\/[^/\s]+$/, {
+          message: "use http://host:port as the pods reach it (https and a path are not supported yet)",
+        })
+        .optional(),
+      /**
        * Registry login. ECR hosts (<account>.dkr.ecr.<region>.amazonaws.com) log in with the
        * runtime's AWS identity on their own; set this for an htpasswd registry (the password
        * file is typically a mounted Secret). Unset: anonymous.
@@ -159,6 +172,11 @@ export const runtimeConfigInput = z.object({
         .object({ username: z.string().min(1), passwordFile: z.string().min(1) })
         .strict()
         .optional(),
+    })
+    .refine((s) => !(s.podRegistry && (s.auth || /\.dkr\.ecr\./.test(s.registry))), {
+      path: ["podRegistry"],
+      message:
+        "pods moving their own layers need a registry without login for now (the replica's login is never handed to a sandbox); unset podRegistry",
     })
     .optional(),
   audit: z.object({ path: z.string().optional() }).default({}),

@@ -41,6 +41,7 @@ import { sandboxPorts } from "./ports.ts";
 import { POD_DELETE_GRACE_SECONDS } from "./podTemplate.ts";
 import type { RecordWriter } from "./recordWriter.ts";
 import { labelSafe, podNameOf, type SandboxResource, specFromResource } from "./resource.ts";
+import { podLayers } from "./podLayers.ts";
 import { SandboxRecordStore } from "./snapshotRecords.ts";
 import { startSandboxWatch } from "./watch.ts";
 
@@ -200,6 +201,16 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
       settled: (id) => settled(id),
     }),
     snapshotHolder: p.identity,
+    ...(p.config.snapshots?.podRegistry
+      ? {
+          directLayers: podLayers({
+            registry: p.config.snapshots.podRegistry,
+            channels,
+            lookup: gated,
+            logger: logger.child({ component: "pod-layers" }),
+          }),
+        }
+      : {}),
     autoPauseStatus: new SandboxAutoPauseStore({ namespace: ns, custom, index }),
     leads: () => controller.isLeader(),
     ...sandboxCommands(p, gated, channels),

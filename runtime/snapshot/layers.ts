@@ -15,6 +15,25 @@ export interface LayerIo {
   backend: Pick<Backend, "getArchive" | "putArchive">;
   oci: OciClient;
   repository: string;
+  /** the sandbox moves its own layers (runtime/k8s/podLayers.ts); tried first, else the path above */
+  direct?: DirectLayers;
+}
+
+export interface DirectTransfer {
+  repository: string;
+  signal: AbortSignal;
+  onProgress?: (bytes: number) => void;
+}
+
+/**
+ * A backend whose sandboxes reach the registry push and pull their layers themselves, so the
+ * bytes never cross this process. Same archive semantics as pushLayer/restoreLayer (the root
+ * entry dropped, entries counted, the digest verified). Undefined or false: this sandbox cannot
+ * (no helper, registry unreachable from it) and the caller moves the layer itself.
+ */
+export interface DirectLayers {
+  push(id: string, path: string, o: DirectTransfer): Promise<SnapshotLayer | undefined>;
+  restore(id: string, layer: SnapshotLayer, o: DirectTransfer): Promise<boolean>;
 }
 
 /**
@@ -57,6 +76,9 @@ export async function pushLayer(
   onProgress?: (bytes: number) => void,
 ): Promise<SnapshotLayer> {
   signal.throwIfAborted();
+  const direct = await io.direct?.push(id, path, { repository: io.repository, signal, onProgress });
+  if (direct) return direct;
+  signal.throwIfAborted();
   const raw = await io.backend.getArchive(id, path);
   // the abort may have landed while the archive was opened: a listener added now would never fire
   if (signal.aborted) throw closed(raw, signal);
@@ -83,6 +105,8 @@ export async function restoreLayer(
   signal: AbortSignal,
   onProgress?: (bytes: number) => void,
 ): Promise<void> {
+  signal.throwIfAborted();
+  if (await io.direct?.restore(id, layer, { repository: snap.repository, signal, onProgress })) return;
   signal.throwIfAborted();
   const stream = await io.oci.pullBlob(snap.repository, layer.digest, { size: layer.size, onProgress });
   // as above: never unpack into a sandbox whose delete stopped this resume while the blob opened

@@ -22,7 +22,7 @@ import {
 } from "../core/types.ts";
 import { allowsAutoResume } from "./autoResume.ts";
 import { computeAlive, planRecovery, type RecoveryObserved, type RecoveryPlan } from "./recoveryPlan.ts";
-import { allLayers, type LayerIo, restoreLayer } from "./layers.ts";
+import { allLayers, type DirectLayers, type LayerIo, restoreLayer } from "./layers.ts";
 import { snapshotTag } from "./manifest.ts";
 import type { OciClient } from "./oci.ts";
 import {
@@ -86,6 +86,8 @@ export interface SnapshotterOptions {
   onStep?(id: string, step: PauseStep | ResumeStep): void | Promise<void>;
   /** registry garbage collection (gc.ts): a push (blobs, then their manifest) never overlaps one */
   gc?: { whilePushing<T>(push: () => Promise<T>): Promise<T> };
+  /** the sandboxes move their own layers when they can (layers.ts DirectLayers) */
+  direct?: DirectLayers;
 }
 
 type OnProgress = (p: TransferProgress) => void;
@@ -96,7 +98,7 @@ export class Snapshotter {
   private readonly snapshots: RegistrySnapshots;
 
   constructor(private readonly o: SnapshotterOptions) {
-    this.io = { backend: o.backend, oci: o.oci, repository: o.repository };
+    this.io = { backend: o.backend, oci: o.oci, repository: o.repository, direct: o.direct };
     const paths = o.writablePaths ?? DEFAULT_WRITABLE_PATHS;
     this.snapshots = new RegistrySnapshots({ io: this.io, paths, clock: o.clock, logger: o.logger });
   }

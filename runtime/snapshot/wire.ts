@@ -9,6 +9,7 @@ import type { Backend, Sandbox, SandboxSpec } from "../core/types.ts";
 import type { RegistryAuth } from "./auth.ts";
 import { CollectingOciClient, type SnapshotGc } from "./gc.ts";
 import { OciClient } from "./oci.ts";
+import type { DirectLayers } from "./layers.ts";
 import { FileRecordStore, type SnapshotRecordStore } from "./record.ts";
 import { PauseResume } from "./service.ts";
 import { Snapshotter, type SnapshotterOptions } from "./snapshotter.ts";
@@ -44,6 +45,8 @@ export interface SnapshotAwareBackend extends Backend {
   /** set when several processes share snapshotRecords: see SnapshotterOptions.holder */
   snapshotHolder?: string;
   specOf?(id: string): Promise<SandboxSpec | undefined>;
+  /** its sandboxes push and pull their own snapshot layers when they can */
+  directLayers?: DirectLayers;
 }
 
 /** How long another replica's in-flight pause or resume is left alone before it counts as abandoned. */
@@ -82,6 +85,7 @@ export function createPauseResume(backend: Backend, w: SnapshotWiring): PauseRes
     autoResumeDefault: w.autoResumeDefault,
     onStep: w.onStep,
     gc: w.gc,
+    direct: aware.directLayers,
     specFor: async (s) => (await aware.specOf?.(s.id)) ?? specFromSandbox(s, w),
   });
   return new PauseResume({ backend, snapshotter, logger: w.logger });

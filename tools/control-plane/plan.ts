@@ -172,6 +172,9 @@ export function kubeletCommand(l: Layout, p: Ports, net: PodNet): Command {
       // In-cluster clients in a real pod dial 127.0.0.1:<port> (the API server's cert covers
       // it); so does the runtime for the registry. Both are forwarded into each pod.
       `--loopback-ports=${p.apiserver},${p.registry}`,
+      // Sandbox pods see the registry alone: they push and pull their own snapshot layers
+      // (runtime/k8s/podLayers.ts), as a NetworkPolicy to the registry allows on a real cluster.
+      `--sandbox-loopback-ports=${p.registry}`,
       `--api-port=${p.apiserver}`,
     ],
   };

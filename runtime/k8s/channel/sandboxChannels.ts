@@ -17,6 +17,7 @@ import type { ChannelSession } from "./command.ts";
 import { embeddedHelper } from "./embedded.ts";
 import type { ListedCommand } from "./frames.ts";
 import { type HelperBinary, loadHelperBinary, openPodChannel } from "./open.ts";
+import { HELPER_DIR } from "./paths.ts";
 import { ChannelPool, type CommandChannelMode } from "./pool.ts";
 import { connectTunnel } from "./tunnel.ts";
 import { UploadSlots } from "./uploadSlots.ts";
@@ -50,6 +51,12 @@ export interface SandboxChannels {
   mode(id: string): CommandChannelMode | undefined;
   exec(id: string, pod: string, req: ExecRequest, baseEnv: Record<string, string>): Promise<ChannelSession | undefined>;
   runner(id: string, pod: string): RunInSandbox;
+  /**
+   * Runs the pod's own copy of this replica's helper (`args` after its path) over the channel:
+   * what the helper does in the pod itself (blob push and pull, podLayers.ts). Undefined when
+   * the pod has no channel.
+   */
+  runHelper(id: string, pod: string, args: string[], stdin?: Readable): Promise<ChannelSession | undefined>;
   list(id: string, pod: string): Promise<ListedCommand[] | undefined>;
   /** `stdin`: written to the command's stdin, which ends when it ends (see CommandChannel.attach) */
   attach(
@@ -130,6 +137,19 @@ export function createSandboxChannels(o: {
           c.start({ id: newExecId(), argv, env: {}, cwd: "/", stdin });
         return (await pool.with(id, pod, start, settled)) ?? o.fallbackRunner(id, pod)(argv, stdin);
       };
+    },
+
+    async runHelper(id, pod, args, stdin) {
+      if (opts.enabled === false) return undefined;
+      const { sha256 } = await loadHelper();
+      // an open channel means this helper version is in the pod (the open copies it in)
+      const path = `${opts.dir ?? HELPER_DIR}/helper-${sha256}`;
+      return pool.with(
+        id,
+        pod,
+        (c) => c.start({ id: newExecId(), argv: [path, ...args], env: {}, cwd: "/", stdin }),
+        settled,
+      );
     },
 
     async list(id, pod) {

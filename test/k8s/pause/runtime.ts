@@ -27,6 +27,8 @@ export interface PauseRuntimeArgs {
   onStep?: SnapshotterOptions["onStep"];
   /** run the Manager's maintenance tasks (automatic pause/wake, snapshot recovery) */
   maintenance?: boolean;
+  /** snapshots.podRegistry: the pods move their own layers (the suite's registry is on their loopback) */
+  podRegistry?: string;
 }
 
 export interface PauseRuntime {
@@ -36,11 +38,17 @@ export interface PauseRuntime {
   close(): Promise<void>;
 }
 
-export function pauseConfig(a: Pick<PauseRuntimeArgs, "namespaces" | "registry" | "warm">): RuntimeConfig {
+export function pauseConfig(
+  a: Pick<PauseRuntimeArgs, "namespaces" | "registry" | "warm" | "podRegistry">,
+): RuntimeConfig {
   return testConfig(
     { ...a.namespaces, cleanup: async () => undefined },
     {
-      snapshots: { registry: a.registry, repository: `snap-${a.namespaces.sandboxes}` },
+      snapshots: {
+        registry: a.registry,
+        repository: `snap-${a.namespaces.sandboxes}`,
+        ...(a.podRegistry ? { podRegistry: a.podRegistry } : {}),
+      },
       warmPool: a.warm ? [{ profile: "base", size: "nano", count: a.warm }] : [],
     },
   );

@@ -190,34 +190,44 @@ func inNetns(path string, fn func() error) error {
 // forwardLoopback listens on 127.0.0.1:port inside the pod and relays every connection to
 // the host's 127.0.0.1:port.
 func (p *podNetns) forwardLoopback(port int) error {
-	var l net.Listener
-	err := inNetns(p.path(), func() (err error) {
-		l, err = net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-		return err
-	})
+	l, err := listenLoopbackIn(p.path(), port)
 	if err != nil {
 		return fmt.Errorf("pod network: forwarding host port %d into %s: %w", port, p.name, err)
 	}
 	p.mu.Lock()
 	p.listeners = append(p.listeners, l)
 	p.mu.Unlock()
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return // closed by teardown
-			}
-			go func() {
-				up, err := net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-				if err != nil {
-					_ = conn.Close()
-					return
-				}
-				relay(conn, up)
-			}()
-		}
-	}()
+	go serveLoopbackForward(l, port)
 	return nil
+}
+
+// listenLoopbackIn listens on 127.0.0.1:port inside the network namespace at nsPath.
+func listenLoopbackIn(nsPath string, port int) (net.Listener, error) {
+	var l net.Listener
+	err := inNetns(nsPath, func() (err error) {
+		l, err = net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
+		return err
+	})
+	return l, err
+}
+
+// serveLoopbackForward relays every connection accepted on l (a pod's loopback) to the same
+// port on the host's loopback, until l is closed.
+func serveLoopbackForward(l net.Listener, port int) {
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return // closed by teardown
+		}
+		go func() {
+			up, err := net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
+			if err != nil {
+				_ = conn.Close()
+				return
+			}
+			relay(conn, up)
+		}()
+	}
 }
 
 // dialInPod connects to 127.0.0.1:port inside the pod, as a container runtime's port

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -27,6 +28,10 @@ type podDirs struct {
 	main map[types.UID]map[string]*container
 	// real runs the pods on the real nodes (nil: every pod is kwok-played).
 	real *realPods
+	// loopback: host loopback ports each kwok-played container also sees on its own
+	// 127.0.0.1 (the snapshot registry: a sandbox pod moves its own snapshot layers, the test
+	// cluster's stand-in for a NetworkPolicy that lets sandboxes reach the registry alone).
+	loopback []int
 }
 
 func newPodDirs(root, bwrap string) *podDirs {
@@ -151,11 +156,38 @@ func (d *podDirs) startMain(pod *corev1.Pod, c *corev1.Container) (*container, e
 	}
 	ctr := startContainer(nil, d.bwrap, args, log)
 	go func() { <-ctr.exited; log.Close() }()
+	if len(d.loopback) > 0 {
+		go d.forwardInto(pod, c.Name, ctr)
+	}
 	return ctr, nil
 }
 
 // realContainer is the running instance of a container of a pod on a real node, or a
 // stand-in that says why an exec cannot run (the kubelet's own pod worker starts it).
+// forwardInto serves d.loopback on the loopback of the container's network namespace while
+// its main process runs (execs join that namespace, so they reach the ports too).
+func (d *podDirs) forwardInto(pod *corev1.Pod, name string, ctr *container) {
+	<-ctr.ready
+	if ctr.err != nil {
+		return
+	}
+	nsPath := fmt.Sprintf("/proc/%d/ns/net", ctr.pid)
+	var listeners []net.Listener
+	for _, port := range d.loopback {
+		l, err := listenLoopbackIn(nsPath, port)
+		if err != nil {
+			d.appendLog(pod.UID, name, fmt.Sprintf("sbx-kubelet: forwarding host port %d into the container: %v\n", port, err))
+			continue
+		}
+		listeners = append(listeners, l)
+		go serveLoopbackForward(l, port)
+	}
+	<-ctr.exited
+	for _, l := range listeners {
+		_ = l.Close()
+	}
+}
+
 func (d *podDirs) realContainer(pod *corev1.Pod, name string) *container {
 	if p := d.real.get(pod.UID); p != nil {
 		if ctr := p.current(name); ctr != nil {

@@ -123,16 +123,9 @@ func newRealPods(client kubernetes.Interface, dirs *podDirs, nodes, bridge, cidr
 	if bridge == "" || cidr == "" {
 		return nil, fmt.Errorf("serve: --real-nodes needs --pod-bridge and --pod-cidr (the test setup's pod network)")
 	}
-	var ports []int
-	for _, f := range strings.Split(loopback, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n <= 0 || n > 65535 {
-			return nil, fmt.Errorf("serve: --loopback-ports entry %q is not a port number", f)
-		}
-		ports = append(ports, n)
+	ports, err := parsePorts("--loopback-ports", loopback)
+	if err != nil {
+		return nil, err
 	}
 	pn, err := newPodNetwork(bridge, cidr, ports)
 	if err != nil {
@@ -146,4 +139,20 @@ func newRealPods(client kubernetes.Interface, dirs *podDirs, nodes, bridge, cidr
 		}
 	}
 	return &realPods{client: client, cfg: cfg, dirs: dirs, pods: map[types.UID]*realPod{}}, nil
+}
+
+// parsePorts reads a comma-separated list of port numbers (flag names the flag in errors).
+func parsePorts(flag, list string) ([]int, error) {
+	var ports []int
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 || n > 65535 {
+			return nil, fmt.Errorf("serve: %s entry %q is not a port number", flag, f)
+		}
+		ports = append(ports, n)
+	}
+	return ports, nil
 }

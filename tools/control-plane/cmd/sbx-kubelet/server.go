@@ -52,6 +52,7 @@ func runServe(args []string) error {
 	bridge := fs.String("pod-bridge", "", "host bridge of the real nodes' pod network (created by the test setup)")
 	podCIDR := fs.String("pod-cidr", "", "the bridge's /24; the bridge holds .1, pods get .2-.254")
 	loopback := fs.String("loopback-ports", "", "comma-separated host loopback ports every real pod sees on its own 127.0.0.1 (API server, registry)")
+	sandboxLoopback := fs.String("sandbox-loopback-ports", "", "comma-separated host loopback ports every kwok-played pod also sees on its own 127.0.0.1 (the snapshot registry)")
 	apiPort := fs.Int("api-port", 0, "the API server's port, for KUBERNETES_SERVICE_PORT (forward it with --loopback-ports)")
 	hostIP := fs.String("host-ip", "127.0.0.1", "status.hostIP of pods on the real nodes (the nodes' InternalIP)")
 	if err := fs.Parse(args); err != nil {
@@ -82,6 +83,9 @@ func runServe(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	s := &server{client: client, nsenter: *nsenter, setpriv: *setpriv, pods: newPodDirs(*root, *bwrap)}
+	if s.pods.loopback, err = parsePorts("--sandbox-loopback-ports", *sandboxLoopback); err != nil {
+		return err
+	}
 	if *realNodes != "" {
 		real, err := newRealPods(client, s.pods, *realNodes, *bridge, *podCIDR, *loopback, *apiPort, *hostIP)
 		if err != nil {

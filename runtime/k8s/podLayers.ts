@@ -1,0 +1,208 @@
+// Snapshot layers moved by the sandbox pod itself: the pod's helper (tools/local-helper/blob.c)
+// runs tar and talks to the registry directly, so a pause or resume sends only a command and
+// its answer over the channel instead of every byte through the API server's exec proxy and
+// the kubelet (docs/kubernetes-runtime.md, "Snapshots at registry speed").
+//
+//   push:    helper blob push --url <registry>/v2/<repo>/blobs/uploads/ --tar-root <base>
+//              -- tar -c -f - -C <parent> [--anchored --exclude=<helper dir>] -- <base>
+//            stdout: {"digest":"sha256:…","size":N,"entries":E}
+//   restore: helper blob pull --url <registry>/v2/<repo>/blobs/<digest> --digest D --size N
+//              -- sh -c 'mkdir -p -- "$1" && exec tar -x …' sbx-put <parent>
+//
+// The archive is what the replica's path makes (archive.ts getArchive, then tar-filter.ts
+// DropRootEntry), so a snapshot pushed one way restores the other. A pod that cannot (no
+// channel, a helper without `blob`, the registry unreachable from it) answers a fallback and
+// the replica moves the layer as before. What the pod answers is untrusted: it is parsed
+// strictly, and the snapshot is read back from the registry before it counts (verifySnapshot).
+import type { Readable } from "node:stream";
+import type { Logger } from "../core/log.ts";
+import { UpstreamError } from "../core/errors.ts";
+import type { ExecResult } from "../core/types.ts";
+import type { DirectLayers, DirectTransfer } from "../snapshot/layers.ts";
+import { parentDir } from "../snapshot/manifest.ts";
+import type { SnapshotLayer } from "../snapshot/record.ts";
+import { helperExclusion } from "./archive.ts";
+import type { SandboxChannels } from "./channel/sandboxChannels.ts";
+import type { SandboxLookup } from "./lookup.ts";
+
+/** the helper's exit codes (blob.c) that mean "this pod cannot", not "this layer failed" */
+const CANNOT = new Map([
+  [3, "the registry could not be reached or refused the request"],
+  [64, "the pod's helper cannot move layers (a helper without blob, or an https registry)"],
+]);
+const DIGEST_MISMATCH = 4;
+const STDERR_LIMIT = 16 * 1024;
+
+export interface PodLayersOptions {
+  /** the registry as the pods reach it: http://host:port */
+  registry: string;
+  channels: Pick<SandboxChannels, "runHelper">;
+  lookup: Pick<SandboxLookup, "runningPod">;
+  logger: Logger;
+}
+
+interface Ran {
+  result: ExecResult;
+  stdout: string;
+  stderr: string;
+}
+
+export function podLayers(o: PodLayersOptions): DirectLayers {
+  const run = async (id: string, args: string[], t: DirectTransfer): Promise<Ran | undefined> => {
+    const { podName } = await o.lookup.runningPod(id);
+    t.signal.throwIfAborted();
+    const session = await o.channels.runHelper(id, podName, args);
+    if (!session) return undefined;
+    const stop = () => session.kill();
+    if (t.signal.aborted) stop();
+    else t.signal.addEventListener("abort", stop, { once: true });
+    try {
+      const [result, stdout, stderr] = await Promise.all([
+        session.result,
+        collect(session.stdout, 4096),
+        progressAndErrors(session.stderr, t.onProgress),
+      ]);
+      t.signal.throwIfAborted();
+      return { result, stdout, stderr };
+    } finally {
+      t.signal.removeEventListener("abort", stop);
+    }
+  };
+  const cannot = (id: string, op: "push" | "restore", path: string, ran: Ran): boolean => {
+    const why = CANNOT.get(ran.result.exitCode);
+    if (!why) return false;
+    o.logger.warn(
+      { sandbox: id, op, path, exitCode: ran.result.exitCode, stderr: ran.stderr.trim().slice(0, 500) },
+      `the pod cannot move its snapshot layer itself (${why}); the replica moves it`,
+    );
+    return true;
+  };
+
+  return {
+    async push(id, path, t): Promise<SnapshotLayer | undefined> {
+      const parent = parentDir(path);
+      const base = path.slice(path.lastIndexOf("/") + 1);
+      const skip = helperExclusion(path, parent, base);
+      const ran = await run(
+        id,
+        [
+          "blob",
+          "push",
+          "--url",
+          `${o.registry}/v2/${t.repository}/blobs/uploads/`,
+          "--tar-root",
+          base,
+          "--",
+          "tar",
+          "-c",
+          "-f",
+          "-",
+          "-C",
+          parent,
+          ...(skip ? ["--anchored", `--exclude=${skip}`] : []),
+          "--",
+          base,
+        ],
+        t,
+      );
+      if (!ran || cannot(id, "push", path, ran)) return undefined;
+      if (ran.result.exitCode !== 0)
+        throw new UpstreamError(
+          `pause ${id}: the pod's push of ${path} exited ${ran.result.exitCode}: ${ran.stderr.trim() || "no message"}`,
+        );
+      return { path, ...parsePushed(id, path, ran.stdout) };
+    },
+
+    async restore(id, layer, t): Promise<boolean> {
+      const ran = await run(
+        id,
+        [
+          "blob",
+          "pull",
+          "--url",
+          `${o.registry}/v2/${t.repository}/blobs/${layer.digest}`,
+          "--digest",
+          layer.digest,
+          "--size",
+          String(layer.size),
+          "--",
+          "sh",
+          "-c",
+          'mkdir -p -- "$1" && exec tar -x -f - -C "$1" --no-same-owner',
+          "sbx-put",
+          parentDir(layer.path),
+        ],
+        t,
+      );
+      if (!ran || cannot(id, "restore", layer.path, ran)) return false;
+      if (ran.result.exitCode === DIGEST_MISMATCH)
+        throw new UpstreamError(
+          `resume ${id}: ${layer.path}: ${ran.stderr.trim()}: the registry copy is corrupt or was replaced; retry or restore from another snapshot`,
+        );
+      if (ran.result.exitCode !== 0)
+        throw new UpstreamError(
+          `resume ${id}: restoring ${layer.path} in the pod exited ${ran.result.exitCode}: ${ran.stderr.trim() || "no message"}; retry the resume`,
+        );
+      return true;
+    },
+  };
+}
+
+/** The pod's answer, checked field by field: it comes from a process the tenant controls. */
+export function parsePushed(id: string, path: string, stdout: string): Omit<SnapshotLayer, "path"> {
+  const bad = (why: string) =>
+    new UpstreamError(
+      `pause ${id}: the pod's push of ${path} answered ${why}: ${JSON.stringify(stdout.slice(0, 200))}`,
+    );
+  let v: unknown;
+  try {
+    v = JSON.parse(stdout.trim());
+  } catch {
+    throw bad("no JSON");
+  }
+  const { digest, size, entries } = (v ?? {}) as Record<string, unknown>;
+  if (typeof digest !== "string" || !/^sha256:[0-9a-f]{64}$/.test(digest)) throw bad("no sha256 digest");
+  if (!Number.isSafeInteger(size) || (size as number) < 0) throw bad("no size");
+  if (!Number.isSafeInteger(entries) || (entries as number) < 0) throw bad("no entry count");
+  return { digest, size: size as number, entries: entries as number };
+}
+
+function collect(stream: Readable, limit: number): Promise<string> {
+  return new Promise((resolve) => {
+    let buf = "";
+    stream.on("data", (c: Buffer) => {
+      if (buf.length < limit) buf += c.toString("utf8");
+    });
+    stream.once("end", () => resolve(buf.slice(0, limit)));
+    stream.once("error", () => resolve(buf));
+  });
+}
+
+/** `sbx-progress N` lines go to onProgress; the rest (up to a limit) is the error text. */
+function progressAndErrors(stream: Readable, onProgress?: (bytes: number) => void): Promise<string> {
+  return new Promise((resolve) => {
+    let partial = "";
+    let text = "";
+    const line = (l: string) => {
+      const m = /^sbx-progress (\d+)$/.exec(l);
+      if (m) onProgress?.(Number(m[1]));
+      else if (text.length < STDERR_LIMIT) text += `${l}\n`;
+    };
+    stream.on("data", (c: Buffer) => {
+      partial += c.toString("utf8");
+      let nl = partial.indexOf("\n");
+      while (nl >= 0) {
+        line(partial.slice(0, nl));
+        partial = partial.slice(nl + 1);
+        nl = partial.indexOf("\n");
+      }
+      if (partial.length > STDERR_LIMIT) partial = partial.slice(-STDERR_LIMIT); // no newline ever: bounded
+    });
+    const done = () => {
+      if (partial) line(partial);
+      resolve(text.slice(0, STDERR_LIMIT));
+    };
+    stream.once("end", done);
+    stream.once("error", done);
+  });
+}
