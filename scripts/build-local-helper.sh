@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the in-sandbox helper (tools/local-helper/sbx-helper.c, the seccomp filter in seccomp.c,
-# and the Kubernetes command channel: channel.c, daemon.c, registry.c, ring.c) into
+# the Kubernetes command channel: channel.c, daemon.c, registry.c, ring.c, and the pod's own
+# snapshot layer transfers: blob.c, sha256.c) into
 # .cache/local/sbx-helper, statically linked so it also runs inside OCI image rootfs and pods
 # that have no glibc. Idempotent: rebuilds only when the sha256 of the sources and of this
 # script changed (runtime/local/helper-binary.ts computes the same stamp; keep the
@@ -8,7 +9,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="$root/tools/local-helper"
-sources=("$dir/sbx-helper.c" "$dir/seccomp.c" "$dir/seccomp.h" "$dir/port-relay.c" "$dir/port-relay.h" "$dir/channel.c" "$dir/channel.h" "$dir/daemon.c" "$dir/registry.c" "$dir/registry.h" "$dir/ring.c" "$root/scripts/build-local-helper.sh")
+sources=("$dir/sbx-helper.c" "$dir/seccomp.c" "$dir/seccomp.h" "$dir/port-relay.c" "$dir/port-relay.h" "$dir/channel.c" "$dir/channel.h" "$dir/daemon.c" "$dir/registry.c" "$dir/registry.h" "$dir/ring.c" "$dir/blob.c" "$dir/blob.h" "$dir/sha256.c" "$dir/sha256.h" "$root/scripts/build-local-helper.sh")
 out_dir="$root/.cache/local"
 out="$out_dir/sbx-helper"
 sum="$(cat "${sources[@]}" | sha256sum | cut -d' ' -f1)"
@@ -22,7 +23,7 @@ fi
 mkdir -p "$out_dir"
 tmp="$(mktemp "$out_dir/sbx-helper.XXXXXX")"
 trap 'rm -f "$tmp"' EXIT
-gcc -O2 -static -Wall -Wextra -Wno-unused-result -o "$tmp" "$dir/sbx-helper.c" "$dir/seccomp.c" "$dir/port-relay.c" "$dir/channel.c" "$dir/daemon.c" "$dir/registry.c" "$dir/ring.c"
+gcc -O2 -static -Wall -Wextra -Wno-unused-result -o "$tmp" "$dir/sbx-helper.c" "$dir/seccomp.c" "$dir/port-relay.c" "$dir/channel.c" "$dir/daemon.c" "$dir/registry.c" "$dir/ring.c" "$dir/blob.c" "$dir/sha256.c"
 chmod 0755 "$tmp"
 mv "$tmp" "$out"
 echo "$sum" > "$out.sha256"

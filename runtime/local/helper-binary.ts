@@ -27,6 +27,10 @@ export const HELPER_STAMP_INPUTS = [
   "tools/local-helper/registry.c",
   "tools/local-helper/registry.h",
   "tools/local-helper/ring.c",
+  "tools/local-helper/blob.c",
+  "tools/local-helper/blob.h",
+  "tools/local-helper/sha256.c",
+  "tools/local-helper/sha256.h",
   "scripts/build-local-helper.sh",
 ];
 

@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blob.h"
 #include "channel.h"
 #include "port-relay.h"
 #include "seccomp.h"
@@ -537,6 +538,8 @@ static void relay(int sock) {
 int main(int argc, char **argv) {
   // the unprivileged mode of a Kubernetes pod (channel.c, daemon.c): same binary, no setup here
   if (argc > 1 && !strcmp(argv[1], "channel")) return sbx_channel_main(argc, argv);
+  // the pod moving its own snapshot layers (blob.c): no setup either
+  if (argc > 1 && !strcmp(argv[1], "blob")) return sbx_blob_main(argc, argv);
   double t_start = now_ms(), t_mount = 0;
   uid_t uid = 0;
   gid_t gid = 0;

@@ -1,0 +1,121 @@
+// Pods that move their own snapshot layers (snapshots.podRegistry, runtime/k8s/podLayers.ts), on
+// the real control plane with the suite's registry on each sandbox pod's loopback (sbx-kubelet
+// --sandbox-loopback-ports): a pause and a cold resume keep every byte of the tree while the
+// replica's own archive path is never used; the snapshot restores through the replica's path
+// too (the two make the same layers); and a pod that cannot reach the registry falls back to
+// the replica moving the layers, with the reason logged.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildManager } from "../../../runtime/backends.ts";
+import { systemClock } from "../../../runtime/core/clock.ts";
+import { type Logger, silentLogger } from "../../../runtime/core/log.ts";
+import type { SandboxManager } from "../../../runtime/core/manager.ts";
+import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
+import { createKubernetesBackend } from "../../../runtime/kubernetes.ts";
+import { captureLogger } from "../../support/logs.ts";
+import { registryUrl, waitFor } from "../../support/cluster.ts";
+import {
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "../runtime/support.ts";
+import { FILL_SCRIPT, output, pauseConfig, TREE_DIGEST_SCRIPT } from "./runtime.ts";
+
+let kubeconfigPath: string;
+let ns: TestNamespaces;
+const OWNER = "alice";
+const closers: (() => Promise<void>)[] = [];
+
+beforeAll(async () => {
+  kubeconfigPath = await testKubeconfigPath();
+  const clients = adminClients(kubeconfigPath);
+  await installSandboxCrd(clients.kc);
+  ns = await freshNamespaces(clients.core, "pl");
+}, 60_000);
+
+afterAll(async () => {
+  for (const c of closers.reverse()) await c();
+  await ns?.cleanup();
+});
+
+/** A Manager over its own backend replica; `podRegistry` unset: the replica moves the layers. */
+async function runtime(
+  identity: string,
+  podRegistry: string | undefined,
+  logger: Logger = silentLogger(),
+): Promise<{ manager: SandboxManager; backend: KubernetesBackend; moved: { out: number; in: number } }> {
+  const config = pauseConfig({ namespaces: ns, registry: registryUrl(), podRegistry });
+  const backend = createKubernetesBackend(
+    config,
+    { logger, clock: systemClock },
+    { clients: adminClients(kubeconfigPath), identity, retryPeriodMs: 500, leaseDurationMs: 4000 },
+  );
+  // counts what the replica's own archive path carries (the fallback)
+  const moved = { out: 0, in: 0 };
+  const getArchive = backend.getArchive.bind(backend);
+  const putArchive = backend.putArchive.bind(backend);
+  backend.getArchive = async (id, path) => {
+    moved.out++;
+    return getArchive(id, path);
+  };
+  backend.putArchive = async (id, dir, tar) => {
+    moved.in++;
+    return putArchive(id, dir, tar);
+  };
+  const { manager } = await buildManager(config, { logger, clock: systemClock, backend, reaperIntervalMs: 3_600_000 });
+  await manager.start({ reaper: false, maintenance: false });
+  closers.push(() => manager.close());
+  return { manager, backend, moved };
+}
+
+async function run(m: SandboxManager, id: string, script: string): Promise<string> {
+  const r = await output(await m.exec(OWNER, id, { command: ["sh", "-c", script], timeoutMs: 60_000 }));
+  expect(r.stderr).toBe("");
+  expect(r.exitCode).toBe(0);
+  return r.stdout.trim();
+}
+
+describe("pods moving their own snapshot layers", () => {
+  it("pause and a cold resume keep the tree byte for byte, and the replica's archive path carries nothing", async () => {
+    const { manager, backend, moved } = await runtime("pod-layers", registryUrl());
+    await waitFor("leadership", async () => backend.controller.isLeader(), 20_000);
+    const { id } = await manager.create({ owner: OWNER, profile: "base", size: "nano" });
+    await manager.wait(OWNER, id, { timeoutMs: 60_000 });
+    await run(manager, id, FILL_SCRIPT(8));
+    const before = await run(manager, id, TREE_DIGEST_SCRIPT);
+
+    await manager.pause!(OWNER, id);
+    expect((await manager.get(OWNER, id)).phase).toBe("Paused");
+    await manager.resume!(OWNER, id);
+    expect(await run(manager, id, TREE_DIGEST_SCRIPT)).toBe(before);
+    expect(moved).toEqual({ out: 0, in: 0 });
+
+    // the same layers restore through the replica's path: a replica without podRegistry resumes it
+    await manager.pause!(OWNER, id);
+    const other = await runtime("replica-path", undefined);
+    await other.manager.resume!(OWNER, id);
+    expect(other.moved.in).toBeGreaterThan(0);
+    expect(await run(other.manager, id, TREE_DIGEST_SCRIPT)).toBe(before);
+    await other.manager.kill(OWNER, id);
+  }, 240_000);
+
+  it("a pod that cannot reach the registry falls back to the replica moving the layers", async () => {
+    const { logger, lines } = captureLogger();
+    // nothing listens on port 1 in the pod: its helper's connect is refused
+    const { manager, moved } = await runtime("unreachable", "http://127.0.0.1:1", logger);
+    const { id } = await manager.create({ owner: OWNER, profile: "base", size: "nano" });
+    await manager.wait(OWNER, id, { timeoutMs: 60_000 });
+    await run(manager, id, "head -c 1048576 /dev/urandom > /workspace/f && sha256sum /workspace/f");
+    const sum = await run(manager, id, "sha256sum /workspace/f");
+    await manager.pause!(OWNER, id);
+    await manager.resume!(OWNER, id);
+    expect(await run(manager, id, "sha256sum /workspace/f")).toBe(sum);
+    expect(moved.out).toBeGreaterThan(0);
+    expect(moved.in).toBeGreaterThan(0);
+    expect(lines).toContainEqual(
+      expect.objectContaining({ sandbox: id, op: "push", msg: expect.stringContaining("the replica moves it") }),
+    );
+    await manager.kill(OWNER, id);
+  }, 240_000);
+});
