@@ -102,6 +102,22 @@ describe("blob push and pull against the registry", () => {
     expect(pushed).toEqual(await replicaLayer(src, "workspace"));
     expect(pushed.entries).toBe(6); // deep/, deep/er/, big.bin, odd.bin, with space.py, link
     expect(r.stderr).toMatch(/^sbx-progress \d+$/m);
+    // the default: one PATCH streamed as the archive comes, not parts of --chunk-bytes
+    const streamed = await run(
+      ["push", "--url", uploads("blob-stream"), "--tar-root", "workspace", "--"].concat([
+        "tar",
+        "-c",
+        "-f",
+        "-",
+        "-C",
+        src,
+        "--",
+        "workspace",
+      ]),
+    );
+    expect(streamed.code, streamed.stderr).toBe(0);
+    expect(JSON.parse(streamed.stdout)).toEqual(pushed);
+    expect((await fetch(`${registry.url}/v2/blob-stream/blobs/${pushed.digest}`, { method: "HEAD" })).status).toBe(200);
     const res = await fetch(`${registry.url}/v2/blob-test/blobs/${pushed.digest}`);
     const body = Buffer.from(await res.arrayBuffer());
     expect(`sha256:${createHash("sha256").update(body).digest("hex")}`).toBe(pushed.digest);

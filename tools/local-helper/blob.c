@@ -4,9 +4,11 @@
 //
 //   blob push --url <registry>/v2/<repo>/blobs/uploads/ [--auth-stdin] [--chunk-bytes N]
 //             [--tar-root NAME] -- CMD ARGS...
-//       runs CMD (tar -c) and uploads its output as one blob: POST, then one PATCH per chunk
-//       (Content-Range), then PUT ?digest=. --tar-root drops the archive's entry for NAME itself
-//       and counts the others, as runtime/snapshot/tar-filter.ts DropRootEntry does. Prints
+//       runs CMD (tar -c) and uploads its output as one blob: POST, then one PATCH whose body
+//       streams as the archive comes (chunked encoding; or, with --chunk-bytes N, one PATCH
+//       per N bytes with Content-Range, for registries that want parts), then PUT ?digest=.
+//       --tar-root drops the archive's entry for NAME itself and counts the others, as
+//       runtime/snapshot/tar-filter.ts DropRootEntry does. Prints
 //       {"digest":"sha256:…","size":N,"entries":E} (entries -1 without --tar-root).
 //   blob pull --url <registry>/v2/<repo>/blobs/<digest> --digest D [--size N] [--auth-stdin]
 //             -- CMD ARGS...
@@ -21,8 +23,8 @@
 // (https; a host name: only IP addresses and localhost, as a static binary has no resolver);
 // pull otherwise exits with CMD's status.
 //
-// Plain HTTP/1.1 on one keep-alive connection. Memory: one chunk (default 16 MiB) plus small
-// buffers; response lines and headers are bounded.
+// Plain HTTP/1.1 on one keep-alive connection. Memory: 1 MiB (or one --chunk-bytes part) plus
+// small buffers; response lines and headers are bounded.
 #define _GNU_SOURCE
 #include "blob.h"
 
@@ -56,6 +58,9 @@ extern char **environ;
 #define PROGRESS_EVERY (4ull << 20)
 #define MAX_REDIRECTS 5
 #define MAX_EXTENDED (1u << 20)
+#define STREAM_PIECE (1u << 20)
+// reads from the socket and the command's pipe, and the pipe's size: fewer, larger copies
+#define IO_BYTES (1 << 20)
 
 static const char *verb = "blob";
 
@@ -155,7 +160,7 @@ static const char *shown(const char *path) {
 struct conn {
   int fd;
   char host[256], port[8];
-  char rbuf[65536];
+  char rbuf[IO_BYTES];
   size_t rpos, rlen;
 };
 
@@ -303,7 +308,7 @@ typedef int (*sink_fn)(void *ctx, const char *buf, size_t n);
 
 /** Reads the body to its end into sink; 0 when it ended where it said it would. */
 static int read_body(struct conn *c, const struct response *r, sink_fn sink, void *ctx) {
-  char buf[65536];
+  static char buf[IO_BYTES];
   if (r->chunked) {
     char line[LINE_MAX_BYTES];
     for (;;) {
@@ -405,6 +410,7 @@ static pid_t spawn_piped(char **argv, int to_child, int *our_end) {
   if (err) die(EXIT_CMD, "cannot start %s: %s", argv[0], strerror(err));
   close(to_child ? p[0] : p[1]);
   *our_end = to_child ? p[1] : p[0];
+  fcntl(*our_end, F_SETPIPE_SZ, IO_BYTES); // best effort: a smaller pipe only costs copies
   return pid;
 }
 
@@ -556,26 +562,64 @@ struct chunker {
   struct url at; // the upload's current Location
   char *buf;
   size_t len, cap;
+  int stream, started; // stream: one PATCH whose body is sent as it comes (chunked encoding)
   unsigned long long sent, next_progress;
   struct sha256 hash;
 };
 
+static void upload_failed(struct chunker *k) {
+  die(EXIT_REGISTRY, "PATCH %s: the registry went away during the upload (%s)", shown(k->at.path), strerror(errno));
+}
+
+/** the upload's next Location, from the answer to a PATCH */
+static void next_location(struct chunker *k, const struct response *r, const struct snippet *s) {
+  expect_status("PATCH", &k->at, r, 202, s);
+  if (!r->location[0]) die(EXIT_REGISTRY, "PATCH %s: the registry answered 202 without a Location", shown(k->at.path));
+  struct url next;
+  resolve_location(&k->at, r->location, &next);
+  k->at = next;
+}
+
+/** Sends what is buffered: a chunk of the streamed PATCH, or a PATCH of its own with Content-Range. */
 static void patch(struct chunker *k) {
   if (k->len == 0) return;
-  char extra[128];
-  snprintf(extra, sizeof extra, "Content-Type: application/octet-stream\r\nContent-Range: %llu-%llu\r\n", k->sent,
-           k->sent + k->len - 1);
-  struct response r;
-  struct snippet s;
-  request(k->c, "PATCH", &k->at, extra, k->buf, k->len, &r, &s);
-  expect_status("PATCH", &k->at, &r, 202, &s);
-  if (!r.location[0]) die(EXIT_REGISTRY, "PATCH %s: the registry answered 202 without a Location", shown(k->at.path));
-  struct url next;
-  resolve_location(&k->at, r.location, &next);
-  k->at = next;
+  if (k->stream) {
+    if (!k->started) {
+      if (conn_open(k->c, &k->at) < 0 ||
+          send_head(k->c, "PATCH", &k->at, "Content-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n",
+                    -1) < 0)
+        upload_failed(k);
+      k->started = 1;
+    }
+    char size[24];
+    int n = snprintf(size, sizeof size, "%zx\r\n", k->len);
+    if (write_all(k->c->fd, size, (size_t)n) < 0 || write_all(k->c->fd, k->buf, k->len) < 0 ||
+        write_all(k->c->fd, "\r\n", 2) < 0)
+      upload_failed(k);
+  } else {
+    char extra[128];
+    snprintf(extra, sizeof extra, "Content-Type: application/octet-stream\r\nContent-Range: %llu-%llu\r\n", k->sent,
+             k->sent + k->len - 1);
+    struct response r;
+    struct snippet s;
+    request(k->c, "PATCH", &k->at, extra, k->buf, k->len, &r, &s);
+    next_location(k, &r, &s);
+  }
   k->sent += k->len;
   k->len = 0;
   progress(k->sent, &k->next_progress);
+}
+
+/** Sends the rest; a streamed PATCH then ends and is answered. */
+static void patch_end(struct chunker *k) {
+  patch(k);
+  if (!k->stream || !k->started) return;
+  struct response r;
+  struct snippet s = {0};
+  if (write_all(k->c->fd, "0\r\n\r\n", 5) < 0 || read_head(k->c, &r) < 0) upload_failed(k);
+  if (read_body(k->c, &r, keep_snippet, &s) < 0) upload_failed(k);
+  if (r.close) conn_close(k->c);
+  next_location(k, &r, &s);
 }
 
 static void emit(struct chunker *k, const char *buf, size_t n) {
@@ -591,7 +635,7 @@ static void emit(struct chunker *k, const char *buf, size_t n) {
 }
 
 static int blob_push(const char *url, size_t chunk, const char *root, char **argv) {
-  struct conn c = {.fd = -1};
+  static struct conn c = {.fd = -1};
   struct url u;
   parse_url(url, &u);
   origin = u;
@@ -600,16 +644,17 @@ static int blob_push(const char *url, size_t chunk, const char *root, char **arg
   request(&c, "POST", &u, NULL, NULL, 0, &r, &s);
   expect_status("POST", &u, &r, 202, &s);
   if (!r.location[0]) die(EXIT_REGISTRY, "POST %s: the registry answered 202 without a Location", shown(u.path));
-  struct chunker k = {.c = &c, .cap = chunk, .next_progress = PROGRESS_EVERY};
+  // chunk 0: one streamed PATCH, written in pieces of STREAM_PIECE as the archive comes
+  struct chunker k = {.c = &c, .cap = chunk ? chunk : STREAM_PIECE, .stream = !chunk, .next_progress = PROGRESS_EVERY};
   resolve_location(&u, r.location, &k.at);
-  k.buf = malloc(chunk);
-  if (!k.buf) die(EXIT_USAGE, "cannot hold a chunk of %zu bytes; pass a smaller --chunk-bytes", chunk);
+  k.buf = malloc(k.cap);
+  if (!k.buf) die(EXIT_USAGE, "cannot hold a chunk of %zu bytes; pass a smaller --chunk-bytes", k.cap);
   sha256_init(&k.hash);
   struct tar_filter f = {.root = root};
 
   int out;
   pid_t pid = spawn_piped(argv, 0, &out);
-  static char in[1 << 16];
+  static char in[IO_BYTES];
   for (;;) {
     ssize_t n = read(out, in, sizeof in);
     if (n < 0 && errno == EINTR) continue;
@@ -621,7 +666,7 @@ static int blob_push(const char *url, size_t chunk, const char *root, char **arg
   int st = wait_status(pid);
   if (st != 0) die(EXIT_CMD, "%s exited %d", argv[0], st); // nothing is committed: the upload is left to expire
   filter_end(&f, &k);
-  patch(&k);
+  patch_end(&k);
   char digest[72];
   sha256_hex(&k.hash, digest);
   struct url put = k.at;
@@ -657,7 +702,7 @@ static int feed_cmd(void *ctx, const char *buf, size_t n) {
 }
 
 static int blob_pull(const char *url, const char *want, long long want_size, char **argv) {
-  struct conn c = {.fd = -1};
+  static struct conn c = {.fd = -1};
   struct url u;
   parse_url(url, &u);
   origin = u;
@@ -744,7 +789,7 @@ int sbx_blob_main(int argc, char **argv) {
   if (!push && strcmp(verb, "pull")) usage();
   const char *url = NULL, *root = NULL, *digest = NULL;
   long long size = -1;
-  size_t chunk = 16u << 20;
+  size_t chunk = 0;
   int auth = 0, i = 3;
   for (; i < argc && strcmp(argv[i], "--"); i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -757,7 +802,7 @@ int sbx_blob_main(int argc, char **argv) {
     else if (!push && !strcmp(a, "--size")) size = strtoll(v, NULL, 10), i++;
     else usage();
   }
-  if (i + 1 >= argc || !url || (!push && !digest) || chunk == 0) usage();
+  if (i + 1 >= argc || !url || (!push && !digest)) usage();
   if (!push && (strncmp(digest, "sha256:", 7) || strlen(digest) != 71)) die(EXIT_USAGE, "--digest must be sha256:<64 hex>");
   signal(SIGPIPE, SIG_IGN);
   if (auth) read_auth();
