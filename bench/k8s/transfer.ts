@@ -63,6 +63,18 @@ interface Row {
   note?: string;
 }
 
+/**
+ * The span from the step `from` to the last `to` (the snapshotter's durable steps): the layers
+ * moving, without the pod's start (resume) or the manifest and records (both), as MB/s.
+ */
+function layerSpan(marks: { step: string; ms: number }[] | undefined, from: string, to: string, bytes: number): string {
+  const start = marks?.find((m) => m.step === from)?.ms;
+  const end = marks?.filter((m) => m.step === to).at(-1)?.ms;
+  if (start === undefined || end === undefined || end <= start) return "";
+  const ms = end - start;
+  return `layers ${Math.round(ms)} ms, ${(bytes / 1e6 / (ms / 1000)).toFixed(1)} MB/s`;
+}
+
 async function main(): Promise<void> {
   const f = flags(process.argv.slice(2));
   const bytes = intFlag(f, "mib", 1024, 1) * 1048576;
@@ -197,15 +209,23 @@ async function main(): Promise<void> {
           const pm = managers.get(p)!;
           await measure(
             tag("pause", p),
-            "Manager.pause of the sandbox (the file plus an empty /tmp)",
+            "Manager.pause of the sandbox (the file plus an empty /tmp); note: the layers' own span",
             bytes,
-            async () => void (await pm.pause(t.owner, id)),
+            async () => {
+              const t0 = performance.now();
+              await pm.pause(t.owner, id);
+              return layerSpan(t.stepsSince?.(id, t0), "pausing-recorded", "layer-pushed", bytes);
+            },
           );
           await measure(
             tag("resume", p),
-            "Manager.resume (cold pod: no warm pool)",
+            "Manager.resume (cold pod: no warm pool); note: the layers' own span, after the pod is ready",
             bytes,
-            async () => void (await pm.resume(t.owner, id)),
+            async () => {
+              const t0 = performance.now();
+              await pm.resume(t.owner, id);
+              return layerSpan(t.stepsSince?.(id, t0), "slot-acquired", "layer-restored", bytes);
+            },
           );
         }
     await m.kill(t.owner, id);

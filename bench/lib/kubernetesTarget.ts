@@ -206,7 +206,7 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
           { logger, clock: systemClock },
           { ...overrides, identity: `sbx-bench-${runId}-${cleanups.length}` },
         );
-        const pr = createPauseResume(b, { config: cfg, clock: systemClock, logger });
+        const pr = createPauseResume(b, { config: cfg, clock: systemClock, logger, onStep });
         const built = await buildManager(cfg, {
           logger,
           clock: systemClock,
