@@ -137,6 +137,12 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
   let informers: SupervisedInformer<unknown>[] = [];
   let closed = false;
 
+  const podRegistry = p.config.snapshots?.podRegistry;
+  if (podRegistry)
+    logger.warn(
+      { podRegistry },
+      "snapshots.podRegistry is set: sandbox pods push and pull their own snapshot layers at this address with no registry credential of their own, so a sandbox that reaches it can read or overwrite any snapshot there; use it only where every sandbox belongs to one tenant (docs/pause-resume.md)",
+    );
   const channels = createSandboxChannels({
     runInPod: p.runInPod,
     clock,
@@ -201,10 +207,10 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
       settled: (id) => settled(id),
     }),
     snapshotHolder: p.identity,
-    ...(p.config.snapshots?.podRegistry
+    ...(podRegistry
       ? {
           directLayers: podLayers({
-            registry: p.config.snapshots.podRegistry,
+            registry: podRegistry,
             channels,
             lookup: gated,
             logger: logger.child({ component: "pod-layers" }),

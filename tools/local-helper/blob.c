@@ -33,6 +33,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <spawn.h>
@@ -85,6 +86,80 @@ static int copy_str(char *dst, size_t cap, const char *src) {
   }
   memcpy(dst, src, n + 1);
   return 0;
+}
+
+// ---- hashing beside the I/O ---------------------------------------------------------------
+// SHA-256 costs about as much CPU as moving the bytes; on its own thread it overlaps the socket
+// and the pipe instead of stalling them. The bytes are copied into a ring of slots (a copy is
+// ~20x cheaper than hashing them) and hashed in order.
+
+#define HASH_SLOTS 4
+#define HASH_SLOT_BYTES (1u << 20)
+
+struct hasher {
+  struct sha256 sum;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  char *slot[HASH_SLOTS];
+  size_t len[HASH_SLOTS];
+  unsigned long long head, tail; // slots filled, slots hashed
+  int done;
+};
+
+static void *hash_loop(void *arg) {
+  struct hasher *h = arg;
+  pthread_mutex_lock(&h->mu);
+  for (;;) {
+    while (h->tail == h->head && !h->done) pthread_cond_wait(&h->cv, &h->mu);
+    if (h->tail == h->head) break; // done and drained
+    unsigned i = (unsigned)(h->tail % HASH_SLOTS);
+    pthread_mutex_unlock(&h->mu);
+    sha256_update(&h->sum, h->slot[i], h->len[i]);
+    pthread_mutex_lock(&h->mu);
+    h->tail++;
+    pthread_cond_broadcast(&h->cv);
+  }
+  pthread_mutex_unlock(&h->mu);
+  return NULL;
+}
+
+static void hasher_start(struct hasher *h) {
+  memset(h, 0, sizeof *h);
+  sha256_init(&h->sum);
+  pthread_mutex_init(&h->mu, NULL);
+  pthread_cond_init(&h->cv, NULL);
+  for (int i = 0; i < HASH_SLOTS; i++)
+    if (!(h->slot[i] = malloc(HASH_SLOT_BYTES))) die(EXIT_USAGE, "out of memory");
+  if (pthread_create(&h->thread, NULL, hash_loop, h)) die(EXIT_USAGE, "cannot start the hashing thread");
+}
+
+static void hasher_feed(struct hasher *h, const char *buf, size_t n) {
+  while (n > 0) {
+    size_t m = n < HASH_SLOT_BYTES ? n : HASH_SLOT_BYTES;
+    pthread_mutex_lock(&h->mu);
+    while (h->head - h->tail == HASH_SLOTS) pthread_cond_wait(&h->cv, &h->mu);
+    unsigned i = (unsigned)(h->head % HASH_SLOTS);
+    pthread_mutex_unlock(&h->mu);
+    memcpy(h->slot[i], buf, m); // the slot is free: the hashing thread is past it
+    h->len[i] = m;
+    pthread_mutex_lock(&h->mu);
+    h->head++;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    buf += m;
+    n -= m;
+  }
+}
+
+/** waits for every byte fed, then writes the digest ("sha256:<hex>") */
+static void hasher_finish(struct hasher *h, char out[72]) {
+  pthread_mutex_lock(&h->mu);
+  h->done = 1;
+  pthread_cond_broadcast(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+  pthread_join(h->thread, NULL);
+  sha256_hex(&h->sum, out);
 }
 
 // ---- URLs ----------------------------------------------------------------------------------
@@ -564,7 +639,7 @@ struct chunker {
   size_t len, cap;
   int stream, started; // stream: one PATCH whose body is sent as it comes (chunked encoding)
   unsigned long long sent, next_progress;
-  struct sha256 hash;
+  struct hasher hash;
 };
 
 static void upload_failed(struct chunker *k) {
@@ -583,6 +658,7 @@ static void next_location(struct chunker *k, const struct response *r, const str
 /** Sends what is buffered: a chunk of the streamed PATCH, or a PATCH of its own with Content-Range. */
 static void patch(struct chunker *k) {
   if (k->len == 0) return;
+  hasher_feed(&k->hash, k->buf, k->len);
   if (k->stream) {
     if (!k->started) {
       if (conn_open(k->c, &k->at) < 0 ||
@@ -623,7 +699,6 @@ static void patch_end(struct chunker *k) {
 }
 
 static void emit(struct chunker *k, const char *buf, size_t n) {
-  sha256_update(&k->hash, buf, n);
   while (n > 0) {
     size_t m = k->cap - k->len < n ? k->cap - k->len : n;
     memcpy(k->buf + k->len, buf, m);
@@ -649,7 +724,7 @@ static int blob_push(const char *url, size_t chunk, const char *root, char **arg
   resolve_location(&u, r.location, &k.at);
   k.buf = malloc(k.cap);
   if (!k.buf) die(EXIT_USAGE, "cannot hold a chunk of %zu bytes; pass a smaller --chunk-bytes", k.cap);
-  sha256_init(&k.hash);
+  hasher_start(&k.hash);
   struct tar_filter f = {.root = root};
 
   int out;
@@ -668,7 +743,7 @@ static int blob_push(const char *url, size_t chunk, const char *root, char **arg
   filter_end(&f, &k);
   patch_end(&k);
   char digest[72];
-  sha256_hex(&k.hash, digest);
+  hasher_finish(&k.hash, digest);
   struct url put = k.at;
   size_t pl = strlen(put.path);
   if (snprintf(put.path + pl, sizeof put.path - pl, "%cdigest=%s", strchr(put.path, '?') ? '&' : '?', digest) >=
@@ -686,17 +761,17 @@ static int blob_push(const char *url, size_t chunk, const char *root, char **arg
 struct feed {
   int fd, gone; // CMD's stdin; gone once it stopped reading (tar ends at its end marker)
   unsigned long long got, next_progress;
-  struct sha256 hash;
+  struct hasher hash;
 };
 
 static int feed_cmd(void *ctx, const char *buf, size_t n) {
   struct feed *f = ctx;
-  sha256_update(&f->hash, buf, n);
   f->got += n;
   if (!f->gone && write_all(f->fd, buf, n) < 0) {
     if (errno != EPIPE) return -1;
     f->gone = 1; // keep reading: the digest covers every byte
   }
+  hasher_feed(&f->hash, buf, n); // after the write: tar gets the bytes first
   progress(f->got, &f->next_progress);
   return 0;
 }
@@ -730,12 +805,12 @@ static int blob_pull(const char *url, const char *want, long long want_size, cha
     break;
   }
   struct feed f = {.next_progress = PROGRESS_EVERY};
-  sha256_init(&f.hash);
+  hasher_start(&f.hash);
   pid_t pid = spawn_piped(argv, 1, &f.fd);
   int rc = read_body(&c, &r, feed_cmd, &f);
   conn_close(&c);
   char got[72];
-  sha256_hex(&f.hash, got);
+  hasher_finish(&f.hash, got);
   if (rc < 0 || (r.length >= 0 && (long long)f.got != r.length)) {
     kill(pid, SIGKILL);
     wait_status(pid);
