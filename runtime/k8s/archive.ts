@@ -121,7 +121,8 @@ export async function getArchive(run: RunInSandbox, id: string, path: string): P
   return out;
 }
 
-function collect(stream: Readable, limit: number): Promise<string> {
+/** The stream's text, up to `limit` characters (the rest is read and dropped). */
+export function collect(stream: Readable, limit: number): Promise<string> {
   return new Promise((resolve) => {
     let buf = "";
     stream.on("data", (c: Buffer) => {

@@ -21,7 +21,7 @@ import type { ExecResult } from "../core/types.ts";
 import type { DirectLayers, DirectTransfer } from "../snapshot/layers.ts";
 import { parentDir } from "../snapshot/manifest.ts";
 import type { SnapshotLayer } from "../snapshot/record.ts";
-import { helperExclusion } from "./archive.ts";
+import { collect, helperExclusion } from "./archive.ts";
 import type { SandboxChannels } from "./channel/sandboxChannels.ts";
 import type { SandboxLookup } from "./lookup.ts";
 
@@ -165,17 +165,6 @@ export function parsePushed(id: string, path: string, stdout: string): Omit<Snap
   if (!Number.isSafeInteger(size) || (size as number) < 0) throw bad("no size");
   if (!Number.isSafeInteger(entries) || (entries as number) < 0) throw bad("no entry count");
   return { digest, size: size as number, entries: entries as number };
-}
-
-function collect(stream: Readable, limit: number): Promise<string> {
-  return new Promise((resolve) => {
-    let buf = "";
-    stream.on("data", (c: Buffer) => {
-      if (buf.length < limit) buf += c.toString("utf8");
-    });
-    stream.once("end", () => resolve(buf.slice(0, limit)));
-    stream.once("error", () => resolve(buf));
-  });
 }
 
 /** `sbx-progress N` lines go to onProgress; the rest (up to a limit) is the error text. */
