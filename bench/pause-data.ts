@@ -9,10 +9,12 @@
 //
 //   npx tsx bench/pause-data.ts [--variants empty,mem1g,disk1g,disk2g,disk4g] [--trials 3]
 //       [--settle-seconds 60] [--output out.jsonl] [--warm 1]
-//       [--platform kubernetes | --kubeconfig k.yaml --namespace ns --registry URL --image IMG]
+//       [--platform kubernetes [--pod-layers] | --kubeconfig k.yaml --namespace ns --registry URL --image IMG]
 //       [--server URL --token T --registry URL]
 //   npx tsx bench/pause-data.ts --delayed [--waits 10,60] [--modes paused,idle] [--wakes api,port]
 //       [--mib 64] [--idle-after 3] [--trials 1] [--output out.jsonl] [target flags as above]
+// --pod-layers (Kubernetes): the pods push and pull their own snapshot layers (snapshots.podRegistry
+// set to the registry; runtime/k8s/podLayers.ts), instead of the replica moving them over exec.
 // --delayed is the Delayed Resume variant (bench/lib/delayedResume.ts): paused, or left idle until
 // automatic pause takes it, for each wait; then woken by the API or by a request to a port.
 import { performance } from "node:perf_hooks";

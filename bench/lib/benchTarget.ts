@@ -14,6 +14,8 @@ export interface TargetArgs {
   /** Kubernetes: image of the benchmark's profile (required with kubeconfig) */
   image?: string;
   runtimeClass?: string;
+  /** Kubernetes: the pods push and pull their own snapshot layers (snapshots.podRegistry = the registry) */
+  podLayers?: boolean;
   server?: string;
   token?: string;
   owner: string;

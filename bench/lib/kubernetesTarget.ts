@@ -97,7 +97,12 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
       budget: { cpu: "64", memory: "256Gi" },
       defaults: { size: a.size, profile: a.profile },
       warmPool: a.warm > 0 ? [{ profile: a.profile, size: a.size, count: a.warm }] : [],
-      snapshots: { registry, repository: `sbx-bench-${runId}` },
+      snapshots: {
+        registry,
+        repository: `sbx-bench-${runId}`,
+        // --pod-layers: the pods move their own layers; on the test cluster they reach the registry as we do
+        ...(a.podLayers ? { podRegistry: registry } : {}),
+      },
       // its own lease, so two bench runs in one namespace never both reconcile it
       kubernetes: {
         namespace: namespaces.sandboxes,

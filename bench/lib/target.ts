@@ -42,6 +42,7 @@ export function targetArgs(
     runtimeNamespace: f.get("runtime-namespace"),
     image: f.get("image"),
     runtimeClass: f.get("runtime-class"),
+    podLayers: f.has("pod-layers") && f.get("pod-layers") !== "false",
     server: f.get("server"),
     token: f.get("token") ?? process.env.SBX_TOKEN,
     owner: f.get("owner") ?? "bench",
