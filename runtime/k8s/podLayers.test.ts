@@ -5,7 +5,7 @@
 // test/k8s/pause/pod-layers.test.ts.
 import { PassThrough, type Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { captureLogger } from "../../test/support/logs.ts";
+import { pino } from "pino";
 import type { ExecResult } from "../core/types.ts";
 import type { ChannelSession } from "./channel/command.ts";
 import { parsePushed, podLayers } from "./podLayers.ts";
@@ -49,7 +49,8 @@ function fakePod(answer: { exitCode: number; stdout?: string; stderr?: string; h
     },
   };
   const lookup = { runningPod: async () => ({ podName: "pod-1" }) as never };
-  const { logger, lines } = captureLogger();
+  const lines: Record<string, unknown>[] = [];
+  const logger = pino({ level: "debug" }, { write: (l: string) => void lines.push(JSON.parse(l)) });
   const layers = podLayers({ registry: "http://10.0.0.5:5000", channels, lookup, logger });
   return { layers, calls, lines };
 }
