@@ -176,7 +176,13 @@ func (d *podDirs) forwardInto(pod *corev1.Pod, name string, ctr *container) {
 	for _, port := range d.loopback {
 		l, err := listenLoopbackIn(nsPath, port)
 		if err != nil {
-			d.appendLog(pod.UID, name, fmt.Sprintf("sbx-kubelet: forwarding host port %d into the container: %v\n", port, err))
+			select {
+			case <-ctr.exited: // it ended before the forward was up: nothing to serve
+			default:
+				// our stderr, not the container's log, which tests and users read as the program's own
+				fmt.Fprintf(os.Stderr, "sbx-kubelet: pod %s/%s container %s: forwarding host port %d: %v\n",
+					pod.Namespace, pod.Name, name, port, err)
+			}
 			continue
 		}
 		listeners = append(listeners, l)
