@@ -27,11 +27,18 @@ describe("a layer whose stream opens after the abort", () => {
     let unpacks = 0;
     const io = {
       backend: { putArchive: async () => void unpacks++, getArchive: async () => new PassThrough() },
-      oci: { pullBlob: () => blob.promise } as unknown as OciClient,
+      oci: {
+        pullBlob: () => {
+          opening.resolve();
+          return blob.promise;
+        },
+      } as unknown as OciClient,
       repository: "sbx-snapshots",
     } as LayerIo;
+    const opening = deferred();
     const ctl = new AbortController();
     const restoring = restoreLayer(io, "sb", snap, layer, ctl.signal);
+    await opening.promise; // the GET is in flight
     ctl.abort(stopped());
     const stream = new PassThrough();
     blob.resolve(stream);
@@ -44,7 +51,13 @@ describe("a layer whose stream opens after the abort", () => {
     const archive = deferred<Readable>();
     let uploads = 0;
     const io = {
-      backend: { getArchive: () => archive.promise, putArchive: async () => undefined },
+      backend: {
+        getArchive: () => {
+          opening.resolve();
+          return archive.promise;
+        },
+        putArchive: async () => undefined,
+      },
       oci: {
         pushBlob: async () => {
           uploads++;
@@ -53,8 +66,10 @@ describe("a layer whose stream opens after the abort", () => {
       } as unknown as OciClient,
       repository: "sbx-snapshots",
     } as LayerIo;
+    const opening = deferred();
     const ctl = new AbortController();
     const pushing = pushLayer(io, "sb", "/workspace", ctl.signal);
+    await opening.promise; // the archive exec is opening
     ctl.abort(stopped());
     const raw = new PassThrough();
     archive.resolve(raw);
