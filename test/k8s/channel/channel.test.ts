@@ -79,7 +79,14 @@ describe("command channel", () => {
     // the whole tree is gone, the setsid'd sleep too (it kept the command's marker)
     await waitFor(
       "the killed and timed-out trees to be gone",
-      async () => !/sleep 340[567]/.test((await run(backend, "ch-1", ["sh", "-c", PROCESS_LIST])).stdout),
+      async () => {
+        const left = (await run(backend, "ch-1", ["sh", "-c", PROCESS_LIST])).stdout
+          .split("\n")
+          .filter((l) => /sleep 340[567]/.test(l));
+        // named in the timeout's message (waitFor keeps the last error), so a failure says what survived
+        if (left.length) throw new Error(`still running: ${left.join(" | ")}`);
+        return true;
+      },
       10_000,
     );
     expect(backend.channels.pool.current("ch-1"), "every command used the same channel").toBe(channel);
