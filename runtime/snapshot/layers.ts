@@ -85,6 +85,10 @@ export async function pushLayer(
   const filter = new DropRootEntry(basename(path));
   const tar = raw.pipe(filter);
   raw.once("error", (e) => tar.destroy(e));
+  // An abort can destroy the archive after the upload stopped reading it (it finished, or failed
+  // first): its error then reaches a filter nobody listens to any more, an uncaught exception.
+  // The failure itself is the upload's rejection or the signal's reason.
+  tar.on("error", () => undefined);
   const stop = () => raw.destroy(signal.reason as Error);
   signal.addEventListener("abort", stop, { once: true });
   try {
@@ -113,6 +117,7 @@ export async function restoreLayer(
   if (signal.aborted) throw closed(stream, signal);
   const stop = () => stream.destroy(signal.reason as Error);
   signal.addEventListener("abort", stop, { once: true });
+  stream.on("error", () => undefined); // as in pushLayer: unpack reports the failure
   try {
     await unpack(io, id, layer, stream);
   } finally {
