@@ -79,6 +79,37 @@ describe("a layer whose stream opens after the abort", () => {
   });
 });
 
+describe("an abort while the upload is not reading the archive", () => {
+  // another layer's progress deletes the sandbox while this one still awaits its upload's POST
+  it("rejects with the abort's reason, and the archive's error is not an uncaught exception", async () => {
+    const ctl = new AbortController();
+    const raw = new PassThrough();
+    const uncaught: unknown[] = [];
+    const onUncaught = (e: unknown) => uncaught.push(e);
+    process.prependListener("uncaughtException", onUncaught);
+    const io = {
+      backend: { getArchive: async () => raw, putArchive: async () => undefined },
+      oci: {
+        pushBlob: async (_repo: string, source: Readable) => {
+          ctl.abort(stopped()); // during the POST: nothing reads the source yet
+          await settle();
+          await settle();
+          for await (const _ of source);
+          return { digest: "sha256:00", size: 512 };
+        },
+      } as unknown as OciClient,
+      repository: "sbx-snapshots",
+    } as LayerIo;
+    try {
+      await expect(pushLayer(io, "sb", "/workspace", ctl.signal)).rejects.toThrow(/being deleted/);
+      await settle();
+    } finally {
+      process.removeListener("uncaughtException", onUncaught);
+    }
+    expect(uncaught).toEqual([]);
+  });
+});
+
 describe("allLayers", () => {
   it("the first failure stops the others, and the call settles only after every one has", async () => {
     const other = deferred();
