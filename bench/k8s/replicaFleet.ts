@@ -11,7 +11,8 @@ import type { RuntimeConfigInput } from "../../runtime/config/schema.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { createLogger, silentLogger } from "../../runtime/core/log.ts";
 import { hashToken, TokenStore } from "../../runtime/core/tokens.ts";
-import { parseSharesDoc, SHARES_ANNOTATION, sharesLeaseName } from "../../runtime/k8s/budget/sharesDoc.ts";
+import { readShares as readShareEntries } from "../../runtime/k8s/budget/shareEntries.ts";
+import { sharesLeaseName } from "../../runtime/k8s/budget/sharesDoc.ts";
 import type { SharesDoc } from "../../runtime/k8s/budget/sharePlan.ts";
 import type { KubeClients } from "../../runtime/k8s/client.ts";
 import type { CommandChannelOptions } from "../../runtime/k8s/channel/sandboxChannels.ts";
@@ -270,7 +271,7 @@ export async function readShares(
     name: sharesLeaseName(leaseName),
     namespace: runtimeNamespace,
   });
-  return parseSharesDoc(lease.metadata?.annotations?.[SHARES_ANNOTATION]);
+  return readShareEntries(lease.metadata?.annotations).doc;
 }
 
 /** Live Sandbox records (not terminal) by the replica that admitted them. */

@@ -250,6 +250,8 @@ export function abortOn(signal: AbortSignal): ConfigurationOptions {
 }
 
 export const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+/** Options for an RFC 6902 JSON patch, on top of opt (e.g. abortOn(signal)). */
+export const jsonPatch = (opt?: ConfigurationOptions) => setHeaderOptions("Content-Type", PatchStrategy.JsonPatch, opt);
 
 export function statusCode(err: unknown): number | undefined {
   if (err instanceof ApiException) return err.code;

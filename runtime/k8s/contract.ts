@@ -103,7 +103,8 @@ export function roleRules(
         {
           apiGroups: ["coordination.k8s.io"],
           resources: ["leases"],
-          verbs: ["get", "update"],
+          // patch: a replica renews its own entry with a JSON patch (budget/shareEntries.ts)
+          verbs: ["get", "update", "patch"],
           resourceNames: [sharesLeaseName(leaseName)],
         },
       ],

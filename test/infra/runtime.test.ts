@@ -329,7 +329,7 @@ describe("renderRuntime", () => {
       "sbx-controller",
     ]);
     // the manager may touch the budget shares Lease and no other; the controller not that one
-    expect(grants("sbx-manager-runtime", "leases").sort()).toEqual(["create", "get", "update"]);
+    expect(grants("sbx-manager-runtime", "leases").sort()).toEqual(["create", "get", "patch", "update"]);
     expect(rules("sbx-manager-runtime").find((r) => r.verbs.includes("update")).resourceNames).toEqual([
       "sbx-controller-shares",
     ]);

@@ -6,7 +6,7 @@
 import type { CoordinationV1Api, V1Lease } from "@kubernetes/client-node";
 import type { Clock } from "../../core/clock.ts";
 import { UpstreamError } from "../../core/errors.ts";
-import { abortOn, isConflict, isNotFound } from "../client.ts";
+import { abortOn, isConflict, isNotFound, jsonPatch, statusCode } from "../client.ts";
 
 export interface LeaseRequestsOptions {
   /** its own connection pool (KubeClients.shares), not the one the replica's other requests queue on */
@@ -42,6 +42,14 @@ export class LeaseRequests {
     );
   }
 
+  /** An RFC 6902 patch (the ledger's own-entry renewal: a test of its entry, then its change); no resourceVersion. */
+  patch(ops: object[]): Promise<V1Lease> {
+    const { name, namespace } = this.o;
+    return this.bounded("patch", (signal) =>
+      this.o.api.patchNamespacedLease({ name, namespace, body: ops }, jsonPatch(abortOn(signal))),
+    );
+  }
+
   /** The requests since the last call, as "get ok 180ms, put 409 2136ms, ...", and forgets them. */
   take(): string {
     const out = this.timings.join(", ");
@@ -66,7 +74,15 @@ export class LeaseRequests {
     try {
       return await Promise.race([call(abort.signal), timeout]);
     } catch (err) {
-      outcome = isConflict(err) ? "409" : isNotFound(err) ? "404" : abort.signal.aborted ? "timeout" : "error";
+      outcome = isConflict(err)
+        ? "409"
+        : isNotFound(err)
+          ? "404"
+          : isTestFailed(err)
+            ? "422"
+            : abort.signal.aborted
+              ? "timeout"
+              : "error";
       throw err;
     } finally {
       settled.abort();
@@ -74,3 +90,6 @@ export class LeaseRequests {
     }
   }
 }
+
+/** What the API server answers a JSON patch whose test op failed: here, this replica's entry changed under it. */
+export const isTestFailed = (err: unknown) => statusCode(err) === 422;

@@ -17,7 +17,7 @@ const BUDGET = { cpuMillis: 1_000, memoryBytes: 10 * 2 ** 30 };
 const ZERO = { cpuMillis: 0, memoryBytes: 0 };
 const nano = { name: "nano", cpuRequestMillis: 100, memoryRequestBytes: 128 * 2 ** 20 };
 
-type Verb = "get" | "put" | "create";
+type Verb = "get" | "put" | "create" | "patch";
 interface Pending {
   verb: Verb;
   answer(): void;
@@ -62,6 +62,24 @@ function slowLeaseApi() {
         if (body.metadata?.resourceVersion !== stored?.metadata?.resourceVersion)
           throw new ApiException(409, "conflict", {}, {});
         stored = { ...copy(body), metadata: { ...body.metadata, resourceVersion: String(++rv) } };
+        return copy(stored);
+      }),
+    // RFC 6902, the subset the ledger sends: test, replace and remove of one annotation
+    patchNamespacedLease: ({ body }: { body: { op: string; path: string; value?: string }[] }) =>
+      request("patch", () => {
+        if (!stored) throw new ApiException(404, "not found", {}, {});
+        const next = copy(stored);
+        const annotations = next.metadata?.annotations ?? {};
+        for (const op of body) {
+          const key = op.path.replace("/metadata/annotations/", "").replace(/~1/g, "/").replace(/~0/g, "~");
+          if (op.op === "test" && annotations[key] !== op.value) throw new ApiException(422, "test failed", {}, {});
+          if (op.op === "replace" || op.op === "remove") {
+            if (!(key in annotations)) throw new ApiException(422, "missing path", {}, {});
+            if (op.op === "remove") delete annotations[key];
+            else annotations[key] = op.value as string;
+          }
+        }
+        stored = { ...next, metadata: { ...next.metadata, annotations, resourceVersion: String(++rv) } };
         return copy(stored);
       }),
   } as unknown as CoordinationV1Api;
@@ -142,14 +160,14 @@ describe("a create while the budget share's renewal is late", () => {
     fake.state.auto = false;
     mono.now += 2_000;
     await clock.advance(2_000); // the loop's next round: a renewal, on a slow API server
-    await fake.answer("get"); // its PUT is sent at 2 s, and is slow too
-    mono.now += 6_000; // 8 s: fenced, the PUT still in flight
+    await flush(); // its patch (one request, no read before it) is sent at 2 s
+    mono.now += 6_000; // 8 s: fenced, the patch still in flight
     expect(ledger.fenced()).toBe(true);
 
     const c = create(admission, "a");
     await flush();
-    expect(fake.pending.map((p) => p.verb)).toEqual(["put"]); // the wait joined that round, started no other
-    await fake.answer("put"); // lands: sent 6 s ago, the fence lifts
+    expect(fake.pending.map((p) => p.verb)).toEqual(["patch"]); // the wait joined that round, started no other
+    await fake.answer("patch"); // lands: sent 6 s ago, the fence lifts
     expect(await c).toEqual({ waited: "renewed", admitted: true });
     expect(ledger.snapshot()).toMatchObject({ fenced: false, renewedAgoMs: 6_000 });
     await ledger.stop();
@@ -161,8 +179,7 @@ describe("a create while the budget share's renewal is late", () => {
     fake.state.auto = false;
     mono.now += FENCE_MS + 500; // no round ran since (the loop was starved): fenced, nothing in flight
     const c = create(admission, "a");
-    await fake.answer("get");
-    await fake.answer("put");
+    await fake.answer("patch");
     expect(await c).toEqual({ waited: "renewed", admitted: true });
   });
 
@@ -173,7 +190,7 @@ describe("a create while the budget share's renewal is late", () => {
     mono.now += FENCE_MS + 500;
     const c = create(admission, "a");
     await flush();
-    expect(fake.pending.map((p) => p.verb)).toEqual(["get"]); // the round it started hangs
+    expect(fake.pending.map((p) => p.verb)).toEqual(["patch"]); // the round it started hangs
     await advance(2_000); // the wait's bound (2 s at a 15 s lease)
     const out = await c;
     expect(out).toMatchObject({ waited: "fenced", admitted: false });
@@ -203,11 +220,11 @@ describe("a create while the budget share's renewal is late", () => {
       (err: Error) => (outcome = err.message),
     );
     await flush();
-    expect(fake.pending.map((p) => p.verb)).toEqual(["get"]); // a dead connection: never answered
+    expect(fake.pending.map((p) => p.verb)).toEqual(["patch"]); // a dead connection: never answered
     await advance(2_999);
     expect(outcome).toBeUndefined();
     await advance(1);
-    expect(outcome).toMatch(/the get of Lease sbx-system\/sbx-controller-shares took longer than 3000 ms/);
+    expect(outcome).toMatch(/the patch of Lease sbx-system\/sbx-controller-shares took longer than 3000 ms/);
     fake.pending.length = 0;
     fake.state.auto = true;
     await ledger.round();

@@ -9,6 +9,12 @@
 // still held, so accepts it had not yet written land inside it), silent for another it is
 // removed and its share is free. A slow replica that finds itself retired takes its entry back.
 //
+// Each replica's entry is an annotation of its own (shareEntries.ts). A renewal is one JSON patch
+// of that entry, tested against the value the replica last saw, so other replicas' writes never
+// make it lose; so is a shrink or a change of `want`, which cannot raise the shares' sum. Only a
+// write that could (a growth, retiring or removing others, the migration from the old single
+// document) replaces the whole Lease under its resourceVersion.
+//
 // One round runs at a time (two would race each other's compare-and-swap). Each request is
 // bounded (a dead connection would otherwise hold the loop for minutes), and a create that finds
 // the replica fenced only because a renewal is late can wait for the round (awaitRenewal).
@@ -18,18 +24,20 @@ import type { CoordinationV1Api, V1Lease } from "@kubernetes/client-node";
 import type { Clock } from "../../core/clock.ts";
 import type { Logger } from "../../core/log.ts";
 import { isConflict, isNotFound } from "../client.ts";
-import { LeaseRequests } from "./leaseRequests.ts";
+import { isTestFailed, LeaseRequests } from "./leaseRequests.ts";
 import { Liveness, shouldAdmit } from "./liveness.ts";
 import {
   decideShare,
   minVec,
   retireSilent,
   sameVec,
+  type ShareEntry,
   type SharesDoc,
   type ShareVec,
   sharesWithin,
 } from "./sharePlan.ts";
-import { emptyDoc, formatSharesDoc, parseSharesDoc, SHARES_ANNOTATION } from "./sharesDoc.ts";
+import { formatEntry, ownEntryPatch, type ReadShares, readShares, TOMBSTONE, writeShares } from "./shareEntries.ts";
+import { SHARES_ANNOTATION } from "./sharesDoc.ts";
 
 export interface ShareLedgerOptions {
   api: CoordinationV1Api;
@@ -70,7 +78,7 @@ export interface ShareStats {
   /** replicas this one retired (silent for a phase) and removed (silent for another) */
   retired: number;
   reclaimed: number;
-  /** compare-and-swaps of the Lease this replica lost (another replica wrote in between) */
+  /** writes of the Lease this replica lost: a compare-and-swap another replica wrote in between, or a patch of its entry that someone retired or removed */
   conflicts: number;
   /** rounds that lost every compare-and-swap they tried, and so wrote nothing */
   abandoned: number;
@@ -88,6 +96,8 @@ export class ShareLedger {
   /** used at the previous round: more now means this replica is admitting */
   private lastUsed: ShareVec = { ...ZERO };
   private lastWriteSentAt?: number;
+  /** this replica's entry as the server holds it (last read or written): what a renewal's patch tests */
+  private own?: { raw: string; entry: ShareEntry };
   private readonly liveness = new Liveness();
   private readonly now: () => number;
   private readonly phaseMs: number;
@@ -279,12 +289,15 @@ export class ShareLedger {
    */
   async round(): Promise<void> {
     this.lease.take(); // the slow-round log shows this round's requests only
+    let fresh = await this.renew();
+    const renewed = fresh !== undefined; // the renewal landed: the rest of the round writes only a change
     for (let attempt = 0; attempt <= CONFLICT_RETRIES; attempt++) {
       try {
-        await this.cas((doc, at) => this.plan(doc, at));
+        await this.cas((doc, at) => this.plan(doc, at, renewed), fresh);
         return;
       } catch (err) {
-        if (!isConflict(err)) throw err;
+        fresh = undefined;
+        if (!isConflict(err) && !isTestFailed(err)) throw err;
         this.stats.conflicts++;
       }
     }
@@ -301,8 +314,39 @@ export class ShareLedger {
     );
   }
 
+  /**
+   * A renewal that is due, as one request: a JSON patch of this replica's own entry (beat and
+   * used; share and want as they were), tested against the value it last saw, so no other
+   * replica's write can make it lose, and with no read before it. Answers the Lease the server
+   * returned (the round plans on it), or undefined when there is nothing to renew this way or the
+   * entry changed under it (retired or removed: the round's whole write takes it back).
+   */
+  private async renew(): Promise<V1Lease | undefined> {
+    const own = this.own;
+    if (!own || own.entry.retired || !this.renewDue(this.now())) return undefined;
+    const me = this.o.identity;
+    const next: ShareEntry = { ...own.entry, used: this.usedOf(), beat: own.entry.beat + 1 };
+    const sentAt = this.now();
+    let lease: V1Lease;
+    try {
+      lease = await this.lease.patch(ownEntryPatch(me, own.raw, next));
+    } catch (err) {
+      if (!isTestFailed(err) && !isNotFound(err)) throw err;
+      this.own = undefined;
+      this.stats.conflicts++;
+      return undefined;
+    }
+    this.own = { raw: formatEntry(me, next), entry: next };
+    this.lastWriteSentAt = sentAt;
+    return lease;
+  }
+
+  private renewDue(at: number): boolean {
+    return this.lastWriteSentAt === undefined || at - this.lastWriteSentAt >= this.renewMs;
+  }
+
   /** Mutates doc into what this replica writes; false when nothing needs writing. */
-  private plan(doc: SharesDoc, at: number): boolean {
+  private plan(doc: SharesDoc, at: number, renewed = false): boolean {
     const me = this.o.identity;
     this.liveness.observe(doc, at);
     const silent = this.liveness.expired(at, this.phaseMs, me);
@@ -336,7 +380,7 @@ export class ShareLedger {
     // never admit past a smaller share while it is being written
     this.local = minVec(this.local, decision.share);
     const changed = !cur || cur.retired || !sameVec(cur.share, decision.share) || cur.want !== decision.want;
-    const renewDue = this.lastWriteSentAt === undefined || at - this.lastWriteSentAt >= this.renewMs;
+    const renewDue = !renewed && this.renewDue(at);
     if (!changed && !renewDue && silent.length === 0 && sameVec(this.local, decision.share)) return false;
     doc.replicas[me] = { share: decision.share, used, want: decision.want, beat: (cur?.beat ?? 0) + 1 };
     return true;
@@ -359,42 +403,60 @@ export class ShareLedger {
     return false;
   }
 
-  /** Read-modify-write of the Lease under its resourceVersion; a 409 propagates to the caller. */
-  private async cas(mutate: (doc: SharesDoc, atMs: number) => boolean): Promise<void> {
-    const { namespace, leaseName: name } = this.o;
-    let lease: V1Lease;
-    try {
-      lease = await this.lease.read();
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-      lease = await this.lease.create({
-        metadata: { name, namespace, annotations: { [SHARES_ANNOTATION]: formatSharesDoc(emptyDoc()) } },
-        spec: { holderIdentity: "sbx-budget-shares" },
-      });
-    }
-    const doc = parseSharesDoc(lease.metadata?.annotations?.[SHARES_ANNOTATION]);
+  /**
+   * Read (or take the Lease a renewal just answered), mutate, write: a patch of this replica's own
+   * entry when the change cannot raise the shares' sum, else a replace under the resourceVersion.
+   * A lost write (409, or 422 when the entry changed since it was read) propagates to the caller.
+   */
+  private async cas(mutate: (doc: SharesDoc, atMs: number) => boolean, fresh?: V1Lease): Promise<void> {
+    const lease = fresh ?? (await this.readOrCreate());
+    const read = readShares(lease.metadata?.annotations);
+    const { doc } = read;
+    const me = this.o.identity;
+    this.own = read.raw[me] === undefined ? undefined : { raw: read.raw[me], entry: doc.replicas[me] };
     this.o.onReplicas?.(
       Object.keys(doc.replicas).filter((id) => !doc.replicas[id].retired),
       this.now(),
     );
-    const before = doc.replicas[this.o.identity]?.share;
+    const before = doc.replicas[me];
     this.pendingDead = [];
     this.pendingRetired = [];
     if (!mutate(doc, this.now())) return;
     const sentAt = this.now();
-    const body = {
-      ...lease,
-      metadata: {
-        ...lease.metadata,
-        annotations: { ...(lease.metadata?.annotations ?? {}), [SHARES_ANNOTATION]: formatSharesDoc(doc) },
-      },
-    };
-    await this.lease.replace(body);
-    this.written(doc, before, sentAt);
+    const after = doc.replicas[me];
+    if (this.ownOnly(read, before, after)) {
+      await this.lease.patch(ownEntryPatch(me, read.raw[me], after));
+    } else {
+      const annotations = writeShares(lease.metadata?.annotations, doc);
+      await this.lease.replace({ ...lease, metadata: { ...lease.metadata, annotations } });
+    }
+    this.written(doc, before?.share, sentAt);
+  }
+
+  /** The write changes only this replica's live entry and cannot raise its share: a patch may carry it. */
+  private ownOnly(read: ReadShares, before: ShareEntry | undefined, after: ShareEntry | undefined): boolean {
+    if (read.legacy || !before || before.retired || read.raw[this.o.identity] === undefined) return false;
+    if (this.pendingDead.length > 0 || this.pendingRetired.length > 0) return false;
+    if (!after) return true;
+    return after.share.cpuMillis <= before.share.cpuMillis && after.share.memoryBytes <= before.share.memoryBytes;
+  }
+
+  private async readOrCreate(): Promise<V1Lease> {
+    const { namespace, leaseName: name } = this.o;
+    try {
+      return await this.lease.read();
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      return this.lease.create({
+        metadata: { name, namespace, annotations: { [SHARES_ANNOTATION]: TOMBSTONE } },
+        spec: { holderIdentity: "sbx-budget-shares" },
+      });
+    }
   }
 
   private written(doc: SharesDoc, before: ShareVec | undefined, sentAt: number): void {
     const mine = doc.replicas[this.o.identity];
+    this.own = mine ? { raw: formatEntry(this.o.identity, mine), entry: mine } : undefined;
     if (!mine) return;
     this.lastWriteSentAt = sentAt;
     this.local = mine.share;

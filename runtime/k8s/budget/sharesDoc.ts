@@ -1,7 +1,8 @@
-// The shares document: one JSON annotation on one coordination.k8s.io Lease in the runtime
-// namespace, replaced whole under its resourceVersion, so every change of any share is one
-// serialised compare-and-swap. Parsing is strict: a document we cannot read is an error the
-// ledger refuses to write over (it would forget other replicas' shares and over-admit).
+// The shares document as one JSON annotation: the layout before one annotation per replica
+// (shareEntries.ts), still read so a rolling update moves it, and the one place that decides what
+// a valid entry is. Parsing is strict: a document we cannot read is an error the ledger refuses to
+// write over (it would forget other replicas' shares and over-admit). Replicas of the old layout
+// run this same parser, which is why the tombstone left in this annotation stops them writing.
 import type { ShareEntry, SharesDoc, ShareVec } from "./sharePlan.ts";
 
 export const SHARES_ANNOTATION = "sbx.dev/budget-shares";

@@ -1,7 +1,9 @@
-// The budget-share ledger against the real API server. Its compare-and-swap: another writer
-// that lands between a round's read and its write makes the server answer 409. A round retries
-// from a fresh read; one that loses every try writes nothing, logs it and counts it, and the age
-// of the last renewal (what fences the replica at half a lease) keeps growing. Its renewals go
+// The budget-share ledger against the real API server. A renewal is a JSON patch of the
+// replica's own annotation, so another writer in between cannot make it lose; a growth is a
+// compare-and-swap, and another writer that lands between its read and its write makes the
+// server answer 409: retried from a fresh read, and a round that loses every try grows nothing,
+// logs it and counts it. An entry an observer retired fails the renewal's test (422) and the whole
+// write takes it back; an old single-document Lease is moved to one annotation per replica. Its renewals go
 // over connections of their own, never the replica's shared pool, and a create that finds the
 // replica fenced while a renewal is in flight waits for it. Time is a manual monotonic clock;
 // the rounds are called one by one or driven by a manual clock, never on a timer.
@@ -12,6 +14,8 @@ import { Admission } from "../../../runtime/core/admission.ts";
 import { ManualClock } from "../../../runtime/core/clock.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
 import { ShareLedger } from "../../../runtime/k8s/budget/ledger.ts";
+import { entryKey, formatEntry, readShares } from "../../../runtime/k8s/budget/shareEntries.ts";
+import { parseSharesDoc, SHARES_ANNOTATION } from "../../../runtime/k8s/budget/sharesDoc.ts";
 import { abortOn, type KubeClients, mergePatch } from "../../../runtime/k8s/client.ts";
 import { captureLogger, LEVEL } from "../../support/logs.ts";
 import { adminClients, freshNamespaces, testKubeconfigPath, type TestNamespaces } from "../runtime/support.ts";
@@ -56,11 +60,12 @@ function interfering(api: CoordinationV1Api): { api: CoordinationV1Api; spoil(n:
   return { api: wrapped, spoil: (k) => (writesToSpoil = k) };
 }
 
-describe("the budget-share ledger's compare-and-swap", () => {
-  it("retries a lost write, and a round that loses every try says so and ages towards the fence", async () => {
+describe("the budget-share ledger's writes", () => {
+  it("renews with a patch other writers cannot spoil; a growth compare-and-swaps, retries, and says when it loses every try", async () => {
     const { api, spoil } = interfering(clients.coordination);
     const { logger, lines } = captureLogger();
     let now = 1_000;
+    let orphans = { cpuMillis: 5_000, memoryBytes: 0 };
     const ledger = new ShareLedger({
       api,
       namespace: ns.runtime,
@@ -68,38 +73,105 @@ describe("the budget-share ledger's compare-and-swap", () => {
       identity: "replica-a",
       budget: { cpuMillis: 10_000, memoryBytes: 10 * 2 ** 30 },
       headroom: () => ZERO,
-      orphans: () => ZERO,
+      orphans: () => orphans,
       clock: new ManualClock(),
       logger,
       leaseMs: LEASE_MS,
       tickMs: 200,
       monotonicMs: () => now,
     });
+    const share = () => ledger.snapshot().share.cpuMillis;
 
     await ledger.round(); // creates the Lease and writes the first share
     expect(ledger.snapshot()).toMatchObject({ conflicts: 0, abandoned: 0, renewedAgoMs: 0, fenced: false });
+    expect(share()).toBe(5_000);
 
-    now += 2_000; // a renewal is due
-    spoil(1);
+    now += 2_000; // a renewal is due, and another writer changes the Lease before every replace
+    spoil(100);
     await ledger.round();
-    expect(ledger.snapshot()).toMatchObject({ conflicts: 1, abandoned: 0, renewedAgoMs: 0 });
+    expect(ledger.snapshot()).toMatchObject({ conflicts: 0, abandoned: 0, renewedAgoMs: 0 }); // the patch landed
 
+    orphans = ZERO; // room to grow: that write must compare-and-swap, and every try loses
     now += 2_000;
-    spoil(100); // every try loses
     await ledger.round();
-    spoil(0);
-    const after = ledger.snapshot();
-    expect(after).toMatchObject({ conflicts: 5, abandoned: 1, renewedAgoMs: 2_000, fenced: false });
+    expect(ledger.snapshot()).toMatchObject({ conflicts: 4, abandoned: 1, renewedAgoMs: 0, fenced: false });
+    expect(share()).toBe(5_000); // renewed all the same, and not grown
     const warned = lines.filter((l) => l.level === LEVEL.warn && /compare-and-swap .* lost/.test(l.msg));
     expect(warned).toHaveLength(1);
-    expect(warned[0]).toMatchObject({ tries: 4, renewedAgoMs: 2_000, fenceAfterMs: LEASE_MS / 2 });
+    expect(warned[0]).toMatchObject({ tries: 4, renewedAgoMs: 0, fenceAfterMs: LEASE_MS / 2 });
 
-    // nothing landed since: at half a lease after the last renewal the replica fences itself
-    now += LEASE_MS / 2 - 2_000;
-    expect(ledger.snapshot()).toMatchObject({ renewedAgoMs: LEASE_MS / 2, fenced: true });
-    // and the next round that lands lifts the fence
+    spoil(1); // one lost try, then the growth lands
     await ledger.round();
-    expect(ledger.snapshot()).toMatchObject({ abandoned: 1, renewedAgoMs: 0, fenced: false });
+    spoil(0);
+    expect(ledger.snapshot()).toMatchObject({ conflicts: 5, abandoned: 1 });
+    expect(share()).toBe(10_000);
+
+    // nothing lands for half a lease: the replica fences itself; the next round that lands lifts it
+    now += LEASE_MS / 2;
+    expect(ledger.snapshot()).toMatchObject({ renewedAgoMs: LEASE_MS / 2, fenced: true });
+    await ledger.round();
+    expect(ledger.snapshot()).toMatchObject({ renewedAgoMs: 0, fenced: false });
+    await ledger.stop();
+  });
+
+  it("takes its entry back when an observer retired it, and moves an old single document to one annotation per replica", async () => {
+    const name = `${LEASE}-legacy`;
+    const vec = (c: number) => ({ cpuMillis: c, memoryBytes: 0 });
+    const old = { replicas: { "replica-old": { share: vec(3_000), used: vec(0), want: false, beat: 4 } } };
+    await clients.coordination.createNamespacedLease({
+      namespace: ns.runtime,
+      body: { metadata: { name, annotations: { [SHARES_ANNOTATION]: JSON.stringify(old) } } },
+    });
+    let now = 1_000;
+    const ledger = new ShareLedger({
+      api: clients.shares,
+      namespace: ns.runtime,
+      leaseName: name,
+      identity: "replica-a",
+      budget: { cpuMillis: 10_000, memoryBytes: 10 * 2 ** 30 },
+      headroom: () => ZERO,
+      orphans: () => ZERO,
+      clock: new ManualClock(),
+      logger: silentLogger(),
+      leaseMs: LEASE_MS,
+      tickMs: 200,
+      monotonicMs: () => now,
+    });
+    await ledger.round();
+    const annotations = async () =>
+      (await clients.coordination.readNamespacedLease({ name, namespace: ns.runtime })).metadata?.annotations ?? {};
+    let a = await annotations();
+    // the old replica's share is counted and moved; the old document is a tombstone the old parser refuses
+    expect(readShares(a).doc.replicas["replica-old"]).toEqual(old.replicas["replica-old"]);
+    expect(readShares(a).doc.replicas["replica-a"].share.cpuMillis).toBe(5_000); // its fair part of two
+    expect(() => parseSharesDoc(a[SHARES_ANNOTATION])).toThrow(/has no replicas object/);
+
+    // an observer retires replica-a behind its back (as after a long stall)
+    const mine = readShares(a).doc.replicas["replica-a"];
+    await clients.coordination.patchNamespacedLease(
+      {
+        name,
+        namespace: ns.runtime,
+        body: {
+          metadata: {
+            annotations: {
+              [entryKey("replica-a")]: formatEntry("replica-a", { ...mine, retired: true, beat: mine.beat + 1 }),
+            },
+          },
+        },
+      },
+      mergePatch,
+    );
+    now += 2_000; // its renewal's patch tests the value it last saw: 422, and the whole write takes the entry back
+    await ledger.round();
+    a = await annotations();
+    const back = readShares(a).doc.replicas["replica-a"];
+    expect(back.retired).toBeUndefined();
+    expect(back.share.cpuMillis).toBe(5_000); // its fair part of two
+    expect(ledger.snapshot()).toMatchObject({ conflicts: 1, renewedAgoMs: 0, fenced: false });
+
+    await ledger.close(); // gives the share back with a patch of its own entry
+    expect(readShares(await annotations()).doc.replicas["replica-a"]).toBeUndefined();
   });
 });
 
@@ -146,16 +218,16 @@ describe("the budget-share ledger's connections", () => {
 
 describe("a create while a renewal is slow on the real API server", () => {
   it("waits for the renewal in flight and is admitted when it lands", async () => {
-    // the real Lease API, but each replace waits until the test lets it go
+    // the real Lease API, but each write (replace or patch) waits until the test lets it go
     let release: () => void = () => {};
     let held = 0;
     const api = new Proxy(clients.shares, {
       get: (target, key, receiver) =>
-        key === "replaceNamespacedLease"
-          ? async (...args: Parameters<CoordinationV1Api["replaceNamespacedLease"]>) => {
+        key === "replaceNamespacedLease" || key === "patchNamespacedLease"
+          ? async (...args: unknown[]) => {
               held++;
               await new Promise<void>((r) => (release = r));
-              return target.replaceNamespacedLease(...args);
+              return (target[key] as (...a: unknown[]) => unknown).apply(target, args);
             }
           : Reflect.get(target, key, receiver),
     });
@@ -196,7 +268,7 @@ describe("a create while a renewal is slow on the real API server", () => {
     expect(ledger.snapshot()).toMatchObject({ fenced: false, renewedAgoMs: 0 });
 
     now += 2_000;
-    await clock.advance(2_000); // the loop's renewal round: read, then its write is held (sent at +2 s)
+    await clock.advance(2_000); // the loop's renewal round: its patch is held (sent at +2 s)
     await heldOnce(2);
     now += 6_000; // +8 s: past the fence, the renewal still in flight
     expect(ledger.fenced()).toBe(true);

@@ -75,6 +75,8 @@ beforeAll(async () => {
   // warm pods become this replica's to claim one phase (half the 3 s lease) after it first saw
   // itself in the shares (runtime/k8s/claims/partition.ts); before that a claim finds none
   await new Promise((r) => setTimeout(r, 2_000));
+  // renewals (a JSON patch of its own entry, every 375 ms at this lease) kept landing meanwhile
+  expect(backend.budgetShares!.ledger.snapshot().renewedAgoMs).toBeLessThan(1_000);
 });
 
 afterAll(async () => {
