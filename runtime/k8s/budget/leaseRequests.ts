@@ -74,21 +74,20 @@ export class LeaseRequests {
     try {
       return await Promise.race([call(abort.signal), timeout]);
     } catch (err) {
-      outcome = isConflict(err)
-        ? "409"
-        : isNotFound(err)
-          ? "404"
-          : isTestFailed(err)
-            ? "422"
-            : abort.signal.aborted
-              ? "timeout"
-              : "error";
+      outcome = outcomeOf(err, abort.signal.aborted);
       throw err;
     } finally {
       settled.abort();
       this.timings.push(`${verb} ${outcome} ${Math.round(this.o.now() - t0)}ms`);
     }
   }
+}
+
+function outcomeOf(err: unknown, aborted: boolean): string {
+  if (isConflict(err)) return "409";
+  if (isNotFound(err)) return "404";
+  if (isTestFailed(err)) return "422";
+  return aborted ? "timeout" : "error";
 }
 
 /** What the API server answers a JSON patch whose test op failed: here, this replica's entry changed under it. */

@@ -7,7 +7,7 @@
 // upgrade cannot write and fences itself instead of over-admitting.
 import { createHash } from "node:crypto";
 import type { ShareEntry, SharesDoc } from "./sharePlan.ts";
-import { parseSharesDoc, SHARES_ANNOTATION } from "./sharesDoc.ts";
+import { parseEntry, parseSharesDoc, SHARES_ANNOTATION } from "./sharesDoc.ts";
 
 export const ENTRY_PREFIX = "shares.sbx.dev/";
 /** What the old annotation holds once migrated: no `replicas` object, so the old parser refuses it. */
@@ -65,8 +65,7 @@ function parseEntryValue(key: string, value: string): { id: string; entry: Share
       `annotation ${key} names replica ${JSON.stringify(id)}, whose key is not ${key}; delete the Lease to reset the shares`,
     );
   const { id: _id, ...rest } = v as Record<string, unknown>;
-  // the single-document parser holds the entry rules: one place decides what a valid entry is
-  return { id, entry: parseSharesDoc(JSON.stringify({ replicas: { [id]: rest } })).replicas[id] };
+  return { id, entry: parseEntry(id, rest) };
 }
 
 /** The Lease's annotations after a whole write of doc: others kept, every entry rewritten, the tombstone set. */

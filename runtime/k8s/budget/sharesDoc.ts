@@ -33,7 +33,8 @@ export function parseSharesDoc(raw: string | undefined): SharesDoc {
   return out;
 }
 
-function parseEntry(id: string, e: unknown): ShareEntry {
+/** One replica's entry, by the rules every layout shares (shareEntries.ts reads its annotations with it). */
+export function parseEntry(id: string, e: unknown): ShareEntry {
   const x = e as Partial<ShareEntry>;
   if (!x || !isVec(x.share) || !isVec(x.used) || typeof x.want !== "boolean" || !Number.isInteger(x.beat))
     throw new Error(
