@@ -1,7 +1,10 @@
 // A warm claim's two paths, measured apart on the test control plane: without credentials the
 // claim is an in-memory decision (its pod patch is written behind); with config.credentials the
 // credentials must be inside before the claim returns, so it waits for the patch and for the
-// delivery (STS AssumeRole against a fake STS on loopback, then an exec writing the file).
+// delivery (STS AssumeRole against a fake STS on loopback, then the file written into the pod).
+// With warm pods' channels primed (the default) the file goes over the pod's open channel; with
+// --primeWarm 0 in the same run (the baseline) over one websocket exec. Each path also times the
+// claim's first command (`true`) after it returned: what a primed channel saves there too.
 // Claims run one at a time, so the numbers are the path's own latency, not queueing.
 //   npx tsx bench/k8s/replicaClaimCredentials.ts [--claims 10]
 import { createServer } from "node:http";
@@ -34,8 +37,13 @@ const clients = adminClients(cp.path);
 await installSandboxCrd(clients.kc);
 const credentials = { baseRoleArn: "arn:aws:iam::123456789012:role/sbx-base", bucket: "sbx-data", region: "us-east-1" };
 
-async function measure(withCredentials: boolean): Promise<number[]> {
-  const ns = await freshNamespaces(clients.core, withCredentials ? "bcc-creds" : "bcc-plain");
+interface PathRun {
+  claim: number[];
+  firstCommand: number[];
+}
+
+async function measure(withCredentials: boolean, primeWarm: number): Promise<PathRun> {
+  const ns = await freshNamespaces(clients.core, `bcc-${withCredentials ? "creds" : "plain"}-${primeWarm}`);
   const config = testConfig(ns, {
     ...(withCredentials ? { credentials } : {}),
     warmPool: [{ profile: "base", size: "nano", count: claims }],
@@ -49,16 +57,27 @@ async function measure(withCredentials: boolean): Promise<number[]> {
   const backend = createKubernetesBackend(
     config,
     { logger: silentLogger(), clock: systemClock },
-    { clients, retryPeriodMs: 1000, leaseDurationMs: 15_000, activityFlushMs: 500, ...(broker ? { broker } : {}) },
+    {
+      clients,
+      retryPeriodMs: 1000,
+      leaseDurationMs: 15_000,
+      activityFlushMs: 500,
+      commandChannel: { primeWarm },
+      ...(broker ? { broker } : {}),
+    },
   );
   await backend.start();
-  const lat: number[] = [];
+  const run: PathRun = { claim: [], firstCommand: [] };
+  const primed = () => backend.channels.pool.keys().filter((k) => backend.channels.pool.current(k)).length;
   try {
     for (let i = 0; i < 1200 && (await backend.poolStatus!())[0].ready < claims; i++)
       await new Promise((r) => setTimeout(r, 100));
+    // the pool's channels open behind its pods' readiness: a claim before that is not this path
+    for (let i = 0; i < 1200 && primeWarm > 0 && primed() < Math.min(claims, primeWarm); i++)
+      await new Promise((r) => setTimeout(r, 100));
     for (let i = 0; i < claims; i++) {
       const spec: SandboxSpec = {
-        id: `bcc-${withCredentials ? "c" : "p"}-${i}`,
+        id: `bcc-${withCredentials ? "c" : "p"}${primeWarm}-${i}`,
         owner: "bench",
         image: { profile: "base", image: config.catalog.base },
         size: config.sizeClasses.nano,
@@ -70,22 +89,47 @@ async function measure(withCredentials: boolean): Promise<number[]> {
       };
       const t0 = performance.now();
       const sb = await backend.claim(spec);
-      if (sb) lat.push(performance.now() - t0);
+      if (!sb) continue;
+      const t1 = performance.now();
+      const session = await backend.exec(spec.id, { command: ["true"] });
+      session.stdout.resume();
+      session.stderr.resume();
+      if ((await session.result).exitCode !== 0) throw new Error(`true exited non-zero in ${spec.id}`);
+      run.claim.push(t1 - t0);
+      run.firstCommand.push(performance.now() - t1);
     }
   } finally {
     await backend.close();
     await ns.cleanup();
   }
-  return lat;
+  return run;
 }
 
 try {
-  const rows = [
-    { path: "in-memory (no credentials)", ...stats(await measure(false)) },
-    { path: "credentials (patch + delivery)", ...stats(await measure(true)) },
+  const paths: { path: string; credentials: boolean; primeWarm: number }[] = [
+    { path: "in memory (no credentials), primed", credentials: false, primeWarm: 64 },
+    { path: "in memory (no credentials), not primed", credentials: false, primeWarm: 0 },
+    { path: "credentials over the primed channel", credentials: true, primeWarm: 64 },
+    { path: "credentials over a websocket exec (baseline)", credentials: true, primeWarm: 0 },
   ];
+  const rows = [];
+  for (const p of paths) {
+    const run = await measure(p.credentials, p.primeWarm);
+    rows.push({ path: p.path, claim: stats(run.claim), firstCommand: stats(run.firstCommand) });
+  }
   console.log(JSON.stringify({ bench: "k8s-claim-credentials", claims, rows }, null, 2));
-  console.log(table(rows.map((r) => ({ path: r.path, warm: r.n, "p50 ms": r.p50, "p99 ms": r.p99, "max ms": r.max }))));
+  console.log(
+    table(
+      rows.map((r) => ({
+        path: r.path,
+        warm: r.claim.n,
+        "claim p50 ms": r.claim.p50,
+        "claim p99 ms": r.claim.p99,
+        "1st cmd p50 ms": r.firstCommand.p50,
+        "1st cmd p99 ms": r.firstCommand.p99,
+      })),
+    ),
+  );
 } finally {
   sts.close();
   await cp.stop();

@@ -67,6 +67,20 @@ export class WarmPool {
     return candidates;
   }
 
+  /** every ready, unclaimed pool pod `owns` accepts that this process is neither claiming nor has claimed */
+  claimable(owns: (podName: string) => boolean): V1Pod[] {
+    return this.o.index.warmPods().filter((p) => {
+      const name = p.metadata!.name!;
+      return (
+        !this.inFlight.has(name) &&
+        !this.taken.has(name) &&
+        !p.metadata?.deletionTimestamp &&
+        observePod(p).ready &&
+        owns(name)
+      );
+    });
+  }
+
   /**
    * Chooses a ready pod for spec in memory (runtime/k8s/claims): marked taken at once, so no
    * claim in this process is offered it again, whatever its patch's fate. The caller sends

@@ -116,7 +116,7 @@ describe("per-replica metrics of a shared budget", () => {
 
 describe("warm claims written behind, on /metrics", () => {
   it("counts taken, landed and lost claims and shows the pending writes", async () => {
-    const c = { taken: 3, landed: 1, lost: 0, pending: 2 };
+    const c = { taken: 3, landed: 1, lost: 0, pending: 2, withChannel: 2, primedChannels: 5 };
     const a = new Admission(BUDGET);
     const m = new Metrics(
       { admission: () => a.usage(), sandboxes: () => [], claims: () => c },
@@ -126,12 +126,16 @@ describe("warm claims written behind, on /metrics", () => {
     expect(text).toContain('sbx_warm_claims_total{outcome="taken"} 3');
     expect(text).toContain('sbx_warm_claims_total{outcome="landed"} 1');
     expect(text).toContain("sbx_warm_claims_pending 2");
-    Object.assign(c, { taken: 4, landed: 3, lost: 1, pending: 0 });
+    expect(text).toContain("sbx_warm_claims_with_channel_total 2");
+    expect(text).toContain("sbx_warm_channels_primed 5");
+    Object.assign(c, { taken: 4, landed: 3, lost: 1, pending: 0, withChannel: 3, primedChannels: 4 });
     const again = await m.registry.metrics();
     expect(again).toContain('sbx_warm_claims_total{outcome="taken"} 4');
     expect(again).toContain('sbx_warm_claims_total{outcome="landed"} 3');
     expect(again).toContain('sbx_warm_claims_total{outcome="lost"} 1');
     expect(again).toContain("sbx_warm_claims_pending 0");
+    expect(again).toContain("sbx_warm_claims_with_channel_total 3");
+    expect(again).toContain("sbx_warm_channels_primed 4");
   });
 
   it("counts port connections by the path that carried them", async () => {
@@ -152,6 +156,8 @@ describe("warm claims written behind, on /metrics", () => {
       { admission: () => new Admission(BUDGET).usage(), sandboxes: () => [] },
       { defaultMetrics: false },
     );
-    expect(await m.registry.metrics()).not.toMatch(/sbx_warm_claims_pending \d/);
+    const text = await m.registry.metrics();
+    expect(text).not.toMatch(/sbx_warm_claims_pending \d/);
+    expect(text).not.toMatch(/sbx_warm_channels_primed \d/);
   });
 });

@@ -244,6 +244,24 @@ export class Metrics {
         if (c) this.set(c.pending);
       },
     });
+    const withChannel = countedSince(claims, ["withChannel"] as const);
+    new Counter({
+      name: "sbx_warm_claims_with_channel_total",
+      help: "warm claims whose pod's command channel was open before the claim (primed), so neither its credentials nor its first command opened one",
+      registers,
+      collect() {
+        withChannel((_k, by) => this.inc(by));
+      },
+    });
+    new Gauge({
+      name: "sbx_warm_channels_primed",
+      help: "command channels open or opening to warm pods this replica may claim, ahead of the claim",
+      registers,
+      collect() {
+        const c = claims();
+        if (c) this.set(c.primedChannels);
+      },
+    });
   }
 
   private portSeries(ports: () => PortPathStats | undefined, registers: Registry[]): void {

@@ -230,6 +230,10 @@ export interface WarmClaimStats {
   lost: number;
   /** writes not settled yet */
   pending: number;
+  /** claims that found their pod's command channel already open (runtime/k8s/channel/warmChannels.ts) */
+  withChannel: number;
+  /** warm pods' channels open or opening now, ahead of their claim */
+  primedChannels: number;
 }
 
 export interface Backend {

@@ -28,6 +28,8 @@ import { SandboxAutoPauseStore } from "./autoPauseStatus.ts";
 import type { ChannelSession } from "./channel/command.ts";
 import type { ListedCommand } from "./channel/frames.ts";
 import { createSandboxChannels, type SandboxChannels } from "./channel/sandboxChannels.ts";
+import { WarmChannels } from "./channel/warmChannels.ts";
+import { warmClaimer } from "./claims/warmClaim.ts";
 import { isConflict, isNotFound, mergePatch, statusCode, toDomainError } from "./client.ts";
 import { sandboxCommands } from "./commands.ts";
 import { ANNOTATIONS, API_GROUP, API_VERSION, SANDBOX_PLURAL } from "./contract.ts";
@@ -90,7 +92,7 @@ export interface KubernetesBackend extends SnapshotAwareBackend {
 const RECORD_VISIBILITY_GRACE_MS = 3_000;
 
 export function assembleKubernetesBackend(p: KubernetesParts, control: KubernetesControl): KubernetesBackend {
-  const { config, clock, logger, index, namespace: ns, deliverCredentials } = p;
+  const { config, clock, logger, index, namespace: ns } = p;
   const { core, custom } = p.clients;
   const { controller, warmPool } = control;
   const crApi = { group: API_GROUP, version: API_VERSION, namespace: ns, plural: SANDBOX_PLURAL };
@@ -117,10 +119,11 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     phaseMs: config.kubernetes.budgetShares.leaseSeconds * 500,
   });
   const shares = createBudgetShares(p, (live, atMs) => partition.observe(live, atMs));
+  // performance.now: the ledger's own monotonic clock, which stamps the partition's observations
+  const owns = (podName: string) => !shares || partition.owns(podName, performance.now());
   const claims = new WriteBehindClaims({
     reserve: (spec, owns) => warmPool.reserve(spec, owns),
-    // performance.now: the ledger's own monotonic clock, which stamps the partition's observations
-    owns: (podName) => !shares || partition.owns(podName, performance.now()),
+    owns,
     pods: index,
     isLostRace: (err) => isConflict(err) || isNotFound(err) || statusCode(err) === 422,
     clock,
@@ -149,6 +152,30 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     logger,
     fallbackRunner: (id, pod) => killableRunner(p.runInPod, pod, { clock, logger: logger.child({ sandbox: id, pod }) }),
     options: p.overrides.commandChannel,
+  });
+
+  // warm pods get their channel before a claim (channel/warmChannels.ts); not in a controller-only process, which claims nothing
+  const primeWarm = p.overrides.commandChannel?.enabled === false ? 0 : (p.overrides.commandChannel?.primeWarm ?? 64);
+  const warmChannels =
+    primeWarm > 0 && p.role !== "controller"
+      ? new WarmChannels({
+          pool: channels.pool,
+          claimable: () => warmPool.claimable(owns),
+          clock,
+          logger,
+          max: primeWarm,
+        })
+      : undefined;
+
+  const claimWarm = warmClaimer({
+    claims,
+    acceptor,
+    channels,
+    warmChannels,
+    broker: p.broker,
+    runInPod: p.runInPod,
+    discardPod: (id, podName) => void discardClaimedPod({ core, namespace: ns, logger }, id, podName, "create"),
+    admitted,
   });
 
   const withActivity = (sb: Sandbox): Sandbox => {
@@ -197,7 +224,11 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
     controller,
     warmPool,
     warmClaims: claims,
-    claimStats: () => claims.stats(),
+    claimStats: () => ({
+      ...claims.stats(),
+      withChannel: warmChannels?.stats.moved ?? 0,
+      primedChannels: warmChannels?.count() ?? 0,
+    }),
     records: recordWriter,
     budgetShares: shares,
     snapshotRecords: new SandboxRecordStore({
@@ -261,44 +292,13 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
       controller.start();
       activity.start();
       await shares?.ledger.start(); // after the informers synced: orphans are counted from them
+      warmChannels?.start(); // after the shares: which pods are this replica's to claim
     },
 
     async claim(spec) {
       open(spec);
       if (!pooled(spec)) return undefined;
-      const taken = claims.take(spec);
-      if (!taken) return undefined;
-      const { podName } = taken;
-      // A claimed pod is never returned to the pool: one this sandbox cannot use goes.
-      const discard = () =>
-        void taken.outcome.then((o) =>
-          o === "landed" ? discardClaimedPod({ core, namespace: ns, logger }, spec.id, podName, "create") : undefined,
-        );
-      if (deliverCredentials) {
-        // Credentials go in before the claim returns, so this path keeps the synchronous patch;
-        // a lost race is a miss and the create goes cold.
-        if ((await taken.outcome) === "lost") return undefined;
-        try {
-          const annotations = admitted();
-          annotations[ANNOTATIONS.credentialsExpiresAt] = (await deliverCredentials(spec.id, podName)).toISOString();
-          acceptor.accept(spec, podName, annotations);
-        } catch (err) {
-          discard();
-          throw err;
-        }
-        return derived(spec.id);
-      }
-      let held: ReturnType<typeof acceptor.hold>;
-      try {
-        held = acceptor.hold(spec, podName, admitted());
-      } catch (err) {
-        discard();
-        throw err;
-      }
-      if (!held)
-        discard(); // a same-key retry: the sandbox accepted first stands
-      else void taken.outcome.then((o) => held.release(o === "landed" ? podName : undefined));
-      return derived(spec.id);
+      return (await claimWarm(spec)) ? derived(spec.id) : undefined;
     },
 
     async provision(spec) {
@@ -376,6 +376,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
 
     async crash() {
       closed = true;
+      warmChannels?.close();
       channels.close();
       recordWriter.abandon();
       await shares?.ledger.stop();
@@ -385,6 +386,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
 
     async close() {
       closed = true;
+      warmChannels?.close();
       channels.close();
       await recordWriter.drain();
       await shares?.ledger.close();

@@ -21,6 +21,8 @@ export interface WarmPods {
   claim(spec: SandboxSpec): Promise<V1Pod | undefined>;
   /** chooses a ready pod in memory among those owns() allows; its guarded patch is sent behind (runtime/k8s/claims) */
   reserve(spec: SandboxSpec, owns: (podName: string) => boolean): Reservation | undefined;
+  /** the ready pods reserve() could choose among those owns() allows, whatever their spec */
+  claimable(owns: (podName: string) => boolean): V1Pod[];
   status(): PoolStatus[] | Promise<PoolStatus[]>;
   readonly stats: { claims: number; misses: number; conflicts: number };
 }

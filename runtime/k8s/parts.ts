@@ -52,6 +52,8 @@ export interface KubernetesParts {
   resolveImage(profile: string): string | undefined;
   runInPod: RunInPod;
   /** absent when the credential broker is off */
+  broker?: CredentialBroker;
+  /** absent when the credential broker is off */
   deliverCredentials?: (id: string, podName: string) => Promise<Date>;
   overrides: KubernetesBackendOverrides;
   role: Role;
@@ -79,6 +81,7 @@ export function createKubernetesParts(
     identity: overrides.identity ?? deps.identity ?? `sbx-${randomUUID().slice(0, 8)}`,
     resolveImage: (profile) => catalog.imageOf(profile),
     runInPod,
+    broker,
     deliverCredentials: credentialsDelivery(broker, runInPod),
     overrides,
     role: deps.role ?? "all",

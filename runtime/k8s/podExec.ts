@@ -36,17 +36,22 @@ export function credentialsDelivery(
   if (!broker) return undefined;
   return async (id, podName) => {
     const creds = await broker.mintScoped(id);
-    const session = await runInPod(podName, WRITE_CREDENTIALS_ARGV, Buffer.from(renderCredentialsFile(creds)));
-    session.stdout.resume();
-    let err = "";
-    session.stderr.on("data", (c: Buffer) => (err += c.toString()));
-    const res = await session.result;
-    if (res.exitCode !== 0)
-      throw new UpstreamError(
-        `writing credentials into sandbox ${id} (pod ${podName}) exited ${res.exitCode}: ${err.trim()}`,
-      );
+    const bytes = Buffer.from(renderCredentialsFile(creds));
+    await credentialsWritten(await runInPod(podName, WRITE_CREDENTIALS_ARGV, bytes), id, podName);
     return creds.expiration;
   };
+}
+
+/** Settles with the session running WRITE_CREDENTIALS_ARGV: rejects, with its stderr, unless it exited 0. */
+export async function credentialsWritten(session: ExecSession, id: string, podName: string): Promise<void> {
+  session.stdout.resume();
+  let err = "";
+  session.stderr.on("data", (c: Buffer) => (err += c.toString()));
+  const res = await session.result;
+  if (res.exitCode !== 0)
+    throw new UpstreamError(
+      `writing credentials into sandbox ${id} (pod ${podName}) exited ${res.exitCode}: ${err.trim()}`,
+    );
 }
 
 /** Archive transfers are killable like any exec: an abandoned tar must not keep running on a real kubelet. */

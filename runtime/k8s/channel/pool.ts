@@ -28,6 +28,8 @@ interface Entry {
   channel?: CommandChannel;
   inFlight: number;
   idle?: AbortController;
+  /** forgotten: an open that finishes now closes what it opened */
+  dropped?: boolean;
 }
 
 export class ChannelPool {
@@ -78,11 +80,41 @@ export class ChannelPool {
     return t;
   }
 
-  forget(id: string): void {
+  /**
+   * Opens a channel to `pod` under `key` ahead of any command (a warm pod's, warmChannels.ts);
+   * unused, it has no idle timer, so it stays open until forgotten, moved or broken. Opening
+   * again one that broke is the same call. Resolves once the open settled, never rejects.
+   */
+  async prime(key: string, pod: string): Promise<void> {
+    if (this.closed) return;
+    await this.channelOf(key, this.entry(key, pod)).catch(() => undefined);
+  }
+
+  /**
+   * Moves the channel of `from` (its pod `pod`) to `to`, open or still opening, so the commands
+   * of `to` use it; false when `from` has no entry for that pod or `to` already has one.
+   */
+  move(from: string, to: string, pod: string): boolean {
+    const e = this.entries.get(from);
+    if (!e || e.pod !== pod || this.entries.has(to)) return false;
+    this.entries.delete(from);
+    this.entries.set(to, e);
+    return true;
+  }
+
+  /** the keys with an entry, open or not: what prime() and move() left here */
+  keys(): string[] {
+    return [...this.entries.keys()];
+  }
+
+  /** closes the sandbox's channel; with `pod`, only a channel to that pod */
+  forget(id: string, pod?: string): void {
     const e = this.entries.get(id);
+    if (!e || (pod !== undefined && e.pod !== pod)) return;
     this.entries.delete(id);
-    e?.idle?.abort();
-    e?.channel?.close("the sandbox is gone");
+    e.dropped = true;
+    e.idle?.abort();
+    e.channel?.close("the sandbox is gone");
   }
 
   close(): void {
@@ -115,7 +147,7 @@ export class ChannelPool {
       return undefined;
     }
     const { channel } = outcome;
-    if (this.closed || this.entries.get(id) !== e) {
+    if (this.closed || e.dropped) {
       channel.close("the pool moved on while it opened");
       return undefined;
     }

@@ -45,6 +45,12 @@ export interface CommandChannelOptions {
    * 32 at a time 109 KiB, in about the same time (docs/benchmarks.md)
    */
   maxOpens?: number;
+  /**
+   * warm pods of this replica's part of the pool that get a channel before their claim
+   * (warmChannels.ts), at most; default 64, 0 for none (the baseline: a claim's first command
+   * or credentials open the channel)
+   */
+  primeWarm?: number;
 }
 
 export interface SandboxChannels {

@@ -1,7 +1,8 @@
 // Claim-time and create-time credential delivery through the real API server: the STS
 // broker (the real AWS SDK client, pointed at a fake STS endpoint on loopback because AWS is
 // unreachable here) mints per-sandbox credentials, they are written into the sandbox through
-// exec, never appear in the pod spec, and a sandbox is ready only once they are inside.
+// exec, never appear in the pod spec, and a sandbox is ready only once they are inside. A warm
+// claim writes them over the channel primed into the warm pod before the claim.
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { STSClient } from "@aws-sdk/client-sts";
@@ -108,8 +109,14 @@ describe("credential delivery", () => {
 
   it("warm sandbox: delivered at claim time, so the claimed pod is ready with its own credentials", async () => {
     await waitFor("warm pod", async () => (await backend.poolStatus!())[0].ready === 1, 60_000);
+    // the warm pod's channel is open before the claim, and the claim writes the credentials over it
+    const primedKey = () => backend.channels.pool.keys().find((k) => k.startsWith("warm:"));
+    await waitFor("primed channel", async () => !!primedKey() && !!backend.channels.pool.current(primedKey()!), 60_000);
+    const primed = backend.channels.pool.current(primedKey()!)!;
     const sb = await backend.claim(spec("cred-warm"));
     expect(sb).toMatchObject({ ready: true, warm: true });
+    expect(backend.channels.pool.current("cred-warm"), "the claim used the primed channel").toBe(primed);
+    expect(primedKey()).toBeUndefined();
     const inside = await readInside("cred-warm");
     expect(inside).toContain("aws_session_token = tok-sbx-cred-warm");
     expect(inside).not.toContain("cred-cold");
