@@ -5,7 +5,8 @@
 // With warm pods' channels primed (the default) the file goes over the pod's open channel; with
 // --primeWarm 0 in the same run (the baseline) over one websocket exec. Each path also times the
 // claim's first command (`true`) after it returned: what a primed channel saves there too.
-// Claims run one at a time, so the numbers are the path's own latency, not queueing.
+// Claims run one at a time, each once the pool refilled and its channels opened, so the numbers
+// are the path's own latency, not queueing behind the previous claim's refill.
 //   npx tsx bench/k8s/replicaClaimCredentials.ts [--claims 10]
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -68,13 +69,18 @@ async function measure(withCredentials: boolean, primeWarm: number): Promise<Pat
   );
   await backend.start();
   const run: PathRun = { claim: [], firstCommand: [] };
-  const primed = () => backend.channels.pool.keys().filter((k) => backend.channels.pool.current(k)).length;
-  try {
+  const pool = backend.channels.pool;
+  const primed = () => pool.keys().filter((k) => k.startsWith("warm:") && pool.current(k)).length;
+  // Before each claim: the pool refilled and (primed paths) its channels open, then a pause for
+  // that background work to quiet, so each claim measures its own path, not the last one's refill
+  const settle = async () => {
     for (let i = 0; i < 1200 && (await backend.poolStatus!())[0].ready < claims; i++)
       await new Promise((r) => setTimeout(r, 100));
-    // the pool's channels open behind its pods' readiness: a claim before that is not this path
     for (let i = 0; i < 1200 && primeWarm > 0 && primed() < Math.min(claims, primeWarm); i++)
       await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 300));
+  };
+  try {
     for (let i = 0; i < claims; i++) {
       const spec: SandboxSpec = {
         id: `bcc-${withCredentials ? "c" : "p"}${primeWarm}-${i}`,
@@ -87,6 +93,7 @@ async function measure(withCredentials: boolean, primeWarm: number): Promise<Pat
         metadata: {},
         createdAt: new Date(),
       };
+      await settle();
       const t0 = performance.now();
       const sb = await backend.claim(spec);
       if (!sb) continue;
