@@ -58,27 +58,20 @@ export class WarmPool {
     const key = poolKey(labelSafe(spec.image.profile), labelSafe(spec.size.name));
     const candidates = this.o.index
       .warmPods(key)
-      .filter(
-        (p) =>
-          !this.inFlight.has(p.metadata!.name!) && !this.taken.has(p.metadata!.name!) && !p.metadata?.deletionTimestamp,
-      )
-      .filter((p) => observePod(p).ready && p.spec?.containers?.[0]?.image === spec.image.image);
+      .filter((p) => this.available(p) && p.spec?.containers?.[0]?.image === spec.image.image);
     shuffle(candidates, this.random);
     return candidates;
   }
 
   /** every ready, unclaimed pool pod `owns` accepts that this process is neither claiming nor has claimed */
   claimable(owns: (podName: string) => boolean): V1Pod[] {
-    return this.o.index.warmPods().filter((p) => {
-      const name = p.metadata!.name!;
-      return (
-        !this.inFlight.has(name) &&
-        !this.taken.has(name) &&
-        !p.metadata?.deletionTimestamp &&
-        observePod(p).ready &&
-        owns(name)
-      );
-    });
+    return this.o.index.warmPods().filter((p) => this.available(p) && owns(p.metadata!.name!));
+  }
+
+  /** ready, not being deleted, and neither being claimed nor claimed by this process */
+  private available(p: V1Pod): boolean {
+    const name = p.metadata!.name!;
+    return !this.inFlight.has(name) && !this.taken.has(name) && !p.metadata?.deletionTimestamp && observePod(p).ready;
   }
 
   /**

@@ -5,8 +5,8 @@
 // claim (its partition of the pool), at most `max` of them; a claim moves the pod's channel to
 // the sandbox's id (ChannelPool.move), and a pod that left this replica's part of the pool, or
 // the pool, has its channel closed at the next sync. A primed channel is the helper's daemon in
-// a pod no code of any tenant has run in yet, opened like any other; a claim that loses its race
-// moves the sandbox to a cold pod, and the pool closes the moved channel then (ChannelPool.entry).
+// a pod no code of any tenant has run in yet, opened like any other; a claim that loses its race,
+// or does not use the pod, closes the moved channel (claims/warmClaim.ts).
 import type { V1Pod } from "@kubernetes/client-node";
 import type { Clock } from "../../core/clock.ts";
 import type { Logger } from "../../core/log.ts";

@@ -52,15 +52,16 @@ export function warmClaimer(d: WarmClaimDeps): (spec: SandboxSpec) => Promise<bo
     if (!taken) return false;
     const { podName } = taken;
     d.warmChannels?.claim(podName, spec.id);
+    const dropChannel = () => d.channels.pool.forget(spec.id, podName);
     const unused = () => {
-      d.channels.pool.forget(spec.id, podName);
+      dropChannel();
       void taken.outcome.then((o) => (o === "landed" ? d.discardPod(spec.id, podName) : undefined));
     };
     if (d.broker) {
       const minted = d.broker.mintScoped(spec.id);
       minted.catch(() => undefined); // awaited below unless the race was lost
       if ((await taken.outcome) === "lost") {
-        d.channels.pool.forget(spec.id, podName);
+        dropChannel();
         return false;
       }
       try {
@@ -88,7 +89,7 @@ export function warmClaimer(d: WarmClaimDeps): (spec: SandboxSpec) => Promise<bo
       return true;
     }
     void taken.outcome.then((o) => {
-      if (o === "lost") d.channels.pool.forget(spec.id, podName);
+      if (o === "lost") dropChannel();
       held.release(o === "landed" ? podName : undefined);
     });
     return true;
