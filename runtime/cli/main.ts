@@ -86,6 +86,8 @@ export async function runCli(argv: string[], cli: CliEnv): Promise<number> {
   const json = rest.includes("--json");
   try {
     if (verb === "token") return await tokenCommand(rest, cli);
+    if (verb === "registry-token-key")
+      return await (await import("./registryKey.ts")).registryKeyCommand(rest, cli.io, new Date());
     if (verb === "expose" || verb === "port-forward") {
       const ports = await import("./ports.ts");
       return await (verb === "expose" ? ports.expose(cli, rest) : ports.portForward(cli, rest));

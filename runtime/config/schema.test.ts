@@ -1,5 +1,5 @@
-// snapshots.podRegistry: what the schema lets pods be given (runtime/k8s/podLayers.ts), and the
-// error for what it refuses names the field, the value and the fix.
+// snapshots.podRegistry and snapshots.tokenAuth: what the schema lets pods be given
+// (runtime/k8s/podLayers.ts), and the error for what it refuses names the field and the fix.
 import { describe, expect, it } from "vitest";
 import { validateRuntimeConfig } from "./schema.ts";
 
@@ -30,5 +30,26 @@ describe("snapshots.podRegistry", () => {
         snapshots: { registry: "123456789012.dkr.ecr.eu-west-1.amazonaws.com", podRegistry: "http://10.0.0.5:5000" },
       }),
     ).toThrow("without login");
+  });
+});
+
+describe("snapshots.tokenAuth", () => {
+  const tokenAuth = { keyFile: "/run/secrets/token/key.pem", certFile: "/run/secrets/token/cert.pem" };
+
+  it("lets pods move their layers with a token each, with the registry's names and a ttl by default", () => {
+    const s = snapshots({ podRegistry: "http://10.0.0.5:5000", tokenAuth }).snapshots;
+    expect(s?.tokenAuth).toEqual({ ...tokenAuth, issuer: "sbx", service: "sbx-registry", ttlSeconds: 900 });
+  });
+
+  it("refuses it next to an htpasswd login, with ECR, and a ttl out of range", () => {
+    const auth = { username: "sbx", passwordFile: "/run/secrets/registry" };
+    expect(() => snapshots({ tokenAuth, auth })).toThrow(/config\.snapshots\.tokenAuth.*exclude each other/);
+    expect(() =>
+      validateRuntimeConfig({ snapshots: { registry: "123456789012.dkr.ecr.eu-west-1.amazonaws.com", tokenAuth } }),
+    ).toThrow(/config\.snapshots\.tokenAuth.*ECR issues its own tokens/);
+    expect(() => snapshots({ tokenAuth: { ...tokenAuth, ttlSeconds: 5 } })).toThrow(
+      "config.snapshots.tokenAuth.ttlSeconds",
+    );
+    expect(() => snapshots({ tokenAuth: { ...tokenAuth, extra: 1 } })).toThrow("config.snapshots.tokenAuth");
   });
 });

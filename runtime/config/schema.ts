@@ -154,8 +154,9 @@ export const runtimeConfigInput = z.object({
        * The registry as sandbox pods reach it, e.g. http://127.0.0.1:5000 on the test cluster.
        * Set: a Kubernetes sandbox pushes and pulls its own snapshot layers through its helper,
        * so the bytes skip the API server's exec path (runtime/k8s/podLayers.ts); a pod that
-       * cannot falls back to the replica moving them. Plain http only for now, and only for a
-       * registry without auth: the replica never hands its own registry login to a sandbox.
+       * cannot falls back to the replica moving them. Plain http only for now. With tokenAuth
+       * each pod gets a token for its own repository alone; without it the pods need a registry
+       * without login (one tenant only): the replica never hands its own login to a sandbox.
        */
       podRegistry: z
         .string()
@@ -172,11 +173,39 @@ export const runtimeConfigInput = z.object({
         .object({ username: z.string().min(1), passwordFile: z.string().min(1) })
         .strict()
         .optional(),
+      /**
+       * The runtime signs the registry's tokens itself (distribution's `auth: token` with this
+       * certificate as its rootcertbundle; runtime/snapshot/registryToken.ts): its own, and with
+       * podRegistry one per sandbox for that sandbox's repository alone. keyFile and certFile are
+       * typically a mounted Secret; `sbx registry-token-key` makes the pair.
+       */
+      tokenAuth: z
+        .object({
+          keyFile: z.string().min(1),
+          certFile: z.string().min(1),
+          /** the registry's auth.token.issuer */
+          issuer: z.string().min(1).default("sbx"),
+          /** the registry's auth.token.service */
+          service: z.string().min(1).default("sbx-registry"),
+          /** how long a token is good for: it must outlast the longest layer transfer */
+          ttlSeconds: z.number().int().min(60).max(86_400).default(900),
+        })
+        .strict()
+        .optional(),
     })
-    .refine((s) => !(s.podRegistry && (s.auth || /\.dkr\.ecr\./.test(s.registry))), {
+    .refine((s) => !(s.auth && s.tokenAuth), {
+      path: ["tokenAuth"],
+      message:
+        "auth (an htpasswd login) and tokenAuth (the runtime signs the registry's tokens) exclude each other; keep one",
+    })
+    .refine((s) => !(s.podRegistry && !s.tokenAuth && (s.auth || /\.dkr\.ecr\./.test(s.registry))), {
       path: ["podRegistry"],
       message:
-        "pods moving their own layers need a registry without login for now (the replica's login is never handed to a sandbox); unset podRegistry",
+        "pods moving their own layers need tokenAuth (a token per sandbox) or a registry without login (the replica's login is never handed to a sandbox), and ECR is not supported yet; set tokenAuth or unset podRegistry",
+    })
+    .refine((s) => !(s.tokenAuth && /\.dkr\.ecr\./.test(s.registry)), {
+      path: ["tokenAuth"],
+      message: "ECR issues its own tokens; unset tokenAuth for an ECR registry",
     })
     .optional(),
   audit: z.object({ path: z.string().optional() }).default({}),

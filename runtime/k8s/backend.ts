@@ -43,7 +43,7 @@ import { sandboxPorts } from "./ports.ts";
 import { POD_DELETE_GRACE_SECONDS } from "./podTemplate.ts";
 import type { RecordWriter } from "./recordWriter.ts";
 import { labelSafe, podNameOf, type SandboxResource, specFromResource } from "./resource.ts";
-import { podLayers } from "./podLayers.ts";
+import { configuredPodLayers } from "./podLayers.ts";
 import { SandboxRecordStore } from "./snapshotRecords.ts";
 import { startSandboxWatch } from "./watch.ts";
 
@@ -140,12 +140,6 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
   let informers: SupervisedInformer<unknown>[] = [];
   let closed = false;
 
-  const podRegistry = p.config.snapshots?.podRegistry;
-  if (podRegistry)
-    logger.warn(
-      { podRegistry },
-      "snapshots.podRegistry is set: sandbox pods push and pull their own snapshot layers at this address with no registry credential of their own, so a sandbox that reaches it can read or overwrite any snapshot there; use it only where every sandbox belongs to one tenant (docs/pause-resume.md)",
-    );
   const channels = createSandboxChannels({
     runInPod: p.runInPod,
     clock,
@@ -238,16 +232,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
       settled: (id) => settled(id),
     }),
     snapshotHolder: p.identity,
-    ...(podRegistry
-      ? {
-          directLayers: podLayers({
-            registry: podRegistry,
-            channels,
-            lookup: gated,
-            logger: logger.child({ component: "pod-layers" }),
-          }),
-        }
-      : {}),
+    ...configuredPodLayers(config.snapshots, { channels, lookup: gated, logger, clock }),
     autoPauseStatus: new SandboxAutoPauseStore({ namespace: ns, custom, index }),
     leads: () => controller.isLeader(),
     ...sandboxCommands(p, gated, channels),

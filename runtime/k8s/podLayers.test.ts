@@ -8,6 +8,9 @@ import { describe, expect, it } from "vitest";
 import { pino } from "pino";
 import type { ExecResult } from "../core/types.ts";
 import type { ChannelSession } from "./channel/command.ts";
+import type { DirectTransfer } from "../snapshot/layers.ts";
+import { type TokenIssuer, tokenIssuer, tokenKeyPair } from "../snapshot/registryToken.ts";
+import { ManualClock } from "../core/clock.ts";
 import { parsePushed, podLayers } from "./podLayers.ts";
 
 const DIGEST = `sha256:${"ab".repeat(32)}`;
@@ -15,15 +18,20 @@ const DIGEST = `sha256:${"ab".repeat(32)}`;
 interface Call {
   args: string[];
   killed: boolean;
+  /** what the helper got on stdin */
+  stdin: Promise<string>;
 }
 
 /** A helper in the pod that answers `exitCode` with `stdout` and `stderr`, or never (hold). */
-function fakePod(answer: { exitCode: number; stdout?: string; stderr?: string; hold?: boolean } | undefined) {
+function fakePod(
+  answer: { exitCode: number; stdout?: string; stderr?: string; hold?: boolean } | undefined,
+  tokens?: TokenIssuer,
+) {
   const calls: Call[] = [];
   const channels = {
-    async runHelper(_id: string, _pod: string, args: string[], _stdin?: Readable) {
+    async runHelper(_id: string, _pod: string, args: string[], stdin?: Readable) {
       if (!answer) return undefined;
-      const call: Call = { args, killed: false };
+      const call: Call = { args, killed: false, stdin: stdin ? text(stdin) : Promise.resolve("") };
       calls.push(call);
       const stdout = new PassThrough();
       const stderr = new PassThrough();
@@ -51,12 +59,47 @@ function fakePod(answer: { exitCode: number; stdout?: string; stderr?: string; h
   const lookup = { runningPod: async () => ({ podName: "pod-1" }) as never };
   const lines: Record<string, unknown>[] = [];
   const logger = pino({ level: "debug" }, { write: (l: string) => void lines.push(JSON.parse(l)) });
-  const layers = podLayers({ registry: "http://10.0.0.5:5000", channels, lookup, logger });
+  const layers = podLayers({
+    registry: "http://10.0.0.5:5000",
+    channels,
+    lookup,
+    logger,
+    ...(tokens ? { tokens } : {}),
+  });
   return { layers, calls, lines };
 }
 
-const t = (over: { signal?: AbortSignal; onProgress?: (n: number) => void } = {}) => ({
+async function text(r: Readable): Promise<string> {
+  let s = "";
+  for await (const c of r) s += String(c);
+  return s;
+}
+
+/** the replica's registry client: `mounts` records each mount, `holds` says whether `from` has the blob */
+function replicaOci(holds = true) {
+  const mounts: [string, string, string][] = [];
+  return {
+    mounts,
+    oci: {
+      async mountBlob(repo: string, from: string, digest: string) {
+        mounts.push([repo, from, digest]);
+        return holds;
+      },
+    },
+  };
+}
+
+const noMounts = {
+  async mountBlob(): Promise<boolean> {
+    throw new Error("a pod without tokens uses the snapshot repository itself: nothing to mount");
+  },
+};
+
+const t = (
+  over: { signal?: AbortSignal; onProgress?: (n: number) => void; oci?: DirectTransfer["oci"] } = {},
+): DirectTransfer => ({
   repository: "sbx-snapshots",
+  oci: over.oci ?? noMounts,
   signal: over.signal ?? new AbortController().signal,
   onProgress: over.onProgress,
 });
@@ -165,5 +208,62 @@ describe("restore", () => {
     await expect(bad.layers.restore("sb", layer, t())).rejects.toThrow(/digest mismatch.*corrupt or was replaced/);
     expect(await fakePod({ exitCode: 3 }).layers.restore("sb", layer, t())).toBe(false);
     expect(await fakePod(undefined).layers.restore("sb", layer, t())).toBe(false);
+  });
+});
+
+describe("with a token issuer: each sandbox in its own repository", () => {
+  const now = new Date("2026-12-02T12:00:00Z");
+  const issuer = tokenIssuer({
+    ...tokenKeyPair({ now }),
+    issuer: "sbx",
+    service: "sbx-registry",
+    ttlSeconds: 900,
+    clock: new ManualClock(now),
+  });
+  const claims = (line: string) => JSON.parse(Buffer.from(line.split(" ")[1]!.split(".")[1]!, "base64url").toString());
+  const pushed = { exitCode: 0, stdout: `{"digest":"${DIGEST}","size":10240,"entries":3}\n` };
+  const layer = { path: "/workspace", digest: DIGEST, size: 10240, entries: 3 };
+
+  it("a push goes to the sandbox's repository with its token on stdin, then is mounted into the snapshot repository", async () => {
+    const pod = fakePod(pushed, issuer);
+    const { oci, mounts } = replicaOci();
+    expect(await pod.layers.push("sbx-a", "/workspace", t({ oci }))).toEqual(layer);
+    expect(pod.calls[0]!.args.slice(0, 5)).toEqual([
+      "blob",
+      "push",
+      "--auth-stdin",
+      "--url",
+      "http://10.0.0.5:5000/v2/sbx-snapshots/sbx-a/blobs/uploads/",
+    ]);
+    const line = await pod.calls[0]!.stdin;
+    expect(line).toMatch(/^Bearer [\w-]+\.[\w-]+\.[\w-]+\n$/);
+    expect(claims(line).access).toEqual([
+      { type: "repository", name: "sbx-snapshots/sbx-a", actions: ["pull", "push"] },
+    ]);
+    expect(pod.calls[0]!.args.join(" ")).not.toContain(line.trim().split(" ")[1]);
+    expect(mounts).toEqual([["sbx-snapshots", "sbx-snapshots/sbx-a", DIGEST]]);
+  });
+
+  it("a digest the sandbox's repository does not hold fails the layer", async () => {
+    const pod = fakePod(pushed, issuer);
+    await expect(pod.layers.push("sbx-a", "/workspace", t({ oci: replicaOci(false).oci }))).rejects.toThrow(
+      /answered sha256:ab.*which its repository sbx-snapshots\/sbx-a does not hold/,
+    );
+  });
+
+  it("a restore mounts the layer into the sandbox's repository first, then pulls it from there", async () => {
+    const pod = fakePod({ exitCode: 0 }, issuer);
+    const { oci, mounts } = replicaOci();
+    expect(await pod.layers.restore("sbx-a", layer, t({ oci }))).toBe(true);
+    expect(mounts).toEqual([["sbx-snapshots/sbx-a", "sbx-snapshots", DIGEST]]);
+    expect(pod.calls[0]!.args.slice(2, 4)).toEqual(["--auth-stdin", "--url"]);
+    expect(pod.calls[0]!.args[4]).toBe(`http://10.0.0.5:5000/v2/sbx-snapshots/sbx-a/blobs/${DIGEST}`);
+    expect(claims(await pod.calls[0]!.stdin).sub).toBe("sandbox:sbx-a");
+  });
+
+  it("a layer the snapshot repository lacks is left to the replica, and the pod runs nothing", async () => {
+    const pod = fakePod({ exitCode: 0 }, issuer);
+    expect(await pod.layers.restore("sbx-a", layer, t({ oci: replicaOci(false).oci }))).toBe(false);
+    expect(pod.calls).toEqual([]);
   });
 });

@@ -14,13 +14,24 @@
 // channel, a helper without `blob`, the registry unreachable from it) answers a fallback and
 // the replica moves the layer as before. What the pod answers is untrusted: it is parsed
 // strictly, and the snapshot is read back from the registry before it counts (verifySnapshot).
-import type { Readable } from "node:stream";
+//
+// With a token issuer (snapshots.tokenAuth, runtime/snapshot/registryToken.ts) the pod moves
+// its layers in its own repository, <repository>/<sandbox id>, with a token for that alone
+// handed to the helper on stdin (--auth-stdin). The replica then links the blob into the
+// snapshot repository with a cross-repository mount, and before a restore links it back: a
+// mount only finds a blob the sandbox's own repository holds, so a pod that names another
+// sandbox's digest gets nothing. Without one, the pods use the snapshot repository itself with
+// no credential: one tenant only (the backend warns).
+import { Readable } from "node:stream";
 import type { Logger } from "../core/log.ts";
 import { UpstreamError } from "../core/errors.ts";
 import type { ExecResult } from "../core/types.ts";
 import type { DirectLayers, DirectTransfer } from "../snapshot/layers.ts";
 import { parentDir } from "../snapshot/manifest.ts";
 import type { SnapshotLayer } from "../snapshot/record.ts";
+import { loadTokenIssuer, sandboxRepository, sandboxToken, type TokenIssuer } from "../snapshot/registryToken.ts";
+import type { RuntimeConfig } from "../config/schema.ts";
+import type { Clock } from "../core/clock.ts";
 import { collect, helperExclusion } from "./archive.ts";
 import type { SandboxChannels } from "./channel/sandboxChannels.ts";
 import type { SandboxLookup } from "./lookup.ts";
@@ -39,6 +50,28 @@ export interface PodLayersOptions {
   channels: Pick<SandboxChannels, "runHelper">;
   lookup: Pick<SandboxLookup, "runningPod">;
   logger: Logger;
+  /** set: each sandbox gets a token for its own repository alone (see the header) */
+  tokens?: TokenIssuer;
+}
+
+/**
+ * config.snapshots.podRegistry as the backend's directLayers: with tokenAuth each sandbox gets
+ * its own repository's token; without it, a warning that this is for one tenant only.
+ */
+export function configuredPodLayers(
+  snapshots: RuntimeConfig["snapshots"],
+  d: Omit<PodLayersOptions, "registry" | "tokens"> & { clock: Clock },
+): { directLayers?: DirectLayers } {
+  const registry = snapshots?.podRegistry;
+  if (!registry) return {};
+  const tokens = snapshots.tokenAuth && loadTokenIssuer(snapshots.tokenAuth, d.clock);
+  if (!tokens)
+    d.logger.warn(
+      { podRegistry: registry },
+      "snapshots.podRegistry is set without snapshots.tokenAuth: sandbox pods push and pull their own snapshot layers at this address with no registry credential of their own, so a sandbox that reaches it can read or overwrite any snapshot there; use it only where every sandbox belongs to one tenant, or set tokenAuth (docs/pause-resume.md)",
+    );
+  const logger = d.logger.child({ component: "pod-layers" });
+  return { directLayers: podLayers({ ...d, registry, logger, ...(tokens ? { tokens } : {}) }) };
 }
 
 interface Ran {
@@ -48,10 +81,17 @@ interface Ran {
 }
 
 export function podLayers(o: PodLayersOptions): DirectLayers {
-  const run = async (id: string, args: string[], t: DirectTransfer): Promise<Ran | undefined> => {
+  /** where this sandbox's pod moves its layers, and the helper's flags and stdin for it */
+  const access = (id: string, t: DirectTransfer) => {
+    if (!o.tokens) return { repo: t.repository, flags: [] as string[], token: undefined };
+    const token = sandboxToken(o.tokens, t.repository, id);
+    return { repo: sandboxRepository(t.repository, id), flags: ["--auth-stdin"], token };
+  };
+  const run = async (id: string, args: string[], t: DirectTransfer, token?: string): Promise<Ran | undefined> => {
     const { podName } = await o.lookup.runningPod(id);
     t.signal.throwIfAborted();
-    const session = await o.channels.runHelper(id, podName, args);
+    const stdin = token === undefined ? undefined : Readable.from([`${token}\n`]);
+    const session = await o.channels.runHelper(id, podName, args, stdin);
     if (!session) return undefined;
     const stop = () => session.kill();
     if (t.signal.aborted) stop();
@@ -83,13 +123,15 @@ export function podLayers(o: PodLayersOptions): DirectLayers {
       const parent = parentDir(path);
       const base = path.slice(path.lastIndexOf("/") + 1);
       const skip = helperExclusion(path, parent, base);
+      const own = access(id, t);
       const ran = await run(
         id,
         [
           "blob",
           "push",
+          ...own.flags,
           "--url",
-          `${o.registry}/v2/${t.repository}/blobs/uploads/`,
+          `${o.registry}/v2/${own.repo}/blobs/uploads/`,
           "--tar-root",
           base,
           "--",
@@ -104,23 +146,38 @@ export function podLayers(o: PodLayersOptions): DirectLayers {
           base,
         ],
         t,
+        own.token,
       );
       if (!ran || cannot(id, "push", path, ran)) return undefined;
       if (ran.result.exitCode !== 0)
         throw new UpstreamError(
           `pause ${id}: the pod's push of ${path} exited ${ran.result.exitCode}: ${ran.stderr.trim() || "no message"}`,
         );
-      return { path, ...parsePushed(id, path, ran.stdout) };
+      const pushed = parsePushed(id, path, ran.stdout);
+      if (own.repo !== t.repository && !(await t.oci.mountBlob(t.repository, own.repo, pushed.digest)))
+        throw new UpstreamError(
+          `pause ${id}: the pod's push of ${path} answered ${pushed.digest}, which its repository ${own.repo} does not hold; retry the pause`,
+        );
+      return { path, ...pushed };
     },
 
     async restore(id, layer, t): Promise<boolean> {
+      const own = access(id, t);
+      if (own.repo !== t.repository && !(await t.oci.mountBlob(own.repo, t.repository, layer.digest))) {
+        o.logger.warn(
+          { sandbox: id, op: "restore", path: layer.path, digest: layer.digest },
+          "the snapshot repository does not hold this layer, so the pod cannot pull it; the replica tries",
+        );
+        return false;
+      }
       const ran = await run(
         id,
         [
           "blob",
           "pull",
+          ...own.flags,
           "--url",
-          `${o.registry}/v2/${t.repository}/blobs/${layer.digest}`,
+          `${o.registry}/v2/${own.repo}/blobs/${layer.digest}`,
           "--digest",
           layer.digest,
           "--size",
@@ -133,6 +190,7 @@ export function podLayers(o: PodLayersOptions): DirectLayers {
           parentDir(layer.path),
         ],
         t,
+        own.token,
       );
       if (!ran || cannot(id, "restore", layer.path, ran)) return false;
       if (ran.result.exitCode === DIGEST_MISMATCH)

@@ -34,6 +34,8 @@ export interface LocalRegistryOptions {
   dir?: string;
   /** names the registry in errors */
   purpose?: string;
+  /** token auth (runtime/snapshot/registryToken.ts): the issuer's certificate, issuer and service */
+  token?: { certPem: string; issuer: string; service: string };
 }
 
 export async function startLocalRegistry(opts: LocalRegistryOptions = {}): Promise<LocalRegistry> {
@@ -69,9 +71,11 @@ export async function startLocalRegistry(opts: LocalRegistryOptions = {}): Promi
     "http:",
     `  addr: ${host}`,
     ...(opts.htpasswd ? ["auth:", "  htpasswd:", "    realm: sbx-test", `    path: ${join(dir, "htpasswd")}`] : []),
+    ...(opts.token ? tokenAuthConfig(opts.token, join(dir, "token.crt")) : []),
     "",
   ].join("\n");
   if (opts.htpasswd) await writeFile(join(dir, "htpasswd"), opts.htpasswd);
+  if (opts.token) await writeFile(join(dir, "token.crt"), opts.token.certPem);
   const configPath = join(dir, "config.yml");
   await writeFile(configPath, config);
   const child: ChildProcess = spawn(binary, ["serve", configPath], { stdio: ["ignore", "ignore", "pipe"] });
@@ -98,7 +102,7 @@ export async function startLocalRegistry(opts: LocalRegistryOptions = {}): Promi
     }
     try {
       const res = await fetch(`http://${host}/v2/`);
-      if (res.status === 200 || (opts.htpasswd && res.status === 401)) break;
+      if (res.status === 200 || ((opts.htpasswd || opts.token) && res.status === 401)) break;
     } catch {
       // not listening yet
     }
@@ -111,4 +115,19 @@ export async function startLocalRegistry(opts: LocalRegistryOptions = {}): Promi
     await new Promise((r) => setTimeout(r, 50));
   }
   return { host, url: `http://${host}`, storageDir, configPath, binary, pid: child.pid!, stop };
+}
+
+/**
+ * distribution's `auth: token` section. The realm is required but never asked: the runtime signs
+ * its tokens itself and hands sandboxes theirs, so nobody fetches one.
+ */
+export function tokenAuthConfig(t: { issuer: string; service: string }, certPath: string): string[] {
+  return [
+    "auth:",
+    "  token:",
+    "    realm: https://sbx.invalid/registry-tokens-are-issued-by-the-sbx-runtime",
+    `    service: ${JSON.stringify(t.service)}`,
+    `    issuer: ${JSON.stringify(t.issuer)}`,
+    `    rootcertbundle: ${certPath}`,
+  ];
 }

@@ -21,6 +21,8 @@ export interface LayerIo {
 
 export interface DirectTransfer {
   repository: string;
+  /** the replica's own registry client, for what the sandbox's scoped credential may not do */
+  oci: Pick<OciClient, "mountBlob">;
   signal: AbortSignal;
   onProgress?: (bytes: number) => void;
 }
@@ -76,7 +78,7 @@ export async function pushLayer(
   onProgress?: (bytes: number) => void,
 ): Promise<SnapshotLayer> {
   signal.throwIfAborted();
-  const direct = await io.direct?.push(id, path, { repository: io.repository, signal, onProgress });
+  const direct = await io.direct?.push(id, path, { repository: io.repository, oci: io.oci, signal, onProgress });
   if (direct) return direct;
   signal.throwIfAborted();
   const raw = await io.backend.getArchive(id, path);
@@ -110,7 +112,7 @@ export async function restoreLayer(
   onProgress?: (bytes: number) => void,
 ): Promise<void> {
   signal.throwIfAborted();
-  if (await io.direct?.restore(id, layer, { repository: snap.repository, signal, onProgress })) return;
+  if (await io.direct?.restore(id, layer, { repository: snap.repository, oci: io.oci, signal, onProgress })) return;
   signal.throwIfAborted();
   const stream = await io.oci.pullBlob(snap.repository, layer.digest, { size: layer.size, onProgress });
   // as above: never unpack into a sandbox whose delete stopped this resume while the blob opened

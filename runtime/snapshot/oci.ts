@@ -213,6 +213,22 @@ export class OciClient {
     return r.status === 200;
   }
 
+  /**
+   * Links a blob `from` another repository into `repo` without moving its bytes (a
+   * cross-repository mount). False when `from` has no such blob: the registry then opened an
+   * upload instead, which is cancelled.
+   */
+  async mountBlob(repo: string, from: string, digest: string): Promise<boolean> {
+    const q = `mount=${encodeURIComponent(digest)}&from=${encodeURIComponent(from)}`;
+    const r = await this.http.call("POST", `/v2/${repo}/blobs/uploads/?${q}`, {}, undefined, [201, 202]);
+    r.res.resume();
+    if (r.status === 201) return true;
+    const upload = new URL(this.http.location(r, `mount into ${repo}`), this.base);
+    const cancel = await this.http.call("DELETE", upload.pathname + upload.search, {}, undefined, [204, 404]);
+    cancel.res.resume();
+    return false;
+  }
+
   /** Small blobs (a snapshot's config) in one request. */
   async pushSmallBlob(repo: string, data: Buffer): Promise<Descriptor & { mediaType: "" }> {
     const digest = sha256Digest(data);

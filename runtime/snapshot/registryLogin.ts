@@ -8,6 +8,7 @@ import type { RuntimeConfig } from "../config/schema.ts";
 import type { Clock } from "../core/clock.ts";
 import { UpstreamError, ValidationError } from "../core/errors.ts";
 import { basicAuth, dynamicBasicAuth, type RegistryAuth } from "./auth.ts";
+import { issuerAuth, loadTokenIssuer } from "./registryToken.ts";
 
 const ECR_HOST = /^(\d{12})\.dkr\.ecr(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$/;
 
@@ -63,11 +64,15 @@ export function ecrAuth(o: {
   });
 }
 
-/** The login for config.snapshots: explicit htpasswd credentials, else ECR by host, else anonymous. */
+/**
+ * The login for config.snapshots: tokens the runtime signs itself, explicit htpasswd
+ * credentials, else ECR by host, else anonymous.
+ */
 export function registryLoginFor(
   snapshots: NonNullable<RuntimeConfig["snapshots"]>,
   deps: { clock: Clock; ecrClient?: EcrTokenSource },
 ): RegistryAuth | undefined {
+  if (snapshots.tokenAuth) return issuerAuth(loadTokenIssuer(snapshots.tokenAuth, deps.clock), snapshots.repository);
   if (snapshots.auth) {
     let password: string;
     try {

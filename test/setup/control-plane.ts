@@ -22,6 +22,8 @@ declare module "vitest" {
     registryUrl: string;
     /** host:port of the registry, for image references. */
     registryHost: string;
+    /** a second registry in `auth: token` mode, with the key pair whose tokens it accepts */
+    tokenRegistry: Cluster["tokenRegistry"];
     /** Directory holding one directory per pod (sbx-kubelet's --root). */
     podsDir: string;
     /** Folder of the control-plane binaries (kubectl is there). */
@@ -117,6 +119,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide("kubeconfigPath", cluster.kubeconfigPath);
   project.provide("registryUrl", cluster.registryUrl);
   project.provide("registryHost", cluster.registryHost);
+  project.provide("tokenRegistry", cluster.tokenRegistry);
   project.provide("podsDir", join(dir, "pods"));
   project.provide("controlPlaneBin", bin);
   process.env.SBX_TEST_KUBECONFIG = cluster.kubeconfigPath;

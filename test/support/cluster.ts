@@ -29,6 +29,11 @@ export function registryUrl(): string {
   return inject("registryUrl");
 }
 
+/** the registry in `auth: token` mode (tools/control-plane/plan.ts tokenRegistryConfig) */
+export function tokenRegistry(): ReturnType<typeof inject<"tokenRegistry">> {
+  return inject("tokenRegistry");
+}
+
 export interface TestNamespace {
   name: string;
   delete(): Promise<void>;

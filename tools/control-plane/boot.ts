@@ -5,6 +5,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { tokenKeyPair } from "../../runtime/snapshot/registryToken.ts";
 import { setupPodNetwork, teardownPodNetwork } from "./network.ts";
 import * as plan from "./plan.ts";
 import { freePort, type ProcessGroup, waitUntil, type Started } from "./processes.ts";
@@ -14,6 +15,8 @@ export interface Cluster {
   kubeconfigPath: string;
   registryUrl: string;
   registryHost: string;
+  /** the registry in `auth: token` mode, its key pair and names (plan.ts tokenRegistryConfig) */
+  tokenRegistry: { url: string; keyFile: string; certFile: string; issuer: string; service: string };
 }
 
 const REGISTRY_BIN = "/usr/bin/docker-registry";
@@ -58,6 +61,7 @@ async function allocatePorts(): Promise<plan.Ports> {
     "scheduler",
     "kubelet",
     "registry",
+    "tokenRegistry",
   ] as const;
   const ports = new Set<number>();
   while (ports.size < names.length) ports.add(await freePort());
@@ -95,6 +99,13 @@ export async function bootCluster(l: plan.Layout, group: ProcessGroup): Promise<
   const registryConfig = join(l.dir, "registry.yml");
   writeFileSync(registryConfig, plan.registryConfig(l, p));
   const registry = group.start("docker-registry", REGISTRY_BIN, ["serve", registryConfig]);
+  const tokenFiles = plan.tokenRegistryFiles(l);
+  const pair = tokenKeyPair({ now: new Date(), commonName: "sbx test registry tokens" });
+  writeFileSync(tokenFiles.keyFile, pair.keyPem, { mode: 0o600 });
+  writeFileSync(tokenFiles.certFile, pair.certPem);
+  const tokenRegistryConfig = join(l.dir, "token-registry.yml");
+  writeFileSync(tokenRegistryConfig, plan.tokenRegistryConfig(l, p));
+  const tokenRegistry = group.start("docker-registry-token", REGISTRY_BIN, ["serve", tokenRegistryConfig]);
 
   const etcd = start(group, plan.etcdCommand(l, p));
   await waitUntil(
@@ -174,6 +185,13 @@ export async function bootCluster(l: plan.Layout, group: ProcessGroup): Promise<
       () => httpOk(`http://127.0.0.1:${p.registry}/v2/`),
       `Check the registry log; it needs ${REGISTRY_BIN} (apt-get install docker-registry, or scripts/install-debian.sh).`,
     ),
+    waitUntil(
+      "the token registry to answer /v2/ with its challenge",
+      tokenRegistry,
+      async () =>
+        (await fetch(`http://127.0.0.1:${p.tokenRegistry}/v2/`, { signal: AbortSignal.timeout(2_000) })).status === 401,
+      "Check the docker-registry-token log (tools/control-plane/plan.ts tokenRegistryConfig).",
+    ),
   ]);
 
   return {
@@ -181,5 +199,6 @@ export async function bootCluster(l: plan.Layout, group: ProcessGroup): Promise<
     kubeconfigPath,
     registryUrl: `http://127.0.0.1:${p.registry}`,
     registryHost: `127.0.0.1:${p.registry}`,
+    tokenRegistry: { url: `http://127.0.0.1:${p.tokenRegistry}`, ...tokenFiles, ...plan.TOKEN_REGISTRY_NAMES },
   };
 }

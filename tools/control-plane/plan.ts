@@ -3,6 +3,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT } from "../../runtime/k8s/contract.ts";
+import { tokenAuthConfig } from "../../runtime/local/registry.ts";
 
 export interface Ports {
   etcdClient: number;
@@ -12,6 +13,8 @@ export interface Ports {
   scheduler: number;
   kubelet: number;
   registry: number;
+  /** a second registry in `auth: token` mode: pods move their layers with a token each */
+  tokenRegistry: number;
 }
 
 export interface Layout {
@@ -171,10 +174,10 @@ export function kubeletCommand(l: Layout, p: Ports, net: PodNet): Command {
       `--pod-cidr=${net.cidr}`,
       // In-cluster clients in a real pod dial 127.0.0.1:<port> (the API server's cert covers
       // it); so does the runtime for the registry. Both are forwarded into each pod.
-      `--loopback-ports=${p.apiserver},${p.registry}`,
-      // Sandbox pods see the registry alone: they push and pull their own snapshot layers
+      `--loopback-ports=${p.apiserver},${p.registry},${p.tokenRegistry}`,
+      // Sandbox pods see the registries alone: they push and pull their own snapshot layers
       // (runtime/k8s/podLayers.ts), as a NetworkPolicy to the registry allows on a real cluster.
-      `--sandbox-loopback-ports=${p.registry}`,
+      `--sandbox-loopback-ports=${p.registry},${p.tokenRegistry}`,
       `--api-port=${p.apiserver}`,
     ],
   };
@@ -196,18 +199,38 @@ export function kwokCommand(l: Layout, configPath: string): Command {
 }
 
 export function registryConfig(l: Layout, p: Ports): string {
+  return registryYaml(join(l.dir, "registry"), p.registry, []);
+}
+
+export const TOKEN_REGISTRY_NAMES = { issuer: "sbx-test", service: "sbx-test-registry" } as const;
+
+/** the token registry's key pair, made at boot (runtime/snapshot/registryToken.ts tokenKeyPair) */
+export function tokenRegistryFiles(l: Layout): { keyFile: string; certFile: string } {
+  return { keyFile: pki(l, "registry-token.key"), certFile: pki(l, "registry-token.crt") };
+}
+
+export function tokenRegistryConfig(l: Layout, p: Ports): string {
+  return registryYaml(
+    join(l.dir, "token-registry"),
+    p.tokenRegistry,
+    tokenAuthConfig(TOKEN_REGISTRY_NAMES, tokenRegistryFiles(l).certFile),
+  );
+}
+
+function registryYaml(root: string, port: number, auth: string[]): string {
   return [
     "version: 0.1",
     "log:",
     "  level: warn",
     "storage:",
     "  filesystem:",
-    `    rootdirectory: ${join(l.dir, "registry")}`,
+    `    rootdirectory: ${root}`,
     "  delete:",
     "    enabled: true",
     "http:",
-    `  addr: 127.0.0.1:${p.registry}`,
-    `  secret: sbx-test-${p.registry}`,
+    `  addr: 127.0.0.1:${port}`,
+    `  secret: sbx-test-${port}`,
+    ...auth,
     "",
   ].join("\n");
 }

@@ -2,8 +2,11 @@
 // the real control plane with the suite's registry on each sandbox pod's loopback (sbx-kubelet
 // --sandbox-loopback-ports): a pause and a cold resume keep every byte of the tree while the
 // replica's own archive path is never used; the snapshot restores through the replica's path
-// too (the two make the same layers); and a pod that cannot reach the registry falls back to
-// the replica moving the layers, with the reason logged.
+// too (the two make the same layers); a pod that cannot reach the registry falls back to
+// the replica moving the layers, with the reason logged; and with snapshots.tokenAuth, against
+// the suite's registry in `auth: token` mode, each pod moves its layers in its own repository
+// with a token for it alone, which the replica mounts into the snapshot repository.
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildManager } from "../../../runtime/backends.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
@@ -11,8 +14,10 @@ import { type Logger, silentLogger } from "../../../runtime/core/log.ts";
 import type { SandboxManager } from "../../../runtime/core/manager.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import { createKubernetesBackend } from "../../../runtime/kubernetes.ts";
+import { OciClient } from "../../../runtime/snapshot/oci.ts";
+import { issuerAuth, sandboxRepository, tokenIssuer } from "../../../runtime/snapshot/registryToken.ts";
 import { captureLogger } from "../../support/logs.ts";
-import { registryUrl, waitFor } from "../../support/cluster.ts";
+import { registryUrl, tokenRegistry, waitFor } from "../../support/cluster.ts";
 import {
   adminClients,
   freshNamespaces,
@@ -39,13 +44,30 @@ afterAll(async () => {
   await ns?.cleanup();
 });
 
-/** A Manager over its own backend replica; `podRegistry` unset: the replica moves the layers. */
+/**
+ * A Manager over its own backend replica; `podRegistry` unset: the replica moves the layers.
+ * `tokens`: both the replica and the pods use the token registry, with snapshots.tokenAuth.
+ */
 async function runtime(
   identity: string,
   podRegistry: string | undefined,
   logger: Logger = silentLogger(),
+  tokens = false,
 ): Promise<{ manager: SandboxManager; backend: KubernetesBackend; moved: { out: number; in: number } }> {
-  const config = pauseConfig({ namespaces: ns, registry: registryUrl(), podRegistry });
+  const tr = tokenRegistry();
+  const registry = tokens ? tr.url : registryUrl();
+  const config = pauseConfig({ namespaces: ns, registry, podRegistry });
+  if (tokens)
+    config.snapshots = {
+      ...config.snapshots!,
+      tokenAuth: {
+        keyFile: tr.keyFile,
+        certFile: tr.certFile,
+        issuer: tr.issuer,
+        service: tr.service,
+        ttlSeconds: 900,
+      },
+    };
   const backend = createKubernetesBackend(
     config,
     { logger, clock: systemClock },
@@ -116,6 +138,49 @@ describe("pods moving their own snapshot layers", () => {
     expect(lines).toContainEqual(
       expect.objectContaining({ sandbox: id, op: "push", msg: expect.stringContaining("the replica moves it") }),
     );
+    await manager.kill(OWNER, id);
+  }, 240_000);
+
+  it("with tokenAuth each pod moves its layers in its own repository, with a token for it alone", async () => {
+    const { logger, lines } = captureLogger();
+    const { manager, backend, moved } = await runtime("token-layers", tokenRegistry().url, logger, true);
+    const { id } = await manager.create({ owner: OWNER, profile: "base", size: "nano" });
+    await manager.wait(OWNER, id, { timeoutMs: 60_000 });
+    await run(manager, id, FILL_SCRIPT(4));
+    const before = await run(manager, id, TREE_DIGEST_SCRIPT);
+
+    await manager.pause!(OWNER, id);
+    const snapshot = (await backend.snapshotRecords!.get(id))?.snapshot;
+    expect(snapshot?.layers.length).toBeGreaterThan(0);
+    expect(moved).toEqual({ out: 0, in: 0 });
+    // each layer is in the sandbox's own repository and mounted into the snapshot repository;
+    // without a token the registry answers nothing
+    const tr = tokenRegistry();
+    const replica = new OciClient({
+      registry: tr.url,
+      auth: issuerAuth(
+        tokenIssuer({
+          keyPem: readFileSync(tr.keyFile, "utf8"),
+          certPem: readFileSync(tr.certFile, "utf8"),
+          issuer: tr.issuer,
+          service: tr.service,
+          ttlSeconds: 900,
+          clock: systemClock,
+        }),
+        snapshot!.repository,
+      ),
+    });
+    closers.push(async () => replica.close());
+    for (const layer of snapshot!.layers) {
+      expect(await replica.blobExists(sandboxRepository(snapshot!.repository, id), layer.digest)).toBe(true);
+      expect(await replica.blobExists(snapshot!.repository, layer.digest)).toBe(true);
+      expect((await fetch(`${tr.url}/v2/${snapshot!.repository}/blobs/${layer.digest}`)).status).toBe(401);
+    }
+
+    await manager.resume!(OWNER, id);
+    expect(await run(manager, id, TREE_DIGEST_SCRIPT)).toBe(before);
+    expect(moved).toEqual({ out: 0, in: 0 });
+    expect(lines.filter((l) => String(l.msg).includes("no registry credential of their own"))).toEqual([]);
     await manager.kill(OWNER, id);
   }, 240_000);
 });
