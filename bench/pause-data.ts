@@ -9,10 +9,12 @@
 //
 //   npx tsx bench/pause-data.ts [--variants empty,mem1g,disk1g,disk2g,disk4g] [--trials 3]
 //       [--settle-seconds 60] [--output out.jsonl] [--warm 1]
-//       [--platform kubernetes [--pod-layers] | --kubeconfig k.yaml --namespace ns --registry URL --image IMG]
+//       [--platform kubernetes [--pod-layers [--registry-tokens]] | --kubeconfig k.yaml --namespace ns --registry URL --image IMG]
 //       [--server URL --token T --registry URL]
 //   npx tsx bench/pause-data.ts --delayed [--waits 10,60] [--modes paused,idle] [--wakes api,port]
 //       [--mib 64] [--idle-after 3] [--trials 1] [--output out.jsonl] [target flags as above]
+// --registry-tokens (with --pod-layers, test cluster): snapshots into the boot's registry in token mode,
+// each pod with a token for its own repository (snapshots.tokenAuth); the raw baseline logs in too.
 // --pod-layers (Kubernetes): the pods push and pull their own snapshot layers (snapshots.podRegistry
 // set to the registry; runtime/k8s/podLayers.ts), instead of the replica moving them over exec.
 // --delayed is the Delayed Resume variant (bench/lib/delayedResume.ts): paused, or left idle until
@@ -197,7 +199,7 @@ async function trial(
     const baseline = t.registry && v.bytes >= RAW_MIN_BYTES ? t.registry : undefined;
     if (baseline) {
       stage = "raw push";
-      rec.raw_before_pause = await rawThroughput(baseline, v.bytes);
+      rec.raw_before_pause = await rawThroughput(baseline, v.bytes, t.rawAuth);
       timings.raw_push_MBps = (rec.raw_before_pause as { push_MBps: number }).push_MBps;
     }
     stage = "pause";
@@ -209,7 +211,7 @@ async function trial(
     if (t.beforeResume) rec.before_resume = await t.beforeResume();
     if (baseline) {
       stage = "raw pull";
-      rec.raw_before_resume = await rawThroughput(baseline, v.bytes);
+      rec.raw_before_resume = await rawThroughput(baseline, v.bytes, t.rawAuth);
       timings.raw_pull_MBps = (rec.raw_before_resume as { pull_MBps: number }).pull_MBps;
     }
     stage = "resume";

@@ -327,8 +327,29 @@ const REPOSITORY_URL = {
 };
 
 function readSnapshots(v: unknown, mode: PlatformConfig["mode"]): PlatformConfig["snapshots"] {
-  const o = obj(K("snapshots"), v, ["enabled", "retentionDays", "repositoryUrl"]);
+  const o = obj(K("snapshots"), v, ["enabled", "retentionDays", "repositoryUrl", "podRegistry", "registryTokenSecret"]);
   const repositoryUrl = optStr(K("snapshots.repositoryUrl"), o.repositoryUrl, REPOSITORY_URL);
+  // pods moving their own layers (docs/pause-resume.md): both, and a registry of the stack's own
+  const podRegistry = optStr(K("snapshots.podRegistry"), o.podRegistry, {
+    re: /^http:\/\/[^/\s]+$/,
+    fix: "give http://host:port as the sandbox pods reach the registry",
+  });
+  const registryTokenSecret = optStr(K("snapshots.registryTokenSecret"), o.registryTokenSecret, {
+    re: /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/,
+    fix: "give the name of the Secret in the runtime namespace holding key.pem and cert.pem (sbx registry-token-key)",
+  });
+  if (!podRegistry !== !registryTokenSecret)
+    throw new ValidationError(
+      K(podRegistry ? "snapshots.registryTokenSecret" : "snapshots.podRegistry"),
+      podRegistry ? registryTokenSecret : podRegistry,
+      "set podRegistry and registryTokenSecret together: pods move their own layers only with a token each",
+    );
+  if (podRegistry && !repositoryUrl)
+    throw new ValidationError(
+      K("snapshots.podRegistry"),
+      podRegistry,
+      "needs sbx:snapshots.repositoryUrl, a distribution registry in auth: token mode (ECR issues its own tokens)",
+    );
   if (repositoryUrl && mode === "eks") {
     throw new ValidationError(
       K("snapshots.repositoryUrl"),
@@ -340,6 +361,7 @@ function readSnapshots(v: unknown, mode: PlatformConfig["mode"]): PlatformConfig
     enabled: bool(K("snapshots.enabled"), o.enabled, true),
     retentionDays: int(K("snapshots.retentionDays"), o.retentionDays, 7, 1, 3650),
     ...(repositoryUrl ? { repositoryUrl } : {}),
+    ...(podRegistry && registryTokenSecret ? { podRegistry, registryTokenSecret } : {}),
   };
 }
 

@@ -16,6 +16,8 @@ export interface TargetArgs {
   runtimeClass?: string;
   /** Kubernetes: the pods push and pull their own snapshot layers (snapshots.podRegistry = the registry) */
   podLayers?: boolean;
+  /** Kubernetes test cluster: snapshots into the boot's token registry, a token per sandbox (snapshots.tokenAuth) */
+  registryTokens?: boolean;
   server?: string;
   token?: string;
   owner: string;
@@ -31,12 +33,16 @@ export interface TargetArgs {
   maintenance?: boolean;
 }
 
+import type { RegistryAuth } from "../../runtime/snapshot/auth.ts";
+
 export interface BenchTarget {
   kind: "local" | "server" | "kubernetes";
   manager: Manager & Required<Pick<Manager, "pause" | "resume">>;
   owner: string;
   /** registry URL for raw push/pull in the same run (undefined when unknown) */
   registry?: string;
+  /** the raw push/pull's login, for a registry that wants one (rawRegistry.ts RAW_REPOSITORY) */
+  rawAuth?: RegistryAuth;
   /** true once the sandbox holds no compute */
   computeGone(id: string): Promise<boolean>;
   /** the recorded snapshot of a paused sandbox, when the target can see it */

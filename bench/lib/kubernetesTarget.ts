@@ -12,6 +12,7 @@ import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { VersionApi } from "@kubernetes/client-node";
 import { buildManager } from "../../runtime/backends.ts";
+import { issuerAuth, loadTokenIssuer } from "../../runtime/snapshot/registryToken.ts";
 import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
@@ -24,6 +25,7 @@ import { createPauseResume } from "../../runtime/snapshot/wire.ts";
 import { freshNamespaces, installSandboxCrd } from "../../tools/control-plane/fixtures.ts";
 import { kubeconfig } from "../../tools/control-plane/standalone.ts";
 import type { BenchTarget, TargetArgs } from "./benchTarget.ts";
+import { RAW_REPOSITORY } from "./rawRegistry.ts";
 
 /** what the test cluster's pods run (sbx-kubelet ignores the image and runs the host's tools) */
 const TEST_CLUSTER_IMAGE = "registry.local/sbx/base:1";
@@ -59,7 +61,11 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
       await c().catch((err: unknown) => process.stderr.write(`bench cleanup: ${(err as Error).message}\n`));
   };
   try {
-    const cp = real ? { path: a.kubeconfig!, registry: undefined } : await kubeconfig();
+    const cp:
+      | Awaited<ReturnType<typeof kubeconfig>>
+      | { path: string; registry?: undefined; tokenRegistry?: undefined } = real
+      ? { path: a.kubeconfig!, registry: undefined }
+      : await kubeconfig();
     if (!real) cleanups.push(() => (cp as Awaited<ReturnType<typeof kubeconfig>>).stop());
     const clients = loadKubeClients(cp.path);
     let namespaces = { sandboxes: a.namespace ?? "", runtime: a.runtimeNamespace ?? a.namespace ?? "" };
@@ -69,7 +75,12 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
       cleanups.push(() => ns.cleanup());
       namespaces = { sandboxes: ns.sandboxes, runtime: ns.runtime };
     }
-    let registry = a.registry ?? cp.registry;
+    const tokens = a.registryTokens ? cp.tokenRegistry : undefined;
+    if (a.registryTokens && !tokens)
+      throw new Error(
+        "--registry-tokens needs the test control plane booted by this bench (unset SBX_TEST_KUBECONFIG)",
+      );
+    let registry = tokens?.url ?? a.registry ?? cp.registry;
     let registryNote = a.registry
       ? `given: ${a.registry}`
       : `docker-registry started by the control-plane boot (tools/control-plane/boot.ts), loopback, filesystem storage`;
@@ -102,6 +113,17 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
         repository: `sbx-bench-${runId}`,
         // --pod-layers: the pods move their own layers; on the test cluster they reach the registry as we do
         ...(a.podLayers ? { podRegistry: registry } : {}),
+        // --registry-tokens: the boot's token registry; the replica and each pod get their own tokens
+        ...(tokens
+          ? {
+              tokenAuth: {
+                keyFile: tokens.keyFile,
+                certFile: tokens.certFile,
+                issuer: tokens.issuer,
+                service: tokens.service,
+              },
+            }
+          : {}),
       },
       // its own lease, so two bench runs in one namespace never both reconcile it
       kubernetes: {
@@ -186,6 +208,9 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
       manager: manager as unknown as BenchTarget["manager"],
       owner: a.owner,
       registry,
+      ...(tokens && config.snapshots?.tokenAuth
+        ? { rawAuth: issuerAuth(loadTokenIssuer(config.snapshots.tokenAuth, systemClock), RAW_REPOSITORY) }
+        : {}),
       computeGone: async (id) => (await podsOf(id)).length === 0 && (await manager.get(a.owner, id)).phase === "Paused",
       snapshotOf: async (id) => (await crOf(id)).status?.snapshot,
       computeOf: async (id) => {

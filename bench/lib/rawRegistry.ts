@@ -4,15 +4,20 @@ import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { Readable, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import type { RegistryAuth } from "../../runtime/snapshot/auth.ts";
 import { OciClient } from "../../runtime/snapshot/oci.ts";
 import { BENCH_SEED, shakeBlock } from "./shake.ts";
+
+/** the repository the raw blobs go under; a token registry's login must cover it (BenchTarget.rawAuth) */
+export const RAW_REPOSITORY = "sbx-bench-raw";
 
 export async function rawThroughput(
   registry: string,
   bytes: number,
+  auth?: RegistryAuth,
 ): Promise<{ bytes: number; push_ms: number; pull_ms: number; push_MBps: number; pull_MBps: number }> {
-  const oci = new OciClient({ registry });
-  const repo = `sbx-bench-raw/${randomBytes(4).toString("hex")}`;
+  const oci = new OciClient({ registry, ...(auth ? { auth } : {}) });
+  const repo = `${RAW_REPOSITORY}/${randomBytes(4).toString("hex")}`;
   // the source costs nothing (one pre-generated block repeated) so this is the registry's own speed
   const block = shakeBlock(BENCH_SEED, 0, Math.min(bytes, 8 << 20));
   let left = bytes;

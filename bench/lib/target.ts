@@ -43,6 +43,7 @@ export function targetArgs(
     image: f.get("image"),
     runtimeClass: f.get("runtime-class"),
     podLayers: f.has("pod-layers") && f.get("pod-layers") !== "false",
+    registryTokens: f.has("registry-tokens") && f.get("registry-tokens") !== "false",
     server: f.get("server"),
     token: f.get("token") ?? process.env.SBX_TOKEN,
     owner: f.get("owner") ?? "bench",

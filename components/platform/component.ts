@@ -40,7 +40,12 @@ export class SandboxPlatform extends pulumi.ComponentResource {
       // no ECR here: pause/resume use the registry the stack names, or are off without one
       if (cfg.snapshots.enabled && cfg.snapshots.repositoryUrl)
         runtimeExtra = {
-          snapshots: { repositoryUrl: cfg.snapshots.repositoryUrl, retentionDays: cfg.snapshots.retentionDays },
+          snapshots: {
+            repositoryUrl: cfg.snapshots.repositoryUrl,
+            retentionDays: cfg.snapshots.retentionDays,
+            podRegistry: cfg.snapshots.podRegistry,
+            registryTokenSecret: cfg.snapshots.registryTokenSecret,
+          },
         };
     } else {
       if (!args.region)

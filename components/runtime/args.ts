@@ -57,9 +57,22 @@ export interface RuntimeArgs {
     durationSeconds: number;
   };
   /** Snapshot registry; unset when snapshots are disabled. */
-  snapshots?: { repositoryUrl: pulumi.Input<string>; retentionDays: number };
+  snapshots?: { repositoryUrl: pulumi.Input<string>; retentionDays: number } & PodLayersSettings;
   /** EKS Pod Identity for the manager's and controller's service accounts; unset outside EKS. */
   podIdentity?: { clusterName: pulumi.Input<string>; roleArn: pulumi.Input<string> };
   /** nodeSelector for runtime pods (the system node group in eks mode). Default: none. */
   nodeSelector?: Record<string, string>;
+}
+
+/**
+ * Sandbox pods moving their own snapshot layers (runtime snapshots.podRegistry), with a token
+ * per sandbox the runtime signs (snapshots.tokenAuth). The registry is a distribution registry
+ * in `auth: token` mode that trusts the pair's certificate; the Secret holds the pair
+ * (`sbx registry-token-key`) as key.pem and cert.pem in the runtime namespace. Both or neither.
+ */
+export interface PodLayersSettings {
+  /** the registry as sandbox pods reach it, http://host:port */
+  podRegistry?: string;
+  /** the Secret with key.pem and cert.pem, mounted into both roles */
+  registryTokenSecret?: string;
 }

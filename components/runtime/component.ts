@@ -58,6 +58,7 @@ export class Runtime extends pulumi.ComponentResource {
       controllerReplicas: args.controllerReplicas,
       resources: args.resources,
       nodeSelector: args.nodeSelector,
+      registryTokenSecret: args.snapshots?.registryTokenSecret,
       configJson: this.configJson,
       catalogJson: pulumi.output(args.catalog).apply((c) => JSON.stringify(c, null, 2)),
       tokensJson: pulumi.secret(pulumi.output(args.apiTokens ?? {}).apply((t) => JSON.stringify(hashTokens(t)))),
@@ -115,7 +116,12 @@ function validateEarly(args: RuntimeArgs): void {
         }
       : undefined,
     snapshots: args.snapshots
-      ? { repositoryUrl: "registry.invalid/placeholder", retentionDays: args.snapshots.retentionDays }
+      ? {
+          repositoryUrl: "registry.invalid/placeholder",
+          retentionDays: args.snapshots.retentionDays,
+          podRegistry: args.snapshots.podRegistry,
+          registryTokenSecret: args.snapshots.registryTokenSecret,
+        }
       : undefined,
   });
 }

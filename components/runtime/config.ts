@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import { validateRuntimeConfig, type RuntimeConfigInput } from "../../runtime/config/schema.ts";
 import { ValidationError } from "../../runtime/core/errors.ts";
-import type { RuntimeSettings } from "./args.ts";
+import type { PodLayersSettings, RuntimeSettings } from "./args.ts";
 
 export const PATHS = {
   configDir: "/etc/sbx/config",
@@ -13,6 +13,7 @@ export const PATHS = {
   catalog: "/etc/sbx/catalog/catalog.json",
   tokensDir: "/etc/sbx/tokens",
   tokens: "/etc/sbx/tokens/tokens.json",
+  registryTokenDir: "/etc/sbx/registry-token",
 } as const;
 export const HTTP_PORT = 8080;
 export const LEASE_NAME = "sbx-controller";
@@ -23,7 +24,7 @@ export interface RuntimeConfigValues {
   sandboxNamespace: string;
   catalog: Record<string, string>;
   credentials?: { baseRoleArn: string; bucket: string; region: string; durationSeconds: number };
-  snapshots?: { repositoryUrl: string; retentionDays: number };
+  snapshots?: { repositoryUrl: string; retentionDays: number } & PodLayersSettings;
 }
 
 export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
@@ -59,10 +60,27 @@ export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
         v.snapshots.repositoryUrl,
         "expected <registry>/<repository>",
       );
+    const { podRegistry, registryTokenSecret } = v.snapshots;
+    // pods moving their layers always get a token each here: no one-tenant mode from Pulumi
+    if (!podRegistry !== !registryTokenSecret)
+      throw new ValidationError(
+        podRegistry ? "snapshots.registryTokenSecret" : "snapshots.podRegistry",
+        podRegistry ? registryTokenSecret : podRegistry,
+        "set podRegistry and registryTokenSecret together: pods move their own layers only with a token each",
+      );
     cfg.snapshots = {
       registry: v.snapshots.repositoryUrl.slice(0, slash),
       repository: v.snapshots.repositoryUrl.slice(slash + 1),
       retentionDays: v.snapshots.retentionDays,
+      ...(podRegistry
+        ? {
+            podRegistry,
+            tokenAuth: {
+              keyFile: `${PATHS.registryTokenDir}/key.pem`,
+              certFile: `${PATHS.registryTokenDir}/cert.pem`,
+            },
+          }
+        : {}),
     };
   }
   validateRuntimeConfig(cfg);

@@ -66,6 +66,8 @@ export interface RuntimeRenderInput<S = string> {
   tokensJson: S;
   /** sha256 of config.json + catalog: a config change rolls the pods */
   configSha: S;
+  /** the Secret with the registry token key pair (args.ts PodLayersSettings), mounted into both roles */
+  registryTokenSecret?: string;
 }
 
 /** The ConfigMap holding part `part` of the bundle whose hash is sha256. */
@@ -196,12 +198,18 @@ export function renderDeployment<S>(input: RuntimeRenderInput<S>, role: Role): K
     { name: "catalog", configMap: { name: NAMES.catalog } },
     ...(api ? [{ name: "tokens", secret: { secretName: NAMES.tokens, defaultMode: 0o440 } }] : []),
     { name: "tmp", emptyDir: { sizeLimit: "256Mi" } },
+    ...(input.registryTokenSecret
+      ? [{ name: "registry-token", secret: { secretName: input.registryTokenSecret, defaultMode: 0o440 } }]
+      : []),
   ];
   const mounts: Record<string, unknown>[] = [
     { name: "config", mountPath: PATHS.configDir, readOnly: true },
     { name: "catalog", mountPath: PATHS.catalogDir, readOnly: true },
     ...(api ? [{ name: "tokens", mountPath: PATHS.tokensDir, readOnly: true }] : []),
     { name: "tmp", mountPath: "/tmp" },
+    ...(input.registryTokenSecret
+      ? [{ name: "registry-token", mountPath: PATHS.registryTokenDir, readOnly: true }]
+      : []),
   ];
   const env: Record<string, unknown>[] = [
     { name: "SBX_ROLE", value: role },

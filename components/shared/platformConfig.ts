@@ -52,7 +52,14 @@ export interface PlatformConfig {
   prePullImages: boolean;
   images: { profiles: string[]; tag: string; catalog: Record<string, string> };
   /** repositoryUrl: an existing registry for paused sandboxes (existing-cluster mode only) */
-  snapshots: { enabled: boolean; retentionDays: number; repositoryUrl?: string };
+  snapshots: {
+    enabled: boolean;
+    retentionDays: number;
+    repositoryUrl?: string;
+    /** sandbox pods move their own layers here, with a token each (components/runtime/args.ts) */
+    podRegistry?: string;
+    registryTokenSecret?: string;
+  };
   outputs: { expirationDays: number };
   namespaces: { sandbox: string; runtime: string };
   sizeClasses: Record<string, SizeClassConfig>;

@@ -292,6 +292,46 @@ describe("sbx:snapshots.repositoryUrl (existing-cluster mode)", () => {
     });
     expect(configOf(off).snapshots).toBeUndefined();
   });
+  it("podRegistry with registryTokenSecret: pods move their layers with a token each, the pair mounted in both roles", async () => {
+    const run = await deploy("existing-cluster", {
+      snapshots: {
+        repositoryUrl: "http://10.244.0.1:5000/sbx/snapshots",
+        podRegistry: "http://10.244.0.1:5000",
+        registryTokenSecret: "sbx-registry-token",
+      },
+    });
+    expect(configOf(run).snapshots).toMatchObject({
+      podRegistry: "http://10.244.0.1:5000",
+      tokenAuth: { keyFile: "/etc/sbx/registry-token/key.pem", certFile: "/etc/sbx/registry-token/cert.pem" },
+    });
+    for (const role of ["sbx-manager", "sbx-controller"]) {
+      const pod = one(run.resources, "kubernetes:apps/v1:Deployment", `deployment-${role}`).inputs.spec.template.spec;
+      expect(pod.volumes).toContainEqual({
+        name: "registry-token",
+        secret: { secretName: "sbx-registry-token", defaultMode: 0o440 },
+      });
+      expect(pod.containers[0].volumeMounts).toContainEqual({
+        name: "registry-token",
+        mountPath: "/etc/sbx/registry-token",
+        readOnly: true,
+      });
+    }
+    // without it, no pod gets the volume
+    const plain = one(existing.resources, "kubernetes:apps/v1:Deployment", "deployment-sbx-manager").inputs.spec;
+    expect(plain.template.spec.volumes.map((v: { name: string }) => v.name)).not.toContain("registry-token");
+  });
+  it("podRegistry is refused without its token Secret, and without a registry of the stack's own", async () => {
+    await expect(
+      deploy("existing-cluster", {
+        snapshots: { repositoryUrl: "http://10.244.0.1:5000/sbx/snapshots", podRegistry: "http://10.244.0.1:5000" },
+      }),
+    ).rejects.toThrow(/sbx:snapshots.registryTokenSecret.*together/);
+    await expect(
+      deploy("existing-cluster", {
+        snapshots: { podRegistry: "http://10.244.0.1:5000", registryTokenSecret: "sbx-registry-token" },
+      }),
+    ).rejects.toThrow(/sbx:snapshots.podRegistry.*needs sbx:snapshots.repositoryUrl/);
+  });
   it("is refused in eks mode, which makes its own ECR repository, and when malformed", async () => {
     await expect(deploy("eks", { snapshots: { repositoryUrl: "registry.example.com/x" } })).rejects.toThrow(
       /sbx:snapshots.repositoryUrl.*eks mode creates its own ECR repository/,

@@ -4,7 +4,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { bootCluster } from "./boot.ts";
+import { bootCluster, type Cluster } from "./boot.ts";
 import { ProcessGroup } from "./processes.ts";
 
 const repo = resolve(import.meta.dirname, "../..");
@@ -14,7 +14,13 @@ const repo = resolve(import.meta.dirname, "../..");
  * the cluster (as the suite's global setup does); undefined with SBX_TEST_KUBECONFIG, where the
  * caller must bring its own.
  */
-export async function kubeconfig(): Promise<{ path: string; registry?: string; stop: () => Promise<void> }> {
+export async function kubeconfig(): Promise<{
+  path: string;
+  registry?: string;
+  /** the boot's second registry, in `auth: token` mode (plan.ts tokenRegistryConfig) */
+  tokenRegistry?: Cluster["tokenRegistry"];
+  stop: () => Promise<void>;
+}> {
   if (process.env.SBX_TEST_KUBECONFIG) return { path: process.env.SBX_TEST_KUBECONFIG, stop: async () => undefined };
   const version = /\bk8s\.io\/kubernetes (v[0-9][^\s]*)/.exec(
     readFileSync(join(repo, "tools/control-plane/go.mod"), "utf8"),
@@ -29,6 +35,7 @@ export async function kubeconfig(): Promise<{ path: string; registry?: string; s
     return {
       path: cluster.kubeconfigPath,
       registry: cluster.registryUrl,
+      tokenRegistry: cluster.tokenRegistry,
       stop: async () => {
         await group.stopAll();
         rmSync(dir, { recursive: true, force: true });
