@@ -12,6 +12,7 @@ import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { VersionApi } from "@kubernetes/client-node";
 import { buildManager } from "../../runtime/backends.ts";
+import { registryLoginFor } from "../../runtime/snapshot/registryLogin.ts";
 import { issuerAuth, loadTokenIssuer } from "../../runtime/snapshot/registryToken.ts";
 import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
@@ -141,7 +142,9 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
     const steps = new Map<string, { step: string; at: number }[]>();
     const onStep = (id: string, step: string) =>
       void steps.set(id, [...(steps.get(id) ?? []), { step, at: performance.now() }]);
-    const pauseResume = createPauseResume(backend, { config, clock: systemClock, logger, onStep });
+    // the registry login buildManager would pick (tokens the runtime signs, with --registry-tokens)
+    const auth = config.snapshots ? registryLoginFor(config.snapshots, { clock: systemClock }) : undefined;
+    const pauseResume = createPauseResume(backend, { config, clock: systemClock, logger, onStep, auth });
     const { manager } = await buildManager(config, {
       logger,
       clock: systemClock,
@@ -236,7 +239,7 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
           { logger, clock: systemClock },
           { ...overrides, identity: `sbx-bench-${runId}-${cleanups.length}` },
         );
-        const pr = createPauseResume(b, { config: cfg, clock: systemClock, logger, onStep });
+        const pr = createPauseResume(b, { config: cfg, clock: systemClock, logger, onStep, auth });
         const built = await buildManager(cfg, {
           logger,
           clock: systemClock,
