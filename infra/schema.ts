@@ -70,6 +70,7 @@ export function validatePlatformConfig(raw: Raw): PlatformConfig {
   const namespaces = readNamespaces(raw.namespaces);
   const sizeClasses = readSizeClasses(raw.sizeClasses);
   const images = readImages(raw.images, mode);
+  const snapshots = readSnapshots(raw.snapshots, mode);
   const cfg: PlatformConfig = {
     name: str(K("name"), raw.name, "sbx", NAME),
     mode,
@@ -79,14 +80,14 @@ export function validatePlatformConfig(raw: Raw): PlatformConfig {
     nodeGroups: readNodeGroups(raw.nodeGroups),
     prePullImages: bool(K("prePullImages"), raw.prePullImages, true),
     images,
-    snapshots: readSnapshots(raw.snapshots, mode),
+    snapshots,
     outputs: readOutputs(raw.outputs),
     namespaces,
     sizeClasses,
     budget: readBudget(raw.budget),
     defaults: readDefaults(raw.defaults, sizeClasses, images.profiles),
     warmPool: readWarmPool(raw.warmPool, sizeClasses, images.profiles),
-    egress: readEgress(raw.egress, namespaces.sandbox),
+    egress: [...readEgress(raw.egress, namespaces.sandbox), ...registryEgress(snapshots)],
     blockedCidrs: readBlockedCidrs(raw.blockedCidrs),
     runtime: readRuntime(raw.runtime),
   };
@@ -330,9 +331,11 @@ function readSnapshots(v: unknown, mode: PlatformConfig["mode"]): PlatformConfig
   const o = obj(K("snapshots"), v, ["enabled", "retentionDays", "repositoryUrl", "podRegistry", "registryTokenSecret"]);
   const repositoryUrl = optStr(K("snapshots.repositoryUrl"), o.repositoryUrl, REPOSITORY_URL);
   // pods moving their own layers (docs/pause-resume.md): both, and a registry of the stack's own
+  // an address, not a name: the pod's helper is a static binary with no resolver, and the
+  // sandboxes' egress rule to the registry (registryEgress) is one address and port
   const podRegistry = optStr(K("snapshots.podRegistry"), o.podRegistry, {
-    re: /^http:\/\/[^/\s]+$/,
-    fix: "give http://host:port as the sandbox pods reach the registry",
+    re: /^http:\/\/(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}:\d{1,5}$/,
+    fix: "give http://<IPv4 address>:<port> as the sandbox pods reach the registry (the helper in the pod resolves no names)",
   });
   const registryTokenSecret = optStr(K("snapshots.registryTokenSecret"), o.registryTokenSecret, {
     re: /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/,
@@ -363,6 +366,16 @@ function readSnapshots(v: unknown, mode: PlatformConfig["mode"]): PlatformConfig
     ...(repositoryUrl ? { repositoryUrl } : {}),
     ...(podRegistry && registryTokenSecret ? { podRegistry, registryTokenSecret } : {}),
   };
+}
+
+/**
+ * Sandboxes reach the registry they move their own layers to (snapshots.podRegistry), at that
+ * address and port alone. A /32 is never cut by blockedCidrs (only ranges strictly inside).
+ */
+export function registryEgress(s: PlatformConfig["snapshots"]): EgressRule[] {
+  if (!s.enabled || !s.podRegistry) return [];
+  const u = new URL(s.podRegistry);
+  return [{ kind: "cidr", cidr: `${u.hostname}/32`, ports: [Number(u.port || 80)] }];
 }
 
 function readOutputs(v: unknown): PlatformConfig["outputs"] {

@@ -316,11 +316,17 @@ describe("sbx:snapshots.repositoryUrl (existing-cluster mode)", () => {
         readOnly: true,
       });
     }
-    // without it, no pod gets the volume
+    // sandboxes may reach the registry's address and port, and nothing more than before
+    const np = one(run.resources, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "allow-egress");
+    expect(np.inputs.spec.egress).toEqual([
+      { to: [{ ipBlock: { cidr: "10.244.0.1/32" } }], ports: [{ protocol: "TCP", port: 5000 }] },
+    ]);
+    // without it, no pod gets the volume, and no egress policy exists
     const plain = one(existing.resources, "kubernetes:apps/v1:Deployment", "deployment-sbx-manager").inputs.spec;
     expect(plain.template.spec.volumes.map((v: { name: string }) => v.name)).not.toContain("registry-token");
+    expect(ofType(existing.resources, "kubernetes:networking.k8s.io/v1:NetworkPolicy")).toHaveLength(2);
   });
-  it("podRegistry is refused without its token Secret, and without a registry of the stack's own", async () => {
+  it("podRegistry is refused without its token Secret, without a registry of the stack's own, and as a name", async () => {
     await expect(
       deploy("existing-cluster", {
         snapshots: { repositoryUrl: "http://10.244.0.1:5000/sbx/snapshots", podRegistry: "http://10.244.0.1:5000" },
@@ -331,6 +337,15 @@ describe("sbx:snapshots.repositoryUrl (existing-cluster mode)", () => {
         snapshots: { podRegistry: "http://10.244.0.1:5000", registryTokenSecret: "sbx-registry-token" },
       }),
     ).rejects.toThrow(/sbx:snapshots.podRegistry.*needs sbx:snapshots.repositoryUrl/);
+    await expect(
+      deploy("existing-cluster", {
+        snapshots: {
+          repositoryUrl: "http://10.244.0.1:5000/sbx/snapshots",
+          podRegistry: "http://registry.sbx.svc:5000",
+          registryTokenSecret: "sbx-registry-token",
+        },
+      }),
+    ).rejects.toThrow(/sbx:snapshots.podRegistry.*IPv4 address.*resolves no names/);
   });
   it("is refused in eks mode, which makes its own ECR repository, and when malformed", async () => {
     await expect(deploy("eks", { snapshots: { repositoryUrl: "registry.example.com/x" } })).rejects.toThrow(
