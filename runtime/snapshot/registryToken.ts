@@ -9,15 +9,7 @@
 // The certificate is self-signed; tokenKeyPair() makes one (`sbx registry-token-key`, the test
 // cluster's registry). The JWT carries it in its x5c header, which the registry checks against
 // its bundle.
-import {
-  createPrivateKey,
-  createPublicKey,
-  generateKeyPairSync,
-  type KeyObject,
-  randomBytes,
-  sign,
-  X509Certificate,
-} from "node:crypto";
+import { createPrivateKey, generateKeyPairSync, type KeyObject, randomBytes, sign, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Clock } from "../core/clock.ts";
 import { ValidationError } from "../core/errors.ts";
@@ -202,11 +194,6 @@ export function tokenKeyPair(o: { commonName?: string; now: Date; validDays?: nu
   const der = seq(tbs, ecdsaSha256, tlv(0x03, Buffer.concat([Buffer.from([0]), sign("sha256", tbs, privateKey)])));
   const certPem = `-----BEGIN CERTIFICATE-----\n${der.toString("base64").replace(/.{64}/g, "$&\n").replace(/\n?$/, "\n")}-----END CERTIFICATE-----\n`;
   return { keyPem: privateKey.export({ type: "pkcs8", format: "pem" }).toString(), certPem };
-}
-
-/** The public key of a certificate, for tests and checks. */
-export function certificateKey(certPem: string): KeyObject {
-  return createPublicKey(new X509Certificate(certPem).publicKey.export({ type: "spki", format: "pem" }));
 }
 
 function b64url(v: string | Buffer): string {
