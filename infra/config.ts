@@ -3,12 +3,14 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { PlatformConfig } from "../components/shared/platformConfig.ts";
 import type { Raw } from "./readers.ts";
+import { checkTokenKey } from "../components/runtime/config.ts";
 import { SECRET_CONFIG_KEYS, validatePlatformConfig } from "./schema.ts";
 
 export interface StackConfig {
   config: PlatformConfig;
   apiTokens?: pulumi.Output<Record<string, string>>;
   kubeconfig?: pulumi.Output<string>;
+  registryTokenKey?: pulumi.Output<string>;
   region?: string;
 }
 
@@ -34,10 +36,15 @@ export function readStackConfig(project = pulumi.getProject()): StackConfig {
     raw[key] = secret.has(key) ? "(secret)" : parseConfigValue(cfg.get(key) ?? "");
   }
   const config = validatePlatformConfig(raw);
+  // the one secret value checked here: a key that is not the certificate's would leave both
+  // Deployments crash-looping at start-up, so it fails now, before any resource (never printed)
+  const token = config.snapshots.registryToken;
+  if (token) checkTokenKey(cfg.require("registryTokenKey"), token.certificate);
   return {
     config,
     apiTokens: raw.apiTokens ? cfg.requireSecretObject<Record<string, string>>("apiTokens") : undefined,
     kubeconfig: raw.kubeconfig ? cfg.requireSecret("kubeconfig") : undefined,
+    registryTokenKey: raw.registryTokenKey ? cfg.requireSecret("registryTokenKey") : undefined,
     region: config.mode === "eks" ? new pulumi.Config("aws").get("region") : undefined,
   };
 }

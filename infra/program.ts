@@ -28,6 +28,7 @@ export function buildProgram(deps: ProgramDeps) {
     delivery,
     apiTokens: stack.apiTokens,
     kubeconfig: stack.kubeconfig,
+    registryTokenKey: stack.registryTokenKey,
     region: stack.region,
   });
   return {

@@ -3,6 +3,7 @@
 // (`sbx:<path>`), the bad value and the fix, and is thrown before any resource exists.
 // Over 400 lines on purpose: it is the one place that knows every stack key (docs/stack-config.md
 // mirrors it); splitting it by section would scatter the unknown-key check across files.
+import { X509Certificate } from "node:crypto";
 import { ValidationError } from "../runtime/core/errors.ts";
 import { parseCpu, parseMemory } from "../runtime/core/quantity.ts";
 import { DEFAULT_SIZE_CLASSES } from "../runtime/config/schema.ts";
@@ -38,7 +39,7 @@ export const CONFIG_KEYS = [
   "blockedCidrs",
   "runtime",
 ] as const;
-export const SECRET_CONFIG_KEYS = ["kubeconfig", "apiTokens"] as const;
+export const SECRET_CONFIG_KEYS = ["kubeconfig", "apiTokens", "registryTokenKey"] as const;
 
 const DNS_LABEL = {
   re: /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/,
@@ -70,7 +71,7 @@ export function validatePlatformConfig(raw: Raw): PlatformConfig {
   const namespaces = readNamespaces(raw.namespaces);
   const sizeClasses = readSizeClasses(raw.sizeClasses);
   const images = readImages(raw.images, mode);
-  const snapshots = readSnapshots(raw.snapshots, mode);
+  const snapshots = readSnapshots(raw.snapshots, mode, raw.registryTokenKey !== undefined);
   const cfg: PlatformConfig = {
     name: str(K("name"), raw.name, "sbx", NAME),
     mode,
@@ -327,26 +328,28 @@ const REPOSITORY_URL = {
   fix: "give <registry>/<repository>, e.g. http://10.244.0.1:5000/sbx-snapshots or registry.example.com/sbx/snapshots",
 };
 
-function readSnapshots(v: unknown, mode: PlatformConfig["mode"]): PlatformConfig["snapshots"] {
-  const o = obj(K("snapshots"), v, ["enabled", "retentionDays", "repositoryUrl", "podRegistry", "registryTokenSecret"]);
+function readSnapshots(v: unknown, mode: PlatformConfig["mode"], hasTokenKey: boolean): PlatformConfig["snapshots"] {
+  const o = obj(K("snapshots"), v, ["enabled", "retentionDays", "repositoryUrl", "podRegistry", "registryToken"]);
   const repositoryUrl = optStr(K("snapshots.repositoryUrl"), o.repositoryUrl, REPOSITORY_URL);
-  // pods moving their own layers (docs/pause-resume.md): both, and a registry of the stack's own
-  // an address, not a name: the pod's helper is a static binary with no resolver, and the
+  // pods moving their own layers (docs/pause-resume.md): all three, and a registry of the stack's
+  // own. An address, not a name: the pod's helper is a static binary with no resolver, and the
   // sandboxes' egress rule to the registry (registryEgress) is one address and port
   const podRegistry = optStr(K("snapshots.podRegistry"), o.podRegistry, {
     re: /^http:\/\/(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}:\d{1,5}$/,
     fix: "give http://<IPv4 address>:<port> as the sandbox pods reach the registry (the helper in the pod resolves no names)",
   });
-  const registryTokenSecret = optStr(K("snapshots.registryTokenSecret"), o.registryTokenSecret, {
-    re: /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/,
-    fix: "give the name of the Secret in the runtime namespace holding key.pem and cert.pem (sbx registry-token-key)",
-  });
-  if (!podRegistry !== !registryTokenSecret)
+  const registryToken = o.registryToken === undefined ? undefined : readRegistryToken(o.registryToken);
+  const given = { podRegistry: !!podRegistry, registryToken: !!registryToken, registryTokenKey: hasTokenKey };
+  const missing = Object.entries(given).filter(([, on]) => !on);
+  if (missing.length && missing.length < 3) {
+    const [name] = missing[0];
+    const key = name === "registryTokenKey" ? K(name) : K(`snapshots.${name}`);
     throw new ValidationError(
-      K(podRegistry ? "snapshots.registryTokenSecret" : "snapshots.podRegistry"),
-      podRegistry ? registryTokenSecret : podRegistry,
-      "set podRegistry and registryTokenSecret together: pods move their own layers only with a token each",
+      key,
+      undefined,
+      `pods move their own layers only with a token each: set sbx:snapshots.podRegistry, sbx:snapshots.registryToken and the secret sbx:registryTokenKey together (${REGISTRY_TOKEN_HOWTO})`,
     );
+  }
   if (podRegistry && !repositoryUrl)
     throw new ValidationError(
       K("snapshots.podRegistry"),
@@ -364,7 +367,44 @@ function readSnapshots(v: unknown, mode: PlatformConfig["mode"]): PlatformConfig
     enabled: bool(K("snapshots.enabled"), o.enabled, true),
     retentionDays: int(K("snapshots.retentionDays"), o.retentionDays, 7, 1, 3650),
     ...(repositoryUrl ? { repositoryUrl } : {}),
-    ...(podRegistry && registryTokenSecret ? { podRegistry, registryTokenSecret } : {}),
+    ...(podRegistry && registryToken ? { podRegistry, registryToken } : {}),
+  };
+}
+
+const REGISTRY_TOKEN_HOWTO =
+  "`sbx registry-token-key --dir DIR`, then `pulumi config set --path sbx:snapshots.registryToken.certificate < DIR/cert.pem` and `pulumi config set --secret sbx:registryTokenKey < DIR/key.pem`";
+
+/**
+ * The registry token pair's public half and the names the registry checks. The private key is
+ * the secret sbx:registryTokenKey, which the schema never sees; the runtime component checks
+ * that it is this certificate's key.
+ */
+function readRegistryToken(v: unknown): NonNullable<PlatformConfig["snapshots"]["registryToken"]> {
+  const o = obj(K("snapshots.registryToken"), v, ["certificate", "issuer", "service", "ttlSeconds"]);
+  const certificate = str(K("snapshots.registryToken.certificate"), o.certificate);
+  let cert: X509Certificate;
+  try {
+    cert = new X509Certificate(certificate);
+  } catch (err) {
+    throw new ValidationError(
+      K("snapshots.registryToken.certificate"),
+      certificate.slice(0, 40),
+      `is not a PEM certificate (${(err as Error).message}); give the cert.pem of ${REGISTRY_TOKEN_HOWTO}`,
+    );
+  }
+  const details = cert.publicKey.asymmetricKeyDetails;
+  if (cert.publicKey.asymmetricKeyType !== "ec" || details?.namedCurve !== "prime256v1")
+    throw new ValidationError(
+      K("snapshots.registryToken.certificate"),
+      cert.subject,
+      "must hold an EC P-256 key (the runtime signs ES256 tokens); make the pair with `sbx registry-token-key`",
+    );
+  const NAME_RE = { re: /^[\x21-\x7e]{1,253}$/, fix: "give the registry's value: printable characters, no spaces" };
+  return {
+    certificate,
+    issuer: str(K("snapshots.registryToken.issuer"), o.issuer, "sbx", NAME_RE),
+    service: str(K("snapshots.registryToken.service"), o.service, "sbx-registry", NAME_RE),
+    ttlSeconds: int(K("snapshots.registryToken.ttlSeconds"), o.ttlSeconds, 900, 60, 86_400),
   };
 }
 

@@ -10,6 +10,8 @@ export interface SandboxPlatformArgs {
   delivery: RuntimeDelivery;
   /** owner -> plaintext API token (secret). Hashed before it reaches the cluster. Default: {}. */
   apiTokens?: pulumi.Input<Record<string, string>>;
+  /** with snapshots.registryToken: the PEM private key of its certificate (secret). */
+  registryTokenKey?: pulumi.Input<string>;
   /** existing-cluster mode only: kubeconfig contents (secret). */
   kubeconfig?: pulumi.Input<string>;
   /** eks mode only: AWS region the runtime's credential broker calls STS in. */

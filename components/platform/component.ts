@@ -43,8 +43,12 @@ export class SandboxPlatform extends pulumi.ComponentResource {
           snapshots: {
             repositoryUrl: cfg.snapshots.repositoryUrl,
             retentionDays: cfg.snapshots.retentionDays,
-            podRegistry: cfg.snapshots.podRegistry,
-            registryTokenSecret: cfg.snapshots.registryTokenSecret,
+            ...(cfg.snapshots.podRegistry && cfg.snapshots.registryToken
+              ? {
+                  podRegistry: cfg.snapshots.podRegistry,
+                  registryToken: { ...cfg.snapshots.registryToken, key: requireTokenKey(args) },
+                }
+              : {}),
           },
         };
     } else {
@@ -159,4 +163,14 @@ function runtimeCommon(cfg: PlatformConfig, args: SandboxPlatformArgs): Omit<Run
     },
     apiTokens: args.apiTokens,
   };
+}
+
+function requireTokenKey(args: SandboxPlatformArgs): pulumi.Input<string> {
+  if (!args.registryTokenKey)
+    throw new ValidationError(
+      "sbx:registryTokenKey",
+      undefined,
+      "snapshots.registryToken needs its private key: `pulumi config set --secret sbx:registryTokenKey < key.pem`",
+    );
+  return args.registryTokenKey;
 }

@@ -1,6 +1,6 @@
 // Arguments of the Runtime component (`sbx:runtime:Runtime`).
 import type * as pulumi from "@pulumi/pulumi";
-import type { SizeClassConfig } from "../shared/platformConfig.ts";
+import type { RegistryTokenConfig, SizeClassConfig } from "../shared/platformConfig.ts";
 import type { RuntimeBundle } from "./bundle.ts";
 
 /** How the runtime's code reaches the pods. */
@@ -67,12 +67,15 @@ export interface RuntimeArgs {
 /**
  * Sandbox pods moving their own snapshot layers (runtime snapshots.podRegistry), with a token
  * per sandbox the runtime signs (snapshots.tokenAuth). The registry is a distribution registry
- * in `auth: token` mode that trusts the pair's certificate; the Secret holds the pair
- * (`sbx registry-token-key`) as key.pem and cert.pem in the runtime namespace. Both or neither.
+ * in `auth: token` mode that trusts the pair's certificate (`sbx registry-token-key` makes the
+ * pair). The component keeps the pair in a Secret of its own, mounted into both roles. Both or
+ * neither.
  */
 export interface PodLayersSettings {
   /** the registry as sandbox pods reach it, http://host:port */
   podRegistry?: string;
-  /** the Secret with key.pem and cert.pem, mounted into both roles */
-  registryTokenSecret?: string;
+  registryToken?: RegistryTokenConfig & {
+    /** PEM private key of `certificate` (secret); checked against it before anything deploys */
+    key: pulumi.Input<string>;
+  };
 }

@@ -4,8 +4,9 @@ import * as aws from "@pulumi/aws";
 import * as pulumi from "@pulumi/pulumi";
 import { createObject } from "../shared/createObject.ts";
 import type { K8sObject } from "../shared/k8s.ts";
+import type { RegistryTokenConfig } from "../shared/platformConfig.ts";
 import type { RuntimeArgs } from "./args.ts";
-import { buildRuntimeConfig, hashTokens, sha256Hex } from "./config.ts";
+import { buildRuntimeConfig, checkTokenKey, hashTokens, sha256Hex } from "./config.ts";
 import {
   NAMES,
   renderConfigObjects,
@@ -27,6 +28,9 @@ export class Runtime extends pulumi.ComponentResource {
   constructor(name: string, args: RuntimeArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sbx:runtime:Runtime", name, {}, opts);
     validateEarly(args);
+    // the stack reader checks the secret it reads (infra/config.ts); a plain key is checked here
+    if (typeof args.snapshots?.registryToken?.key === "string")
+      checkTokenKey(args.snapshots.registryToken.key, args.snapshots.registryToken.certificate);
     const k8sOpts = (dependsOn: pulumi.Resource[] = []): pulumi.CustomResourceOptions => ({
       parent: this,
       provider: args.provider,
@@ -34,8 +38,14 @@ export class Runtime extends pulumi.ComponentResource {
     });
     const make = (obj: K8sObject, deps: pulumi.Resource[] = []) => createObject(name, obj, k8sOpts(deps));
 
+    const token = args.snapshots?.registryToken;
+    // the key stays out of config.json's inputs, or the whole config would turn secret
+    const snapshots = args.snapshots && {
+      ...args.snapshots,
+      registryToken: token && publicHalf(token),
+    };
     this.configJson = pulumi
-      .all([args.catalog, args.credentials ?? null, args.snapshots ?? null])
+      .all([args.catalog, args.credentials ?? null, snapshots ?? null])
       .apply(([catalog, credentials, snapshots]) =>
         JSON.stringify(
           buildRuntimeConfig({
@@ -58,11 +68,12 @@ export class Runtime extends pulumi.ComponentResource {
       controllerReplicas: args.controllerReplicas,
       resources: args.resources,
       nodeSelector: args.nodeSelector,
-      registryTokenSecret: args.snapshots?.registryTokenSecret,
+      registryToken: token && { keyPem: pulumi.secret(token.key), certPem: token.certificate },
       configJson: this.configJson,
       catalogJson: pulumi.output(args.catalog).apply((c) => JSON.stringify(c, null, 2)),
       tokensJson: pulumi.secret(pulumi.output(args.apiTokens ?? {}).apply((t) => JSON.stringify(hashTokens(t)))),
-      configSha: this.configJson.apply(sha256Hex),
+      // a new token certificate rolls the pods too (its key comes with it)
+      configSha: this.configJson.apply((c) => sha256Hex(token ? `${c}\n${token.certificate}` : c)),
     };
 
     const ns = make(renderNamespace(args.namespace));
@@ -120,8 +131,12 @@ function validateEarly(args: RuntimeArgs): void {
           repositoryUrl: "registry.invalid/placeholder",
           retentionDays: args.snapshots.retentionDays,
           podRegistry: args.snapshots.podRegistry,
-          registryTokenSecret: args.snapshots.registryTokenSecret,
+          registryToken: args.snapshots.registryToken && publicHalf(args.snapshots.registryToken),
         }
       : undefined,
   });
+}
+
+function publicHalf(t: RegistryTokenConfig): RegistryTokenConfig {
+  return { certificate: t.certificate, issuer: t.issuer, service: t.service, ttlSeconds: t.ttlSeconds };
 }

@@ -1,10 +1,11 @@
 // The runtime's config.json and tokens.json, built from plain values. Pure. The component
 // resolves AWS Outputs first, then calls these; the result always passes the runtime's
 // own validateRuntimeConfig, so a config the runtime would reject fails at preview.
-import { createHash } from "node:crypto";
+import { createHash, createPrivateKey, type KeyObject, X509Certificate } from "node:crypto";
 import { validateRuntimeConfig, type RuntimeConfigInput } from "../../runtime/config/schema.ts";
 import { ValidationError } from "../../runtime/core/errors.ts";
-import type { PodLayersSettings, RuntimeSettings } from "./args.ts";
+import type { RegistryTokenConfig } from "../shared/platformConfig.ts";
+import type { RuntimeSettings } from "./args.ts";
 
 export const PATHS = {
   configDir: "/etc/sbx/config",
@@ -24,7 +25,13 @@ export interface RuntimeConfigValues {
   sandboxNamespace: string;
   catalog: Record<string, string>;
   credentials?: { baseRoleArn: string; bucket: string; region: string; durationSeconds: number };
-  snapshots?: { repositoryUrl: string; retentionDays: number } & PodLayersSettings;
+  /** the token pair's private key never comes here: config.json names only its file */
+  snapshots?: {
+    repositoryUrl: string;
+    retentionDays: number;
+    podRegistry?: string;
+    registryToken?: RegistryTokenConfig;
+  };
 }
 
 export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
@@ -60,13 +67,13 @@ export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
         v.snapshots.repositoryUrl,
         "expected <registry>/<repository>",
       );
-    const { podRegistry, registryTokenSecret } = v.snapshots;
+    const { podRegistry, registryToken } = v.snapshots;
     // pods moving their layers always get a token each here: no one-tenant mode from Pulumi
-    if (!podRegistry !== !registryTokenSecret)
+    if (!podRegistry !== !registryToken)
       throw new ValidationError(
-        podRegistry ? "snapshots.registryTokenSecret" : "snapshots.podRegistry",
-        podRegistry ? registryTokenSecret : podRegistry,
-        "set podRegistry and registryTokenSecret together: pods move their own layers only with a token each",
+        podRegistry ? "snapshots.registryToken" : "snapshots.podRegistry",
+        podRegistry ?? "(unset)",
+        "set podRegistry and registryToken together: pods move their own layers only with a token each",
       );
     cfg.snapshots = {
       registry: v.snapshots.repositoryUrl.slice(0, slash),
@@ -78,6 +85,9 @@ export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
             tokenAuth: {
               keyFile: `${PATHS.registryTokenDir}/key.pem`,
               certFile: `${PATHS.registryTokenDir}/cert.pem`,
+              issuer: registryToken!.issuer,
+              service: registryToken!.service,
+              ttlSeconds: registryToken!.ttlSeconds,
             },
           }
         : {}),
@@ -112,4 +122,26 @@ export function hashTokens(tokens: Record<string, string>): Record<string, strin
 
 export function sha256Hex(text: string): string {
   return createHash("sha256").update(text).digest("hex");
+}
+
+/**
+ * The secret sbx:registryTokenKey, checked against the certificate before any object deploys
+ * (synchronously: an error thrown inside an Output's apply leaves an inline Automation API
+ * program hanging): a wrong key would otherwise leave both Deployments crash-looping at start.
+ */
+export function checkTokenKey(keyPem: string, certPem: string): string {
+  const field = "sbx:registryTokenKey";
+  let key: KeyObject;
+  try {
+    key = createPrivateKey(keyPem);
+  } catch (err) {
+    throw new ValidationError(field, "(secret)", `is not a PEM private key (${(err as Error).message})`);
+  }
+  if (!new X509Certificate(certPem).checkPrivateKey(key))
+    throw new ValidationError(
+      field,
+      "(secret)",
+      "is not the key of sbx:snapshots.registryToken.certificate; give the key.pem made with that cert.pem",
+    );
+  return keyPem;
 }

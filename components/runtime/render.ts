@@ -14,6 +14,7 @@ export const NAMES = {
   config: "sbx-config",
   catalog: "sbx-catalog",
   tokens: "sbx-api-tokens",
+  registryToken: "sbx-registry-token",
   bundlePrefix: "sbx-runtime-",
 } as const;
 export const ANNOTATION_RUNTIME_SHA = "sbx.dev/runtime-sha256";
@@ -66,8 +67,8 @@ export interface RuntimeRenderInput<S = string> {
   tokensJson: S;
   /** sha256 of config.json + catalog: a config change rolls the pods */
   configSha: S;
-  /** the Secret with the registry token key pair (args.ts PodLayersSettings), mounted into both roles */
-  registryTokenSecret?: string;
+  /** the registry token key pair (args.ts PodLayersSettings): a Secret mounted into both roles */
+  registryToken?: { keyPem: S; certPem: S };
 }
 
 /** The ConfigMap holding part `part` of the bundle whose hash is sha256. */
@@ -167,6 +168,14 @@ export function renderConfigObjects<S>(input: RuntimeRenderInput<S>): K8sObject[
       stringData: { "tokens.json": input.tokensJson },
     },
   ];
+  if (input.registryToken)
+    out.push({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: NAMES.registryToken, namespace: ns, labels: partOf("runtime") },
+      type: "Opaque",
+      stringData: { "key.pem": input.registryToken.keyPem, "cert.pem": input.registryToken.certPem },
+    });
   if (input.delivery.kind === "bundle") {
     const b = input.delivery.bundle;
     for (const [i, part] of b.parts.entries()) {
@@ -198,8 +207,8 @@ export function renderDeployment<S>(input: RuntimeRenderInput<S>, role: Role): K
     { name: "catalog", configMap: { name: NAMES.catalog } },
     ...(api ? [{ name: "tokens", secret: { secretName: NAMES.tokens, defaultMode: 0o440 } }] : []),
     { name: "tmp", emptyDir: { sizeLimit: "256Mi" } },
-    ...(input.registryTokenSecret
-      ? [{ name: "registry-token", secret: { secretName: input.registryTokenSecret, defaultMode: 0o440 } }]
+    ...(input.registryToken
+      ? [{ name: "registry-token", secret: { secretName: NAMES.registryToken, defaultMode: 0o440 } }]
       : []),
   ];
   const mounts: Record<string, unknown>[] = [
@@ -207,9 +216,7 @@ export function renderDeployment<S>(input: RuntimeRenderInput<S>, role: Role): K
     { name: "catalog", mountPath: PATHS.catalogDir, readOnly: true },
     ...(api ? [{ name: "tokens", mountPath: PATHS.tokensDir, readOnly: true }] : []),
     { name: "tmp", mountPath: "/tmp" },
-    ...(input.registryTokenSecret
-      ? [{ name: "registry-token", mountPath: PATHS.registryTokenDir, readOnly: true }]
-      : []),
+    ...(input.registryToken ? [{ name: "registry-token", mountPath: PATHS.registryTokenDir, readOnly: true }] : []),
   ];
   const env: Record<string, unknown>[] = [
     { name: "SBX_ROLE", value: role },

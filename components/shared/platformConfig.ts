@@ -58,7 +58,8 @@ export interface PlatformConfig {
     repositoryUrl?: string;
     /** sandbox pods move their own layers here, with a token each (components/runtime/args.ts) */
     podRegistry?: string;
-    registryTokenSecret?: string;
+    /** the token pair's certificate and the registry's names; the key is the secret sbx:registryTokenKey */
+    registryToken?: RegistryTokenConfig;
   };
   outputs: { expirationDays: number };
   namespaces: { sandbox: string; runtime: string };
@@ -96,4 +97,15 @@ export interface InstanceNetworkLimits {
   vcpus: number;
   maxEnis: number;
   ipsPerEni: number;
+}
+
+/** How the runtime signs registry tokens (runtime snapshots.tokenAuth), minus the private key. */
+export interface RegistryTokenConfig {
+  /** PEM: the registry's auth.token.rootcertbundle, and the x5c of every token */
+  certificate: string;
+  /** the registry's auth.token.issuer */
+  issuer: string;
+  /** the registry's auth.token.service */
+  service: string;
+  ttlSeconds: number;
 }

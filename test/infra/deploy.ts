@@ -1,6 +1,6 @@
 // Runs SandboxPlatform under the Pulumi mocks and returns what registered, with each
 // resource's options (dependsOn, ignoreChanges) recorded through a transformation.
-import type * as pulumi from "@pulumi/pulumi";
+import * as pulumi from "@pulumi/pulumi";
 import { installMocks, resetCaptured, settle, type Captured } from "./mocks.ts";
 import { eksConfig, existingClusterConfig, FIXTURE_BUNDLE } from "./fixtures.ts";
 
@@ -12,7 +12,12 @@ export interface Deployed {
   opts: Map<string, pulumi.ResourceOptions>;
 }
 
-export async function deploy(mode: "eks" | "existing-cluster", raw: Record<string, unknown> = {}): Promise<Deployed> {
+/** `secrets`: the secret stack values besides apiTokens and kubeconfig, as the program passes them */
+export async function deploy(
+  mode: "eks" | "existing-cluster",
+  raw: Record<string, unknown> = {},
+  secrets: { registryTokenKey?: string } = {},
+): Promise<Deployed> {
   resetCaptured();
   const opts = new Map<string, pulumi.ResourceOptions>();
   const record: pulumi.ResourceTransformation = (a) => {
@@ -22,11 +27,14 @@ export async function deploy(mode: "eks" | "existing-cluster", raw: Record<strin
   new SandboxPlatform(
     "sbx",
     {
-      config: mode === "eks" ? eksConfig(raw) : existingClusterConfig(raw),
+      config: (mode === "eks" ? eksConfig : existingClusterConfig)(
+        secrets.registryTokenKey ? { ...raw, registryTokenKey: "(secret)" } : raw,
+      ),
       delivery: { kind: "bundle", bundle: FIXTURE_BUNDLE, nodeImage: "node:20-bookworm-slim" },
       apiTokens: { alice: "a".repeat(32) },
       region: mode === "eks" ? "us-east-1" : undefined,
       kubeconfig: mode === "existing-cluster" ? "apiVersion: v1\nkind: Config\n" : undefined,
+      registryTokenKey: secrets.registryTokenKey && pulumi.secret(secrets.registryTokenKey),
     },
     { transformations: [record] },
   );

@@ -1,12 +1,27 @@
 // SandboxPlatform under Pulumi mocks: assert the inputs of what each mode creates.
 import { beforeAll, describe, expect, it } from "vitest";
 import type * as pulumi from "@pulumi/pulumi";
-import { countByType, ofType, one } from "./mocks.ts";
+import { countByType, isSecret, ofType, one } from "./mocks.ts";
 import { FIXTURE_BUNDLE } from "./fixtures.ts";
 import { deploy, type Deployed as Run } from "./deploy.ts";
+import { generateKeyPairSync } from "node:crypto";
+import { checkTokenKey } from "../../components/runtime/config.ts";
+import { tokenKeyPair } from "../../runtime/snapshot/registryToken.ts";
 
 let eks: Run;
 let existing: Run;
+const PAIR = tokenKeyPair({ now: new Date(0), commonName: "platform test" });
+
+/** stack snapshots settings with pods moving their own layers, the token pair's public half */
+function podLayers(token: Record<string, unknown> = {}, podRegistry = "http://10.244.0.1:5000") {
+  return {
+    snapshots: {
+      repositoryUrl: "http://10.244.0.1:5000/sbx/snapshots",
+      podRegistry,
+      registryToken: { certificate: PAIR.certPem, service: "regs", ...token },
+    },
+  };
+}
 beforeAll(async () => {
   eks = await deploy("eks");
   existing = await deploy("existing-cluster");
@@ -292,18 +307,25 @@ describe("sbx:snapshots.repositoryUrl (existing-cluster mode)", () => {
     });
     expect(configOf(off).snapshots).toBeUndefined();
   });
-  it("podRegistry with registryTokenSecret: pods move their layers with a token each, the pair mounted in both roles", async () => {
-    const run = await deploy("existing-cluster", {
-      snapshots: {
-        repositoryUrl: "http://10.244.0.1:5000/sbx/snapshots",
-        podRegistry: "http://10.244.0.1:5000",
-        registryTokenSecret: "sbx-registry-token",
-      },
-    });
+  it("podRegistry with registryToken: pods move their layers with a token each, the pair a Secret in both roles", async () => {
+    const run = await deploy("existing-cluster", podLayers(), { registryTokenKey: PAIR.keyPem });
     expect(configOf(run).snapshots).toMatchObject({
       podRegistry: "http://10.244.0.1:5000",
-      tokenAuth: { keyFile: "/etc/sbx/registry-token/key.pem", certFile: "/etc/sbx/registry-token/cert.pem" },
+      tokenAuth: {
+        keyFile: "/etc/sbx/registry-token/key.pem",
+        certFile: "/etc/sbx/registry-token/cert.pem",
+        issuer: "sbx",
+        service: "regs",
+        ttlSeconds: 900,
+      },
     });
+    expect(JSON.stringify(configOf(run))).not.toContain("PRIVATE KEY");
+    // the pair is a Secret of the component's own; the key stays marked secret on the wire
+    const secret = one(run.resources, "kubernetes:core/v1:Secret", "sbx-registry-token");
+    expect(secret.inputs.stringData).toEqual({ "key.pem": PAIR.keyPem, "cert.pem": PAIR.certPem });
+    expect(isSecret(secret.raw.stringData) || isSecret(secret.raw.stringData["key.pem"])).toBe(true);
+    const config = one(run.resources, "kubernetes:core/v1:ConfigMap", "sbx-config");
+    expect(isSecret(config.raw.data) || isSecret(config.raw.data["config.json"])).toBe(false);
     for (const role of ["sbx-manager", "sbx-controller"]) {
       const pod = one(run.resources, "kubernetes:apps/v1:Deployment", `deployment-${role}`).inputs.spec.template.spec;
       expect(pod.volumes).toContainEqual({
@@ -316,36 +338,54 @@ describe("sbx:snapshots.repositoryUrl (existing-cluster mode)", () => {
         readOnly: true,
       });
     }
+    // a new certificate (with its key) rolls the pods
+    const other = tokenKeyPair({ now: new Date(0) });
+    const next = await deploy("existing-cluster", podLayers({ certificate: other.certPem }), {
+      registryTokenKey: other.keyPem,
+    });
+    const sha = (r: Run) =>
+      one(r.resources, "kubernetes:apps/v1:Deployment", "deployment-sbx-manager").inputs.spec.template.metadata
+        .annotations["sbx.dev/config-sha256"];
+    expect(sha(next)).not.toBe(sha(run));
     // sandboxes may reach the registry's address and port, and nothing more than before
     const np = one(run.resources, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "allow-egress");
     expect(np.inputs.spec.egress).toEqual([
       { to: [{ ipBlock: { cidr: "10.244.0.1/32" } }], ports: [{ protocol: "TCP", port: 5000 }] },
     ]);
-    // without it, no pod gets the volume, and no egress policy exists
+    // without it, no pod gets the volume, no Secret is made, and no egress policy exists
     const plain = one(existing.resources, "kubernetes:apps/v1:Deployment", "deployment-sbx-manager").inputs.spec;
     expect(plain.template.spec.volumes.map((v: { name: string }) => v.name)).not.toContain("registry-token");
+    expect(ofType(existing.resources, "kubernetes:core/v1:Secret").map((r) => r.name)).not.toContainEqual(
+      expect.stringContaining("registry-token"),
+    );
     expect(ofType(existing.resources, "kubernetes:networking.k8s.io/v1:NetworkPolicy")).toHaveLength(2);
   });
-  it("podRegistry is refused without its token Secret, without a registry of the stack's own, and as a name", async () => {
+  it("podRegistry is refused without each of its three settings, a registry of its own, or as a name", async () => {
+    const key = { registryTokenKey: PAIR.keyPem };
     await expect(
-      deploy("existing-cluster", {
-        snapshots: { repositoryUrl: "http://10.244.0.1:5000/sbx/snapshots", podRegistry: "http://10.244.0.1:5000" },
-      }),
-    ).rejects.toThrow(/sbx:snapshots.registryTokenSecret.*together/);
+      deploy("existing-cluster", { snapshots: { ...podLayers().snapshots, registryToken: undefined } }, key),
+    ).rejects.toThrow(/sbx:snapshots.registryToken: .*together/);
     await expect(
-      deploy("existing-cluster", {
-        snapshots: { podRegistry: "http://10.244.0.1:5000", registryTokenSecret: "sbx-registry-token" },
-      }),
+      deploy("existing-cluster", { snapshots: { ...podLayers().snapshots, podRegistry: undefined } }, key),
+    ).rejects.toThrow(/sbx:snapshots.podRegistry: .*together/);
+    await expect(deploy("existing-cluster", podLayers())).rejects.toThrow(
+      /sbx:registryTokenKey: .*together.*pulumi config set --secret sbx:registryTokenKey/,
+    );
+    await expect(
+      deploy("existing-cluster", { snapshots: { ...podLayers().snapshots, repositoryUrl: undefined } }, key),
     ).rejects.toThrow(/sbx:snapshots.podRegistry.*needs sbx:snapshots.repositoryUrl/);
-    await expect(
-      deploy("existing-cluster", {
-        snapshots: {
-          repositoryUrl: "http://10.244.0.1:5000/sbx/snapshots",
-          podRegistry: "http://registry.sbx.svc:5000",
-          registryTokenSecret: "sbx-registry-token",
-        },
-      }),
-    ).rejects.toThrow(/sbx:snapshots.podRegistry.*IPv4 address.*resolves no names/);
+    await expect(deploy("existing-cluster", podLayers({}, "http://registry.sbx.svc:5000"), key)).rejects.toThrow(
+      /sbx:snapshots.podRegistry.*IPv4 address.*resolves no names/,
+    );
+    await expect(deploy("existing-cluster", podLayers({ certificate: "not a cert" }), key)).rejects.toThrow(
+      /sbx:snapshots.registryToken.certificate.*is not a PEM certificate.*sbx registry-token-key/,
+    );
+    const rsa = generateKeyPairSync("rsa", { modulusLength: 2048 });
+    expect(() =>
+      checkTokenKey(rsa.privateKey.export({ type: "pkcs8", format: "pem" }).toString(), PAIR.certPem),
+    ).toThrow(/sbx:registryTokenKey.*is not the key of sbx:snapshots.registryToken.certificate/);
+    expect(() => checkTokenKey("garbage", PAIR.certPem)).toThrow(/sbx:registryTokenKey.*not a PEM private key/);
+    expect(checkTokenKey(PAIR.keyPem, PAIR.certPem)).toBe(PAIR.keyPem);
   });
   it("is refused in eks mode, which makes its own ECR repository, and when malformed", async () => {
     await expect(deploy("eks", { snapshots: { repositoryUrl: "registry.example.com/x" } })).rejects.toThrow(

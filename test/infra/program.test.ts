@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { countByType, installMocks, isSecret, ofType, one, resetCaptured, settle, unwrap } from "./mocks.ts";
 import { FIXTURE_BUNDLE } from "./fixtures.ts";
 import { stackRaw } from "./stacks.ts";
+import { tokenKeyPair } from "../../runtime/snapshot/registryToken.ts";
 
 installMocks("sbx", "test");
 const { buildProgram } = await import("../../infra/program.ts");
@@ -34,6 +35,12 @@ async function run(raw: Record<string, unknown>, secrets: Record<string, string>
 }
 
 const tokens = JSON.stringify({ alice: "a".repeat(32), bob: "b".repeat(32) });
+const PAIR = tokenKeyPair({ now: new Date(0), commonName: "program test" });
+const tokenSnapshots = () => ({
+  repositoryUrl: "http://10.244.0.1:5000/sbx/snapshots",
+  podRegistry: "http://10.244.0.1:5000",
+  registryToken: { certificate: PAIR.certPem },
+});
 
 describe("buildProgram with the shipped stacks", () => {
   it("prod: quota, node group sizes and manager replicas come from Pulumi.prod.yaml", async () => {
@@ -100,6 +107,20 @@ describe("buildProgram with the shipped stacks", () => {
     expect(cfg.credentials).toBeUndefined();
   });
 
+  it("local with pods moving their layers: the token key from its secret reaches only the Secret", async () => {
+    const raw = { ...stackRaw("local"), snapshots: tokenSnapshots() };
+    const { resources } = await run(raw, {
+      kubeconfig: "apiVersion: v1\nkind: Config\n",
+      registryTokenKey: PAIR.keyPem,
+    });
+    const secret = one(resources, "kubernetes:core/v1:Secret", "sbx-registry-token");
+    expect(secret.inputs.stringData["key.pem"]).toBe(PAIR.keyPem);
+    expect(isSecret(secret.raw.stringData) || isSecret(secret.raw.stringData["key.pem"])).toBe(true);
+    const cfg = JSON.parse(one(resources, "kubernetes:core/v1:ConfigMap", "sbx-config").inputs.data["config.json"]);
+    expect(cfg.snapshots.tokenAuth.keyFile).toBe("/etc/sbx/registry-token/key.pem");
+    for (const r of resources) if (r !== secret) expect(JSON.stringify(r.inputs), r.name).not.toContain("PRIVATE KEY");
+  });
+
   it("a prebuilt runtime image skips bundling", async () => {
     const { resources, bundled } = await run({
       ...stackRaw("dev"),
@@ -113,6 +134,25 @@ describe("buildProgram with the shipped stacks", () => {
 });
 
 describe("bad stack config stops the program before any resource", () => {
+  it("a registry token key that is not the certificate's, named and never printed", async () => {
+    resetCaptured();
+    const wrong = tokenKeyPair({ now: new Date(0) }).keyPem;
+    setStackConfig(
+      { ...stackRaw("local"), snapshots: tokenSnapshots() },
+      { kubeconfig: "apiVersion: v1\nkind: Config\n", registryTokenKey: wrong },
+    );
+    let err: Error | undefined;
+    try {
+      buildProgram({ bundle: () => FIXTURE_BUNDLE });
+    } catch (e) {
+      err = e as Error;
+    }
+    expect(err?.message).toMatch(/sbx:registryTokenKey: .*is not the key of sbx:snapshots.registryToken.certificate/);
+    for (const line of wrong.split("\n").filter((l) => l && !l.startsWith("-----")))
+      expect(err?.message).not.toContain(line);
+    expect(await settle(50)).toEqual([]);
+  });
+
   it.each<[string, Record<string, unknown>, string]>([
     ["typo in a key", { ...stackRaw("dev"), budgets: { cpu: "8" } }, "sbx:budgets: invalid value"],
     [

@@ -47,6 +47,8 @@ export interface DeployOptions {
   kubeconfig: string;
   /** API tokens by user, stored as the secret `sbx:apiTokens` */
   apiTokens: Record<string, string>;
+  /** other secret `sbx:*` values (e.g. registryTokenKey), keys without the prefix; kept out of the log */
+  secrets?: Record<string, string>;
   /** stack config to copy (default stacks/Pulumi.local.yaml); only the copy is ever written */
   stackFile?: string;
   stackName?: string;
@@ -186,12 +188,19 @@ export async function openDeployStack(o: DeployOptions): Promise<DeployStack> {
   const secrets: ConfigMap = {
     [`${PROJECT}:kubeconfig`]: { value: o.kubeconfig, secret: true },
     [`${PROJECT}:apiTokens`]: { value: JSON.stringify(o.apiTokens), secret: true },
+    ...Object.fromEntries(
+      Object.entries(o.secrets ?? {}).map(([k, v]) => [`${PROJECT}:${k}`, { value: v, secret: true }]),
+    ),
   };
   const plain: ConfigMap = Object.fromEntries(
     Object.entries(o.config ?? {}).map(([k, v]) => [`${PROJECT}:${k}`, { value: configValue(v) }]),
   );
   await stack.setAllConfig({ ...plain, ...secrets });
-  return wrap(stack, join(workDir, "engine.log"), [o.kubeconfig, ...Object.values(o.apiTokens)]);
+  return wrap(stack, join(workDir, "engine.log"), [
+    o.kubeconfig,
+    ...Object.values(o.apiTokens),
+    ...Object.values(o.secrets ?? {}),
+  ]);
 }
 
 function wrap(stack: Stack, logFile: string, secretValues: string[]): DeployStack {

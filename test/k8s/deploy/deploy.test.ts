@@ -26,7 +26,12 @@ import { ANNOTATION_RUNTIME_SHA, NAMES, renderRbac } from "../../../components/r
 import { API_GROUP, API_VERSION, LABELS, POOL, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
 import { type DeployOptions, type DeployStack, openDeployStack } from "../../../tools/deploy/engine.ts";
 import { locateEngine, REPO } from "../../../tools/deploy/paths.ts";
-import { waitFor } from "../../support/cluster.ts";
+import { systemClock } from "../../../runtime/core/clock.ts";
+import { OciClient } from "../../../runtime/snapshot/oci.ts";
+import type { SnapshotRecord } from "../../../runtime/snapshot/record.ts";
+import { issuerAuth, sandboxRepository, tokenIssuer, tokenKeyPair } from "../../../runtime/snapshot/registryToken.ts";
+import { SNAPSHOT_RECORD_ANNOTATION } from "../../../runtime/k8s/snapshotRecords.ts";
+import { tokenRegistry, waitFor } from "../../support/cluster.ts";
 import {
   diagnose,
   type Forward,
@@ -47,6 +52,11 @@ const token = randomBytes(32).toString("hex");
 const REAL_NODE = "sbx-system-0";
 const NEXT_ENTRY = join(import.meta.dirname, "fixtures/runtime-next.ts");
 const repoStackText = readFileSync(join(REPO, "stacks/Pulumi.local.yaml"), "utf8");
+// snapshots go to the boot's registry in `auth: token` mode: the runtime signs the tokens, and
+// each sandbox pod pushes and pulls its own layers with a token for its own repository alone
+const tokens = tokenRegistry();
+const tokenKeyPem = readFileSync(tokens.keyFile, "utf8");
+const SNAPSHOT_REPOSITORY = `deploy-${suffix}/snapshots`;
 
 interface ObjectRef {
   apiVersion: string;
@@ -64,6 +74,8 @@ let failed = false;
 let deployed: ObjectRef[] = [];
 let manager: Forward | undefined;
 const results: unknown[] = [];
+/** the bundle the roll step deploys; later steps keep it */
+let next: ReturnType<typeof bundleRuntime> | undefined;
 /** sandboxes the suite made, by role in the story */
 const ids: { cycled?: string; warm?: string } = {};
 /** sha256 of the file each sandbox holds in /workspace/in/data.bin */
@@ -79,8 +91,17 @@ function options(over: Partial<DeployOptions> = {}, budgetCpu = "4"): DeployOpti
       namespaces: NS,
       runtime: { managerReplicas: 1, controllerReplicas: 2, cpu: "200m", memory: "256Mi" },
       budget: { cpu: budgetCpu, memory: "8Gi" },
-      snapshots: { repositoryUrl: `${inject("registryUrl")}/deploy-${suffix}/snapshots` },
+      snapshots: {
+        repositoryUrl: `${tokens.url}/${SNAPSHOT_REPOSITORY}`,
+        podRegistry: tokens.url,
+        registryToken: {
+          certificate: readFileSync(tokens.certFile, "utf8"),
+          issuer: tokens.issuer,
+          service: tokens.service,
+        },
+      },
     },
+    secrets: { registryTokenKey: tokenKeyPem },
     // awaits on (the default): `up` returns once the Deployments are Ready by the real probes.
     // Bounded, so pods that never get Ready fail the step with time left to show why.
     awaitTimeoutSeconds: 180,
@@ -131,6 +152,40 @@ async function putFile(id: string): Promise<void> {
   sums[id] = createHash("sha256").update(data).digest("hex");
   await ok(["cp", dir, `${id}:/workspace`]);
   expect(await sumInside(id)).toBe(sums[id]);
+}
+
+/**
+ * The paused sandbox's layers went by its pod, in its own repository with its own token: each
+ * is in `<repository>/<id>` and mounted into the snapshot repository, and nothing is readable
+ * without a token. Only the pod's path puts a layer in the sandbox's own repository.
+ */
+async function expectPodMovedLayers(id: string): Promise<void> {
+  const annotations = (
+    (await sandboxRecord(kc, NS.sandbox, id)) as { metadata?: { annotations?: Record<string, string> } }
+  ).metadata?.annotations;
+  const record = JSON.parse(annotations?.[SNAPSHOT_RECORD_ANNOTATION] ?? "{}") as SnapshotRecord;
+  const snapshot = record.snapshot;
+  expect(snapshot?.repository).toBe(SNAPSHOT_REPOSITORY);
+  expect(snapshot?.layers.length).toBeGreaterThan(0);
+  const issuer = tokenIssuer({
+    keyPem: tokenKeyPem,
+    certPem: readFileSync(tokens.certFile, "utf8"),
+    issuer: tokens.issuer,
+    service: tokens.service,
+    ttlSeconds: 900,
+    clock: systemClock,
+  });
+  const client = new OciClient({ registry: tokens.url, auth: issuerAuth(issuer, SNAPSHOT_REPOSITORY) });
+  try {
+    for (const layer of snapshot!.layers) {
+      expect(await client.blobExists(sandboxRepository(SNAPSHOT_REPOSITORY, id), layer.digest)).toBe(true);
+      expect(await client.blobExists(SNAPSHOT_REPOSITORY, layer.digest)).toBe(true);
+      const anonymous = await fetch(`${tokens.url}/v2/${SNAPSHOT_REPOSITORY}/blobs/${layer.digest}`);
+      expect(anonymous.status).toBe(401);
+    }
+  } finally {
+    await client.close();
+  }
 }
 
 async function objectsInState(s: DeployStack): Promise<ObjectRef[]> {
@@ -276,7 +331,9 @@ describe("the platform as deployed by the real engine", () => {
         expect(kinds("CustomResourceDefinition")).toEqual(["/sandboxes.sbx.dev"]);
         expect(kinds("Deployment")).toEqual([`${NS.runtime}/${NAMES.controller}`, `${NS.runtime}/${NAMES.manager}`]);
         expect(kinds("Service")).toEqual([`${NS.runtime}/${NAMES.manager}`]);
-        expect(kinds("Secret")).toEqual([`${NS.runtime}/${NAMES.tokens}`]);
+        expect(kinds("Secret")).toEqual(
+          [`${NS.runtime}/${NAMES.tokens}`, `${NS.runtime}/${NAMES.registryToken}`].sort(),
+        );
         expect(kinds("ConfigMap")).toEqual(
           expect.arrayContaining([`${NS.runtime}/${NAMES.catalog}`, `${NS.runtime}/${NAMES.config}`]),
         );
@@ -345,6 +402,7 @@ describe("the platform as deployed by the real engine", () => {
         expect(cold.spec?.nodeName).not.toBe(REAL_NODE);
         await ok(["pause", id]);
         expect(JSON.parse(await ok(["get", id, "--json"])).phase).toBe("Paused");
+        await expectPodMovedLayers(id);
         await ok(["resume", id]);
         await ok(["wait", id, "--timeout", "120s"]);
         expect(await sumInside(id)).toBe(sums[id]);
@@ -398,12 +456,12 @@ describe("the platform as deployed by the real engine", () => {
         const oldPods = new Set([...before[NAMES.manager], ...before[NAMES.controller]].map((p) => p.metadata!.name));
         const oldSha = before[NAMES.manager][0].metadata?.annotations?.[ANNOTATION_RUNTIME_SHA];
         expect(oldSha).toMatch(/^[0-9a-f]{64}$/);
-        const next = bundleRuntime(NEXT_ENTRY);
+        next = bundleRuntime(NEXT_ENTRY);
         expect(next.sha256).not.toBe(oldSha);
 
         await manager?.stop(); // its pod is about to go
         await stack!.close();
-        stack = await openDeployStack(options({ bundle: () => next }, "6"));
+        stack = await openDeployStack(options({ bundle: () => next! }, "6"));
         const changes = await stack.up();
         results.push(changes);
         expect(changes.changed).toBeGreaterThan(0);
@@ -462,6 +520,30 @@ describe("the platform as deployed by the real engine", () => {
   );
 
   it(
+    "a registry token key that is not the certificate's fails preview, naming the setting, not the key",
+    (ctx) =>
+      step(ctx, async () => {
+        const wrong = tokenKeyPair({ now: new Date(), commonName: "not the registry's" }).keyPem;
+        await stack!.close();
+        stack = await openDeployStack(options({ bundle: () => next!, secrets: { registryTokenKey: wrong } }, "6"));
+        const err = await stack.preview().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(err).toBeInstanceOf(Error);
+        const message = (err as Error).message;
+        expect(message).toMatch(/sbx:registryTokenKey.*is not the key of sbx:snapshots.registryToken.certificate/);
+        for (const l of wrong.split("\n").filter((x) => x && !x.startsWith("-----"))) expect(message).not.toContain(l);
+        // the stack as it was, for the steps after
+        await stack.close();
+        stack = await openDeployStack(options({ bundle: () => next! }, "6"));
+        const again = await stack.preview();
+        expect(again.changed).toBe(0);
+      }),
+    STEP,
+  );
+
+  it(
     "kill, then destroy removes every object and both namespaces, none stuck on a finalizer",
     (ctx) =>
       step(ctx, async () => {
@@ -504,8 +586,11 @@ describe("the platform as deployed by the real engine", () => {
       .map((l) => l.trim())
       .filter((l) => /-data:|token:/.test(l));
     expect(secretLines.length).toBeGreaterThan(0);
+    const keyLines = tokenKeyPem.split("\n").filter((l) => l.length > 0 && !l.startsWith("-----"));
+    expect(keyLines.length).toBeGreaterThan(0);
     for (const text of [log, JSON.stringify(results)]) {
       expect(text).not.toContain(token);
+      for (const l of keyLines) expect(text).not.toContain(l);
       for (const l of secretLines) expect(text).not.toContain(l.replace(/^[\w-]+:\s*/, ""));
     }
     expect(readFileSync(join(REPO, "stacks/Pulumi.local.yaml"), "utf8")).toBe(repoStackText);
