@@ -151,6 +151,24 @@ describe("warm claims written behind, on /metrics", () => {
     expect(again).toContain('sbx_port_connections_total{path="port-forward"} 1');
   });
 
+  it("counts snapshot layers by op and by who moved them", async () => {
+    const l = { podPush: 2, replicaPush: 0, podRestore: 1, replicaRestore: 0 };
+    const m = new Metrics(
+      { admission: () => new Admission(BUDGET).usage(), sandboxes: () => [], layers: () => l },
+      { defaultMetrics: false },
+    );
+    const text = await m.registry.metrics();
+    expect(text).toContain('sbx_snapshot_layers_total{op="push",path="pod"} 2');
+    expect(text).toContain('sbx_snapshot_layers_total{op="restore",path="pod"} 1');
+    expect(text).toContain('sbx_snapshot_layers_total{op="push",path="replica"} 0');
+    Object.assign(l, { podPush: 3, replicaPush: 2, replicaRestore: 4 });
+    const again = await m.registry.metrics();
+    expect(again).toContain('sbx_snapshot_layers_total{op="push",path="pod"} 3');
+    expect(again).toContain('sbx_snapshot_layers_total{op="push",path="replica"} 2');
+    expect(again).toContain('sbx_snapshot_layers_total{op="restore",path="replica"} 4');
+    expect(again).toContain('sbx_snapshot_layers_total{op="restore",path="pod"} 1');
+  });
+
   it("has no such series on a backend without write-behind claims", async () => {
     const m = new Metrics(
       { admission: () => new Admission(BUDGET).usage(), sandboxes: () => [] },

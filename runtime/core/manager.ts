@@ -100,6 +100,7 @@ export class SandboxManager implements Manager {
         sandboxes: () => this.lastList,
         ...(deps.backend.claimStats ? { claims: () => deps.backend.claimStats?.() } : {}),
         ...(deps.backend.portStats ? { ports: () => deps.backend.portStats?.() } : {}),
+        ...(deps.pauseResume?.layerStats ? { layers: () => deps.pauseResume?.layerStats?.() } : {}),
       },
       { defaultMetrics: deps.processMetrics ?? false },
     );

@@ -4,7 +4,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { AdmissionUsage } from "./admission.ts";
 import { SbxError } from "./errors.ts";
-import type { PortPathStats, Sandbox, SandboxPhase, WarmClaimStats } from "./types.ts";
+import type { LayerPathStats, PortPathStats, Sandbox, SandboxPhase, WarmClaimStats } from "./types.ts";
 
 export const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const PHASES: SandboxPhase[] = [
@@ -26,6 +26,8 @@ export interface MetricsSources {
   claims?: () => WarmClaimStats | undefined;
   /** port connections by path (Kubernetes backend); absent: no such series */
   ports?: () => PortPathStats | undefined;
+  /** snapshot layers by the path that moved them (pause/resume configured); absent: no such series */
+  layers?: () => LayerPathStats | undefined;
 }
 
 export class Metrics {
@@ -120,6 +122,7 @@ export class Metrics {
     const claims = sources.claims;
     if (claims) this.claimSeries(claims, registers);
     if (sources.ports) this.portSeries(sources.ports, registers);
+    if (sources.layers) this.layerSeries(sources.layers, registers);
     new Gauge({
       name: "sbx_budget_total",
       help: "the whole admission budget as configured (resource=cpu_millis|memory_bytes), however many replicas share it",
@@ -260,6 +263,21 @@ export class Metrics {
       collect() {
         const c = claims();
         if (c) this.set(c.primedChannels);
+      },
+    });
+  }
+
+  private layerSeries(layers: () => LayerPathStats | undefined, registers: Registry[]): void {
+    const since = countedSince(layers, ["podPush", "replicaPush", "podRestore", "replicaRestore"] as const);
+    new Counter({
+      name: "sbx_snapshot_layers_total",
+      help: "snapshot layers moved (op=push|restore) by who moved the bytes (path=pod: the sandbox's pod, straight to the registry; replica: this process, the archive path and every fallback)",
+      labelNames: ["op", "path"],
+      registers,
+      collect() {
+        since((k, by) =>
+          this.inc({ op: k.endsWith("Push") ? "push" : "restore", path: k.startsWith("pod") ? "pod" : "replica" }, by),
+        );
       },
     });
   }

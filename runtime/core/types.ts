@@ -220,6 +220,17 @@ export interface PortPathStats {
   portForward: number;
 }
 
+/**
+ * Snapshot layers moved since start, by who moved the bytes: the sandbox's pod straight to the
+ * registry (snapshots.podRegistry), or this replica (the archive path, and every fallback).
+ */
+export interface LayerPathStats {
+  podPush: number;
+  replicaPush: number;
+  podRestore: number;
+  replicaRestore: number;
+}
+
 /** Counts since start of warm claims whose durable write follows the decision. */
 export interface WarmClaimStats {
   /** decided in memory */
@@ -353,6 +364,8 @@ export interface PauseResumeService extends SandboxView {
   recover(): Promise<void>;
   /** deletes paused sandboxes past the snapshot retention; their ids */
   expire(): Promise<string[]>;
+  /** layers moved since start, by path */
+  layerStats?(): LayerPathStats;
 }
 
 export interface CreateRequest {

@@ -5,7 +5,7 @@
 import { basename } from "node:path";
 import type { Readable } from "node:stream";
 import { UpstreamError } from "../core/errors.ts";
-import type { Backend } from "../core/types.ts";
+import type { Backend, LayerPathStats } from "../core/types.ts";
 import { parentDir, readSnapshotLayers } from "./manifest.ts";
 import type { OciClient } from "./oci.ts";
 import type { SnapshotInfo, SnapshotLayer } from "./record.ts";
@@ -17,6 +17,8 @@ export interface LayerIo {
   repository: string;
   /** the sandbox moves its own layers (runtime/k8s/podLayers.ts); tried first, else the path above */
   direct?: DirectLayers;
+  /** counts each layer moved, by the path that moved it */
+  counts?: LayerPathStats;
 }
 
 export interface DirectTransfer {
@@ -79,7 +81,10 @@ export async function pushLayer(
 ): Promise<SnapshotLayer> {
   signal.throwIfAborted();
   const direct = await io.direct?.push(id, path, { repository: io.repository, oci: io.oci, signal, onProgress });
-  if (direct) return direct;
+  if (direct) {
+    if (io.counts) io.counts.podPush++;
+    return direct;
+  }
   signal.throwIfAborted();
   const raw = await io.backend.getArchive(id, path);
   // the abort may have landed while the archive was opened: a listener added now would never fire
@@ -96,6 +101,7 @@ export async function pushLayer(
   try {
     const blob = await io.oci.pushBlob(io.repository, tar, { onProgress });
     signal.throwIfAborted();
+    if (io.counts) io.counts.replicaPush++;
     return { path, ...blob, entries: filter.entries };
   } finally {
     signal.removeEventListener("abort", stop);
@@ -112,7 +118,10 @@ export async function restoreLayer(
   onProgress?: (bytes: number) => void,
 ): Promise<void> {
   signal.throwIfAborted();
-  if (await io.direct?.restore(id, layer, { repository: snap.repository, oci: io.oci, signal, onProgress })) return;
+  if (await io.direct?.restore(id, layer, { repository: snap.repository, oci: io.oci, signal, onProgress })) {
+    if (io.counts) io.counts.podRestore++;
+    return;
+  }
   signal.throwIfAborted();
   const stream = await io.oci.pullBlob(snap.repository, layer.digest, { size: layer.size, onProgress });
   // as above: never unpack into a sandbox whose delete stopped this resume while the blob opened
@@ -122,6 +131,7 @@ export async function restoreLayer(
   stream.on("error", () => undefined); // as in pushLayer: unpack reports the failure
   try {
     await unpack(io, id, layer, stream);
+    if (io.counts) io.counts.replicaRestore++;
   } finally {
     signal.removeEventListener("abort", stop);
   }

@@ -17,6 +17,7 @@ import type { Logger } from "../core/log.ts";
 import { ProgressFanout } from "../core/progress-fanout.ts";
 import type {
   Backend,
+  LayerPathStats,
   PauseResumeService,
   Sandbox,
   SandboxEvent,
@@ -70,6 +71,10 @@ export class PauseResume implements PauseResumeService, SandboxView {
 
   get snapshotter(): Snapshotter {
     return this.o.snapshotter;
+  }
+
+  layerStats(): LayerPathStats {
+    return this.o.snapshotter.layerStats();
   }
 
   /** The pause/resume record, or undefined for a sandbox that was never paused. */

@@ -15,6 +15,7 @@ import type { Logger } from "../core/log.ts";
 import {
   TERMINAL_PHASES,
   type Backend,
+  type LayerPathStats,
   type ComputeRelease,
   type Sandbox,
   type SandboxSpec,
@@ -98,9 +99,20 @@ export class Snapshotter {
   private readonly snapshots: RegistrySnapshots;
 
   constructor(private readonly o: SnapshotterOptions) {
-    this.io = { backend: o.backend, oci: o.oci, repository: o.repository, direct: o.direct };
+    this.io = {
+      backend: o.backend,
+      oci: o.oci,
+      repository: o.repository,
+      direct: o.direct,
+      counts: { podPush: 0, replicaPush: 0, podRestore: 0, replicaRestore: 0 },
+    };
     const paths = o.writablePaths ?? DEFAULT_WRITABLE_PATHS;
     this.snapshots = new RegistrySnapshots({ io: this.io, paths, clock: o.clock, logger: o.logger });
+  }
+
+  /** Layers moved since start, by the path that moved them. */
+  layerStats(): LayerPathStats {
+    return { ...this.io.counts! };
   }
 
   /** The pause/resume record, or undefined for a sandbox that was never paused. */

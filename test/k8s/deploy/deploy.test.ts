@@ -32,6 +32,7 @@ import type { SnapshotRecord } from "../../../runtime/snapshot/record.ts";
 import { issuerAuth, sandboxRepository, tokenIssuer, tokenKeyPair } from "../../../runtime/snapshot/registryToken.ts";
 import { SNAPSHOT_RECORD_ANNOTATION } from "../../../runtime/k8s/snapshotRecords.ts";
 import { tokenRegistry, waitFor } from "../../support/cluster.ts";
+import { layerCounts } from "../../support/metrics.ts";
 import {
   diagnose,
   type Forward,
@@ -403,6 +404,9 @@ describe("the platform as deployed by the real engine", () => {
         await ok(["pause", id]);
         expect(JSON.parse(await ok(["get", id, "--json"])).phase).toBe("Paused");
         await expectPodMovedLayers(id);
+        const counts = layerCounts(await (await fetch(`${manager!.url}/metrics`)).text());
+        expect(counts.podPush).toBeGreaterThan(0);
+        expect(counts.replicaPush).toBe(0);
         await ok(["resume", id]);
         await ok(["wait", id, "--timeout", "120s"]);
         expect(await sumInside(id)).toBe(sums[id]);

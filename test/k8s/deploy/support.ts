@@ -178,10 +178,4 @@ function indent(text: string): string {
     .join("\n");
 }
 
-/** A value of a Prometheus text-format series, e.g. `sbx_budget_free{resource="cpu_millis"}`. */
-export function metricValue(text: string, series: string): number | undefined {
-  for (const line of text.split("\n")) {
-    if (line.startsWith(`${series} `)) return Number(line.slice(series.length + 1));
-  }
-  return undefined;
-}
+export { metricValue } from "../../support/metrics.ts";

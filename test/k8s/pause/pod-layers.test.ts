@@ -17,6 +17,7 @@ import { createKubernetesBackend } from "../../../runtime/kubernetes.ts";
 import { OciClient } from "../../../runtime/snapshot/oci.ts";
 import { issuerAuth, sandboxRepository, tokenIssuer } from "../../../runtime/snapshot/registryToken.ts";
 import { captureLogger } from "../../support/logs.ts";
+import { layerCounts } from "../../support/metrics.ts";
 import { registryUrl, tokenRegistry, waitFor } from "../../support/cluster.ts";
 import {
   adminClients,
@@ -109,9 +110,19 @@ describe("pods moving their own snapshot layers", () => {
 
     await manager.pause!(OWNER, id);
     expect((await manager.get(OWNER, id)).phase).toBe("Paused");
+    const layers = (await backend.snapshotRecords!.get(id))?.snapshot?.layers ?? [];
     await manager.resume!(OWNER, id);
     expect(await run(manager, id, TREE_DIGEST_SCRIPT)).toBe(before);
     expect(moved).toEqual({ out: 0, in: 0 });
+    // /metrics says who moved them: every layer the pod, none the replica
+    const counts = layerCounts(await manager.metrics.registry.metrics());
+    expect(counts).toEqual({
+      podPush: layers.length,
+      replicaPush: 0,
+      podRestore: layers.filter((l) => l.entries !== 0).length,
+      replicaRestore: 0,
+    });
+    expect(counts.podRestore).toBeGreaterThan(0);
 
     // the same layers restore through the replica's path: a replica without podRegistry resumes it
     await manager.pause!(OWNER, id);
@@ -135,6 +146,10 @@ describe("pods moving their own snapshot layers", () => {
     expect(await run(manager, id, "sha256sum /workspace/f")).toBe(sum);
     expect(moved.out).toBeGreaterThan(0);
     expect(moved.in).toBeGreaterThan(0);
+    const counts = layerCounts(await manager.metrics.registry.metrics());
+    expect(counts).toMatchObject({ podPush: 0, podRestore: 0 });
+    expect(counts.replicaPush).toBeGreaterThan(0);
+    expect(counts.replicaRestore).toBeGreaterThan(0);
     expect(lines).toContainEqual(
       expect.objectContaining({ sandbox: id, op: "push", msg: expect.stringContaining("the replica moves it") }),
     );
