@@ -310,7 +310,9 @@ usage: sbx <command> [options]
   token create --owner NAME        add a token to the service's tokens file (direct mode)
                                    (--e2b: in E2B's key shape e2b_<hex>, for E2B_API_KEY)
   registry-token-key --dir DIR     a key pair for snapshots.tokenAuth: the runtime signs its
-                                   registry's tokens, one per sandbox for its own layers
+                                   registry's tokens, one per sandbox for its own layers;
+                                   prints the registry's auth section and the stack commands
+                                   ([--issuer NAME] [--service NAME] [--days N])
 
 Every command takes --json. With SBX_SERVER (and SBX_TOKEN) set it talks to the service;
 otherwise, for platform kubernetes in SBX_CONFIG, it drives the cluster in-process through the

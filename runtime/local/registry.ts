@@ -7,6 +7,7 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "../core/ports.ts";
+import { tokenAuthConfig } from "../snapshot/registryToken.ts";
 
 export const REGISTRY_BINARY = "/usr/bin/docker-registry";
 
@@ -115,19 +116,4 @@ export async function startLocalRegistry(opts: LocalRegistryOptions = {}): Promi
     await new Promise((r) => setTimeout(r, 50));
   }
   return { host, url: `http://${host}`, storageDir, configPath, binary, pid: child.pid!, stop };
-}
-
-/**
- * distribution's `auth: token` section. The realm is required but never asked: the runtime signs
- * its tokens itself and hands sandboxes theirs, so nobody fetches one.
- */
-export function tokenAuthConfig(t: { issuer: string; service: string }, certPath: string): string[] {
-  return [
-    "auth:",
-    "  token:",
-    "    realm: https://sbx.invalid/registry-tokens-are-issued-by-the-sbx-runtime",
-    `    service: ${JSON.stringify(t.service)}`,
-    `    issuer: ${JSON.stringify(t.issuer)}`,
-    `    rootcertbundle: ${certPath}`,
-  ];
 }

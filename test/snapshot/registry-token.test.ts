@@ -17,6 +17,7 @@ import {
   issuerAuth,
   loadTokenIssuer,
   sandboxToken,
+  tokenAuthConfig,
   tokenIssuer,
   tokenKeyPair,
 } from "../../runtime/snapshot/registryToken.ts";
@@ -202,5 +203,25 @@ describe("sbx registry-token-key", () => {
     expect(again.err).toMatch(/--dir.*key\.pem already exists; choose an empty directory/);
     expect(readFileSync(files.keyFile, "utf8")).toBe(key);
     expect((await cli(["registry-token-key", "--dir", d, "--days", "0"])).err).toMatch(/--days.*whole days/);
+  });
+
+  it("prints the registry's auth section the test registries run with, and the stack's commands", async () => {
+    const d = join(dir, "printed");
+    const made = await cli(["registry-token-key", "--dir", d, "--service", "regs"]);
+    expect(made.code).toBe(0);
+    const certFile = join(d, "cert.pem");
+    const keyFile = join(d, "key.pem");
+    // the very section startLocalRegistry and the control plane configure (and this file's
+    // registry proves tokens pass with it), with the names given
+    for (const line of tokenAuthConfig({ issuer: "sbx", service: "regs" }, certFile))
+      expect(made.out).toContain(`  ${line}\n`);
+    expect(made.out).toContain(`pulumi config set --path sbx:snapshots.registryToken.certificate < ${certFile}\n`);
+    expect(made.out).toContain(`pulumi config set --secret sbx:registryTokenKey < ${keyFile}\n`);
+    expect(made.out).toContain('pulumi config set --path sbx:snapshots.registryToken.service "regs"\n');
+    expect(made.out).not.toContain("registryToken.issuer");
+    expect(made.out).not.toContain(readFileSync(keyFile, "utf8").split("\n")[1]);
+    const bad = await cli(["registry-token-key", "--dir", join(dir, "bad"), "--issuer", "two words"]);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/--issuer.*"two words".*no spaces/);
   });
 });

@@ -3,7 +3,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT } from "../../runtime/k8s/contract.ts";
-import { tokenAuthConfig } from "../../runtime/local/registry.ts";
+import { tokenAuthConfig } from "../../runtime/snapshot/registryToken.ts";
 
 export interface Ports {
   etcdClient: number;
