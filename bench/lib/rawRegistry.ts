@@ -1,8 +1,8 @@
 // Raw throughput of an OCI registry, as the pause/resume benchmarks' baseline: one blob of the
 // payload's size pushed from a pre-generated buffer and pulled to nowhere, from this process.
 // With `extract`, the blob is a tar of one file, and a third measurement pulls it again into
-// `tar -x` on this machine's temp dir: what a restore must do at least (the pull, plus writing
-// the bytes to a disk), with no sandbox, exec or helper in the way.
+// `tar -x` on this machine's temp dir: the pull plus writing the bytes to a disk, with no
+// sandbox, exec or helper in the way (but this process between the socket and tar).
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
