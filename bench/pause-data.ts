@@ -213,7 +213,7 @@ async function trial(
     if (t.beforeResume) rec.before_resume = await t.beforeResume();
     if (baseline) {
       stage = "raw pull";
-      // plus the floor a restore cannot beat: the same pull into tar -x on this machine's disk
+      // plus a reference with the disk in it: the same blob pulled into tar -x on this machine
       const raw = await rawThroughput(baseline, v.bytes, t.rawAuth, { extract: true });
       rec.raw_before_resume = raw;
       timings.raw_pull_MBps = raw.pull_MBps;
