@@ -6,7 +6,7 @@
 import { X509Certificate } from "node:crypto";
 import { ValidationError } from "../runtime/core/errors.ts";
 import { parseCpu, parseMemory } from "../runtime/core/quantity.ts";
-import { DEFAULT_SIZE_CLASSES } from "../runtime/config/schema.ts";
+import { DEFAULT_SIZE_CLASSES, TOKEN_AUTH_DEFAULTS, TOKEN_NAME_RE } from "../runtime/config/schema.ts";
 import { resolveInstanceLimits } from "../components/cluster/maxPods.ts";
 import { cidrContains, parseCidr } from "../components/shared/cidr.ts";
 import { bool, int, isPlainObject, list, obj, oneOf, optStr, quantity, str, strList, type Raw } from "./readers.ts";
@@ -399,12 +399,13 @@ function readRegistryToken(v: unknown): NonNullable<PlatformConfig["snapshots"][
       cert.subject,
       "must hold an EC P-256 key (the runtime signs ES256 tokens); make the pair with `sbx registry-token-key`",
     );
-  const NAME_RE = { re: /^[\x21-\x7e]{1,253}$/, fix: "give the registry's value: printable characters, no spaces" };
+  const NAME = { re: TOKEN_NAME_RE, fix: "give the registry's value: printable characters, no spaces" };
+  const d = TOKEN_AUTH_DEFAULTS;
   return {
     certificate,
-    issuer: str(K("snapshots.registryToken.issuer"), o.issuer, "sbx", NAME_RE),
-    service: str(K("snapshots.registryToken.service"), o.service, "sbx-registry", NAME_RE),
-    ttlSeconds: int(K("snapshots.registryToken.ttlSeconds"), o.ttlSeconds, 900, 60, 86_400),
+    issuer: str(K("snapshots.registryToken.issuer"), o.issuer, d.issuer, NAME),
+    service: str(K("snapshots.registryToken.service"), o.service, d.service, NAME),
+    ttlSeconds: int(K("snapshots.registryToken.ttlSeconds"), o.ttlSeconds, d.ttlSeconds, 60, 86_400),
   };
 }
 

@@ -5,6 +5,7 @@
 import { constants } from "node:fs";
 import { mkdir, open } from "node:fs/promises";
 import { join } from "node:path";
+import { TOKEN_AUTH_DEFAULTS, TOKEN_NAME_RE } from "../config/schema.ts";
 import { ValidationError } from "../core/errors.ts";
 import { tokenAuthConfig, tokenKeyPair } from "../snapshot/registryToken.ts";
 import { parse } from "./args.ts";
@@ -23,8 +24,8 @@ export async function registryKeyCommand(argv: string[], io: Io, now: Date): Pro
   if (!Number.isInteger(days) || days < 1 || days > 36500)
     throw new ValidationError("--days", a.values.days, "give whole days between 1 and 36500 (default 3650)");
   const names = {
-    issuer: name("--issuer", a.values.issuer, "sbx"),
-    service: name("--service", a.values.service, "sbx-registry"),
+    issuer: name("--issuer", a.values.issuer, TOKEN_AUTH_DEFAULTS.issuer),
+    service: name("--service", a.values.service, TOKEN_AUTH_DEFAULTS.service),
   };
   const pair = tokenKeyPair({ now, validDays: days });
   const keyFile = join(a.values.dir, "key.pem");
@@ -45,8 +46,8 @@ export async function registryKeyCommand(argv: string[], io: Io, now: Date): Pro
   };
   await create(keyFile, pair.keyPem, 0o600);
   await create(certFile, pair.certPem, 0o644);
-  const named = (key: "issuer" | "service", def: string) =>
-    names[key] === def
+  const named = (key: "issuer" | "service") =>
+    names[key] === TOKEN_AUTH_DEFAULTS[key]
       ? []
       : [`  pulumi config set --path sbx:snapshots.registryToken.${key} ${JSON.stringify(names[key])}`];
   io.stdout.write(
@@ -62,8 +63,8 @@ export async function registryKeyCommand(argv: string[], io: Io, now: Date): Pro
           "A Pulumi stack (existing-cluster mode, with sbx:snapshots.repositoryUrl and podRegistry):",
           `  pulumi config set --path sbx:snapshots.registryToken.certificate < ${certFile}`,
           `  pulumi config set --secret sbx:registryTokenKey < ${keyFile}`,
-          ...named("issuer", "sbx"),
-          ...named("service", "sbx-registry"),
+          ...named("issuer"),
+          ...named("service"),
           "",
           "Or the runtime's own config.json: snapshots.tokenAuth {keyFile, certFile, issuer, service} as above.",
           "",
@@ -72,10 +73,10 @@ export async function registryKeyCommand(argv: string[], io: Io, now: Date): Pro
   return 0;
 }
 
-/** an auth.token name as the registry takes it: printable, no spaces (the stack schema's rule) */
+/** an auth.token name as the stack schema takes it (TOKEN_NAME_RE) */
 function name(flag: string, v: unknown, def: string): string {
   if (v === undefined) return def;
-  if (typeof v !== "string" || !/^[\x21-\x7e]{1,253}$/.test(v))
+  if (typeof v !== "string" || !TOKEN_NAME_RE.test(v))
     throw new ValidationError(flag, v, "give the registry's auth.token value: printable characters, no spaces");
   return v;
 }

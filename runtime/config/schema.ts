@@ -57,6 +57,11 @@ export const DEFAULT_SIZE_CLASSES: Record<string, z.output<typeof sizeClassInput
   },
 };
 
+/** snapshots.tokenAuth's defaults, which the stack schema and `sbx registry-token-key` share */
+export const TOKEN_AUTH_DEFAULTS = { issuer: "sbx", service: "sbx-registry", ttlSeconds: 900 } as const;
+/** what a registry's auth.token issuer or service may be where we check it: printable, no spaces */
+export const TOKEN_NAME_RE = /^[\x21-\x7e]{1,253}$/;
+
 export const runtimeConfigInput = z.object({
   /** which Backend: the embedded default is local */
   platform: z.enum(["local", "kubernetes"]).default("local"),
@@ -184,11 +189,11 @@ export const runtimeConfigInput = z.object({
           keyFile: z.string().min(1),
           certFile: z.string().min(1),
           /** the registry's auth.token.issuer */
-          issuer: z.string().min(1).default("sbx"),
+          issuer: z.string().min(1).default(TOKEN_AUTH_DEFAULTS.issuer),
           /** the registry's auth.token.service */
-          service: z.string().min(1).default("sbx-registry"),
+          service: z.string().min(1).default(TOKEN_AUTH_DEFAULTS.service),
           /** how long a token is good for: it must outlast the longest layer transfer */
-          ttlSeconds: z.number().int().min(60).max(86_400).default(900),
+          ttlSeconds: z.number().int().min(60).max(86_400).default(TOKEN_AUTH_DEFAULTS.ttlSeconds),
         })
         .strict()
         .optional(),
