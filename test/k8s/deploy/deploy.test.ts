@@ -26,13 +26,10 @@ import { ANNOTATION_RUNTIME_SHA, NAMES, renderRbac } from "../../../components/r
 import { API_GROUP, API_VERSION, LABELS, POOL, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
 import { type DeployOptions, type DeployStack, openDeployStack } from "../../../tools/deploy/engine.ts";
 import { locateEngine, REPO } from "../../../tools/deploy/paths.ts";
-import { systemClock } from "../../../runtime/core/clock.ts";
-import { OciClient } from "../../../runtime/snapshot/oci.ts";
-import type { SnapshotRecord } from "../../../runtime/snapshot/record.ts";
-import { issuerAuth, sandboxRepository, tokenIssuer, tokenKeyPair } from "../../../runtime/snapshot/registryToken.ts";
-import { SNAPSHOT_RECORD_ANNOTATION } from "../../../runtime/k8s/snapshotRecords.ts";
+import { tokenKeyPair } from "../../../runtime/snapshot/registryToken.ts";
 import { tokenRegistry, waitFor } from "../../support/cluster.ts";
 import { layerCounts } from "../../support/metrics.ts";
+import { expectLayersInSandboxRepository } from "../../support/tokenRegistry.ts";
 import {
   diagnose,
   type Forward,
@@ -43,6 +40,7 @@ import {
   runningForwards,
   sandboxRecord,
   sbx as runSbx,
+  snapshotRecordOf,
   stopAllForwards,
 } from "./support.ts";
 
@@ -153,40 +151,6 @@ async function putFile(id: string): Promise<void> {
   sums[id] = createHash("sha256").update(data).digest("hex");
   await ok(["cp", dir, `${id}:/workspace`]);
   expect(await sumInside(id)).toBe(sums[id]);
-}
-
-/**
- * The paused sandbox's layers went by its pod, in its own repository with its own token: each
- * is in `<repository>/<id>` and mounted into the snapshot repository, and nothing is readable
- * without a token. Only the pod's path puts a layer in the sandbox's own repository.
- */
-async function expectPodMovedLayers(id: string): Promise<void> {
-  const annotations = (
-    (await sandboxRecord(kc, NS.sandbox, id)) as { metadata?: { annotations?: Record<string, string> } }
-  ).metadata?.annotations;
-  const record = JSON.parse(annotations?.[SNAPSHOT_RECORD_ANNOTATION] ?? "{}") as SnapshotRecord;
-  const snapshot = record.snapshot;
-  expect(snapshot?.repository).toBe(SNAPSHOT_REPOSITORY);
-  expect(snapshot?.layers.length).toBeGreaterThan(0);
-  const issuer = tokenIssuer({
-    keyPem: tokenKeyPem,
-    certPem: readFileSync(tokens.certFile, "utf8"),
-    issuer: tokens.issuer,
-    service: tokens.service,
-    ttlSeconds: 900,
-    clock: systemClock,
-  });
-  const client = new OciClient({ registry: tokens.url, auth: issuerAuth(issuer, SNAPSHOT_REPOSITORY) });
-  try {
-    for (const layer of snapshot!.layers) {
-      expect(await client.blobExists(sandboxRepository(SNAPSHOT_REPOSITORY, id), layer.digest)).toBe(true);
-      expect(await client.blobExists(SNAPSHOT_REPOSITORY, layer.digest)).toBe(true);
-      const anonymous = await fetch(`${tokens.url}/v2/${SNAPSHOT_REPOSITORY}/blobs/${layer.digest}`);
-      expect(anonymous.status).toBe(401);
-    }
-  } finally {
-    await client.close();
-  }
 }
 
 async function objectsInState(s: DeployStack): Promise<ObjectRef[]> {
@@ -403,7 +367,10 @@ describe("the platform as deployed by the real engine", () => {
         expect(cold.spec?.nodeName).not.toBe(REAL_NODE);
         await ok(["pause", id]);
         expect(JSON.parse(await ok(["get", id, "--json"])).phase).toBe("Paused");
-        await expectPodMovedLayers(id);
+        // the pod moved its layers, in its own repository with its own token
+        const { snapshot } = await snapshotRecordOf(kc, NS.sandbox, id);
+        expect(snapshot?.repository).toBe(SNAPSHOT_REPOSITORY);
+        await expectLayersInSandboxRepository(snapshot, id);
         const counts = layerCounts(await (await fetch(`${manager!.url}/metrics`)).text());
         expect(counts.podPush).toBeGreaterThan(0);
         expect(counts.replicaPush).toBe(0);

@@ -7,6 +7,8 @@ import { join } from "node:path";
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { inject } from "vitest";
 import { API_GROUP, API_VERSION, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
+import { SNAPSHOT_RECORD_ANNOTATION } from "../../../runtime/k8s/snapshotRecords.ts";
+import type { SnapshotRecord } from "../../../runtime/snapshot/record.ts";
 import { REPO } from "../../../tools/deploy/paths.ts";
 
 const forwards = new Set<ChildProcess>();
@@ -176,6 +178,12 @@ function indent(text: string): string {
     .split("\n")
     .map((l) => `    ${l.slice(0, 400)}`)
     .join("\n");
+}
+
+/** The pause/resume record the runtime keeps on the Sandbox object (snapshotRecords.ts). */
+export async function snapshotRecordOf(kc: KubeConfig, namespace: string, id: string): Promise<SnapshotRecord> {
+  const obj = (await sandboxRecord(kc, namespace, id)) as { metadata?: { annotations?: Record<string, string> } };
+  return JSON.parse(obj.metadata?.annotations?.[SNAPSHOT_RECORD_ANNOTATION] ?? "{}") as SnapshotRecord;
 }
 
 export { metricValue } from "../../support/metrics.ts";
