@@ -30,6 +30,12 @@ export interface OciManifest {
 export interface OciClientOptions {
   /** "http://127.0.0.1:5000" or "https://123.dkr.ecr.us-east-1.amazonaws.com"; a bare host means https */
   registry: string;
+  /**
+   * Where requests go, asked at each call, when that is not `registry` itself (an in-cluster
+   * Service reached at one of its ready pods: runtime/k8s/registryEndpoint.ts). References keep
+   * `registry`'s host, so they stay valid when that address changes.
+   */
+  address?: () => string;
   auth?: RegistryAuth;
   /** bytes per PATCH; one chunk is the most a push holds in memory */
   chunkBytes?: number;
@@ -52,7 +58,8 @@ export class OciClient {
     this.base = new URL(/^https?:\/\//.test(opts.registry) ? opts.registry : `https://${opts.registry}`);
     this.chunkBytes = opts.chunkBytes ?? 16 * 1024 * 1024;
     this.chunkRetries = opts.chunkRetries ?? 2;
-    this.http = new RegistryHttp(this.base, opts.auth);
+    const address = opts.address;
+    this.http = new RegistryHttp(this.base, opts.auth, address && (() => new URL(address())));
   }
 
   close(): void {
@@ -106,7 +113,7 @@ export class OciClient {
       await flush();
       if (inflight) await inflight;
       const digest = `sha256:${hash.digest("hex")}`;
-      const url = new URL(location, this.base);
+      const url = new URL(location, this.http.origin());
       url.searchParams.set("digest", digest);
       const done = await this.http.call("PUT", url.pathname + url.search, { "content-length": "0" }, undefined, [201]);
       done.res.resume();
@@ -123,7 +130,7 @@ export class OciClient {
       await this.http
         .call(
           "DELETE",
-          new URL(location, this.base).pathname + new URL(location, this.base).search,
+          new URL(location, this.http.origin()).pathname + new URL(location, this.http.origin()).search,
           {},
           undefined,
           [204, 404],
@@ -145,7 +152,7 @@ export class OciClient {
    */
   private async patchChunk(repo: string, location: string, data: Buffer, offset: number): Promise<string> {
     for (let attempt = 0; ; attempt++) {
-      const url = new URL(location, this.base);
+      const url = new URL(location, this.http.origin());
       try {
         const r = await this.http.call(
           "PATCH",
@@ -178,7 +185,7 @@ export class OciClient {
 
   private async uploadedBytes(location: string): Promise<number | undefined> {
     try {
-      const url = new URL(location, this.base);
+      const url = new URL(location, this.http.origin());
       const r = await this.http.call("GET", url.pathname + url.search, {}, undefined, [204]);
       r.res.resume();
       // docker-registry reports an empty upload as "0-0" too; treating it as 0 is safe because a
@@ -223,7 +230,7 @@ export class OciClient {
     const r = await this.http.call("POST", `/v2/${repo}/blobs/uploads/?${q}`, {}, undefined, [201, 202]);
     r.res.resume();
     if (r.status === 201) return true;
-    const upload = new URL(this.http.location(r, `mount into ${repo}`), this.base);
+    const upload = new URL(this.http.location(r, `mount into ${repo}`), this.http.origin());
     const cancel = await this.http.call("DELETE", upload.pathname + upload.search, {}, undefined, [204, 404]);
     cancel.res.resume();
     return false;
@@ -235,7 +242,7 @@ export class OciClient {
     if (!(await this.blobExists(repo, digest))) {
       const start = await this.http.call("POST", `/v2/${repo}/blobs/uploads/`, {}, undefined, [202]);
       start.res.resume();
-      const url = new URL(this.http.location(start, `start upload to ${repo}`), this.base);
+      const url = new URL(this.http.location(start, `start upload to ${repo}`), this.http.origin());
       url.searchParams.set("digest", digest);
       const r = await this.http.call(
         "PUT",
@@ -340,17 +347,20 @@ export function eachChunk(source: Readable, onChunk: (chunk: Buffer) => Promise<
       fail(err);
       source.destroy();
     };
+    // the source may end while the last piece's wait is still pending (pausing a stream that
+    // has nothing left to read does not hold back its 'end'): finish only after that wait
+    let pending: Promise<unknown> = Promise.resolve();
     const onData = (c: Buffer | string) => {
       try {
         const wait = onChunk(typeof c === "string" ? Buffer.from(c) : c);
         if (!wait) return;
         source.pause();
-        wait.then(() => failed || source.resume(), abandon);
+        pending = wait.then(() => failed || source.resume(), abandon);
       } catch (err) {
         abandon(err);
       }
     };
-    finished(source, (err) => (err ? fail(err) : failed || resolve()));
+    finished(source, (err) => (err ? fail(err) : void pending.then(() => failed || resolve())));
     source.on("data", onData);
   });
 }

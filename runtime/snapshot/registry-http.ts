@@ -23,11 +23,22 @@ export class RegistryHttp {
   private readonly agent: HttpAgent;
   private authHeader?: string;
 
+  /**
+   * @param base the registry's name (snapshot references and messages carry its host)
+   * @param address where requests go, asked at each call, when that is not `base` itself: an
+   *   in-cluster Service reached at one of its ready pods (runtime/k8s/registryEndpoint.ts)
+   */
   constructor(
     readonly base: URL,
     private readonly auth?: RegistryAuth,
+    private readonly address?: () => URL,
   ) {
     this.agent = base.protocol === "https:" ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+  }
+
+  /** The origin requests go to now: `base`, or the address it currently resolves to. */
+  origin(): URL {
+    return this.address?.() ?? this.base;
   }
 
   close(): void {
@@ -57,7 +68,8 @@ export class RegistryHttp {
     expect: number[],
     opts: CallOptions = {},
   ): Promise<RegistryResponse> {
-    let url = new URL(path, this.base);
+    const origin = this.origin();
+    let url = new URL(path, origin);
     let sameOrigin = true;
     for (let hop = 0; hop < 6; hop++) {
       const h: Record<string, string> = { ...headers };
@@ -75,7 +87,7 @@ export class RegistryHttp {
       if (opts.followRedirects && [301, 302, 303, 307, 308].includes(r.status) && r.headers.location) {
         r.res.resume();
         const next = new URL(String(r.headers.location), url);
-        sameOrigin = next.origin === this.base.origin;
+        sameOrigin = next.origin === origin.origin;
         url = next;
         continue;
       }

@@ -70,6 +70,25 @@ describe("OciClient blobs", () => {
     client.close();
   });
 
+  it("pushes a source whose last piece spans several chunks before it commits", async () => {
+    // the source ends while the last piece still waits for upload slots: the commit must wait
+    // too (it went out before the last PATCH, or without the remainder, before the fix)
+    const client = new OciClient({ registry: registry.url, chunkBytes: 1 << 20 });
+    try {
+      for (const pieces of [[randomBytes((3 << 20) + 77)], [randomBytes(1 << 16), randomBytes(3 << 20)]]) {
+        const whole = Buffer.concat(pieces);
+        const pushed = await client.pushBlob("it/big-piece", Readable.from(pieces));
+        expect(pushed).toEqual({
+          digest: `sha256:${createHash("sha256").update(whole).digest("hex")}`,
+          size: whole.length,
+        });
+        expect(await sha256Of(await client.pullBlob("it/big-piece", pushed.digest))).toEqual(pushed);
+      }
+    } finally {
+      client.close();
+    }
+  });
+
   it("pushes an empty blob", async () => {
     const client = new OciClient({ registry: registry.url });
     const pushed = await client.pushBlob("it/empty", Readable.from([]));
