@@ -45,3 +45,19 @@ export function restrictedPodSecurity(uid = 1000): Record<string, unknown> {
     seccompProfile: { type: "RuntimeDefault" },
   };
 }
+
+/** The in-cluster layer registry's names (components/layerRegistry), shared with the stack schema's egress rule. */
+export const LAYER_REGISTRY = {
+  name: "sbx-layer-registry",
+  port: 5000,
+  repository: "sbx-snapshots",
+  configDir: "/etc/sbx-layer-registry",
+  dataDir: "/var/lib/registry",
+} as const;
+
+export const LAYER_REGISTRY_LABELS = { "app.kubernetes.io/name": LAYER_REGISTRY.name } as const;
+
+/** The registry's name as the runtime config gives it (snapshots.registry with inCluster). */
+export function layerRegistryUrl(namespace: string): string {
+  return `http://${LAYER_REGISTRY.name}.${namespace}.svc:${LAYER_REGISTRY.port}`;
+}

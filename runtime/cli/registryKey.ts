@@ -7,7 +7,8 @@ import { mkdir, open } from "node:fs/promises";
 import { join } from "node:path";
 import { TOKEN_AUTH_DEFAULTS, TOKEN_NAME_RE } from "../config/schema.ts";
 import { ValidationError } from "../core/errors.ts";
-import { tokenAuthConfig, tokenKeyPair } from "../snapshot/registryToken.ts";
+import { tokenAuthConfig } from "../config/schema.ts";
+import { tokenKeyPair } from "../snapshot/registryToken.ts";
 import { parse } from "./args.ts";
 import type { Io } from "./commands.ts";
 

@@ -1,4 +1,4 @@
-// snapshots.podRegistry and snapshots.tokenAuth: what the schema lets pods be given
+// snapshots.podRegistry, snapshots.tokenAuth and snapshots.inCluster: what the schema lets pods be given
 // (runtime/k8s/podLayers.ts), and the error for what it refuses names the field and the fix.
 import { describe, expect, it } from "vitest";
 import { validateRuntimeConfig } from "./schema.ts";
@@ -51,5 +51,25 @@ describe("snapshots.tokenAuth", () => {
       "config.snapshots.tokenAuth.ttlSeconds",
     );
     expect(() => snapshots({ tokenAuth: { ...tokenAuth, extra: 1 } })).toThrow("config.snapshots.tokenAuth");
+  });
+});
+
+describe("snapshots.inCluster", () => {
+  const tokenAuth = { keyFile: "/run/secrets/token/key.pem", certFile: "/run/secrets/token/cert.pem" };
+  const svc = "http://sbx-layer-registry.sbx-system.svc:5000";
+
+  it("takes a Service URL with tokenAuth, and is unset by default", () => {
+    expect(snapshots({ registry: svc, inCluster: true, tokenAuth }).snapshots?.inCluster).toBe(true);
+    expect(snapshots({}).snapshots?.inCluster).toBeUndefined();
+  });
+
+  it.each([
+    ["a registry that is not a Service", { registry: "http://10.0.0.5:5000", tokenAuth }],
+    ["no tokenAuth", { registry: svc }],
+    ["a podRegistry too", { registry: svc, tokenAuth, podRegistry: "http://10.0.0.5:5000" }],
+  ])("refuses %s, naming the field and what it needs", (_, over) => {
+    expect(() => snapshots({ ...over, inCluster: true })).toThrow(
+      /config\.snapshots\.inCluster.*http:\/\/<service>\.<namespace>\.svc:<port>, tokenAuth, and no podRegistry/,
+    );
   });
 });

@@ -62,6 +62,34 @@ export const TOKEN_AUTH_DEFAULTS = { issuer: "sbx", service: "sbx-registry", ttl
 /** what a registry's auth.token issuer or service may be where we check it: printable, no spaces */
 export const TOKEN_NAME_RE = /^[\x21-\x7e]{1,253}$/;
 
+/**
+ * distribution's `auth: token` section (the test registries, `sbx registry-token-key`, and the
+ * registry the platform deploys all trust the runtime with it). The realm is required but never asked: the runtime signs
+ * its tokens itself and hands sandboxes theirs, so nobody fetches one.
+ */
+export function tokenAuthConfig(t: { issuer: string; service: string }, certPath: string): string[] {
+  return [
+    "auth:",
+    "  token:",
+    "    realm: https://sbx.invalid/registry-tokens-are-issued-by-the-sbx-runtime",
+    `    service: ${JSON.stringify(t.service)}`,
+    `    issuer: ${JSON.stringify(t.issuer)}`,
+    `    rootcertbundle: ${certPath}`,
+  ];
+}
+
+/** An in-cluster registry Service as the runtime names it: http://<service>.<namespace>.svc[.cluster.local]:<port>. */
+const IN_CLUSTER_REGISTRY_RE =
+  /^http:\/\/([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)\.([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)\.svc(?:\.cluster\.local)?:(\d{1,5})$/;
+
+/** The Service behind snapshots.registry when snapshots.inCluster is set; undefined if it does not name one. */
+export function inClusterRegistryOf(registry: string): { name: string; namespace: string; port: number } | undefined {
+  const m = IN_CLUSTER_REGISTRY_RE.exec(registry);
+  if (!m) return undefined;
+  const port = Number(m[3]);
+  return port >= 1 && port <= 65535 ? { name: m[1], namespace: m[2], port } : undefined;
+}
+
 export const runtimeConfigInput = z.object({
   /** which Backend: the embedded default is local */
   platform: z.enum(["local", "kubernetes"]).default("local"),
@@ -163,6 +191,16 @@ export const runtimeConfigInput = z.object({
        * each pod gets a token for its own repository alone; without it the pods need a registry
        * without login (one tenant only): the replica never hands its own login to a sandbox.
        */
+      /**
+       * The registry is a Service in this cluster (the one the platform deploys with
+       * sbx:snapshots.layerRegistry): registry is http://<service>.<namespace>.svc:<port>, and
+       * replicas and sandbox pods both reach it at one of its ready pods, read from the Service's
+       * EndpointSlices (runtime/k8s/registryEndpoint.ts). So neither cluster DNS nor a ClusterIP
+       * is needed on the way, and a NetworkPolicy that admits the registry's pods by label
+       * matches what the pods send. Implies pods moving their own layers (podRegistry stays
+       * unset) and needs tokenAuth.
+       */
+      inCluster: z.boolean().optional(),
       podRegistry: z
         .string()
         .regex(/^http:\/\/[^/\s]+$/, {
@@ -207,6 +245,11 @@ export const runtimeConfigInput = z.object({
       path: ["podRegistry"],
       message:
         "pods moving their own layers need tokenAuth (a token per sandbox) or a registry without login (the replica's login is never handed to a sandbox), and ECR is not supported yet; set tokenAuth or unset podRegistry",
+    })
+    .refine((s) => !s.inCluster || (!!inClusterRegistryOf(s.registry) && !!s.tokenAuth && !s.podRegistry && !s.auth), {
+      path: ["inCluster"],
+      message:
+        "an in-cluster registry needs registry http://<service>.<namespace>.svc:<port>, tokenAuth, and no podRegistry or auth (its pods are where both replicas and sandboxes go)",
     })
     .refine((s) => !(s.tokenAuth && /\.dkr\.ecr\./.test(s.registry)), {
       path: ["tokenAuth"],

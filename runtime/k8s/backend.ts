@@ -7,6 +7,8 @@
 // is given (control.ts; built in runtime/kubernetes.ts) and one module per job: accept.ts
 // (creates), lookup.ts, commands.ts, pause.ts (compute release), activity.ts.
 import type { Readable } from "node:stream";
+import { DiscoveryV1Api } from "@kubernetes/client-node";
+import { inClusterRegistryOf } from "../config/schema.ts";
 import { UpstreamError } from "../core/errors.ts";
 import type {
   CommandAttachOptions,
@@ -44,6 +46,7 @@ import { POD_DELETE_GRACE_SECONDS } from "./podTemplate.ts";
 import type { RecordWriter } from "./recordWriter.ts";
 import { labelSafe, podNameOf, type SandboxResource, specFromResource } from "./resource.ts";
 import { configuredPodLayers } from "./podLayers.ts";
+import { RegistryEndpoint } from "./registryEndpoint.ts";
 import { SandboxRecordStore } from "./snapshotRecords.ts";
 import { startSandboxWatch } from "./watch.ts";
 
@@ -138,6 +141,17 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
   // every record says whose share admitted it (runtime/k8s/budget)
   const admitted = (): Record<string, string> => ({ ...(shares?.annotations ?? {}) });
   let informers: SupervisedInformer<unknown>[] = [];
+  // an in-cluster snapshot registry is reached at a ready pod of its Service (registryEndpoint.ts)
+  const inCluster = config.snapshots?.inCluster ? inClusterRegistryOf(config.snapshots.registry) : undefined;
+  const registryEndpoint =
+    inCluster &&
+    new RegistryEndpoint({
+      discovery: p.clients.kc.makeApiClient(DiscoveryV1Api),
+      service: inCluster,
+      clock,
+      logger: logger.child({ component: "snapshot-registry" }),
+    });
+  registryEndpoint?.start();
   let closed = false;
 
   const channels = createSandboxChannels({
@@ -232,7 +246,14 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
       settled: (id) => settled(id),
     }),
     snapshotHolder: p.identity,
-    ...configuredPodLayers(config.snapshots, { channels, lookup: gated, logger, clock }),
+    ...(registryEndpoint ? { snapshotRegistryAddress: () => registryEndpoint.current() } : {}),
+    ...configuredPodLayers(config.snapshots, {
+      channels,
+      lookup: gated,
+      logger,
+      clock,
+      ...(registryEndpoint ? { inCluster: () => registryEndpoint.current() } : {}),
+    }),
     autoPauseStatus: new SandboxAutoPauseStore({ namespace: ns, custom, index }),
     leads: () => controller.isLeader(),
     ...sandboxCommands(p, gated, channels),
@@ -361,6 +382,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
 
     async crash() {
       closed = true;
+      await registryEndpoint?.stop();
       warmChannels?.close();
       channels.close();
       recordWriter.abandon();
@@ -371,6 +393,7 @@ export function assembleKubernetesBackend(p: KubernetesParts, control: Kubernete
 
     async close() {
       closed = true;
+      await registryEndpoint?.stop();
       warmChannels?.close();
       channels.close();
       await recordWriter.drain();

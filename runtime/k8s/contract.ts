@@ -85,6 +85,12 @@ export function roleRules(
     verbs: ["get", "patch"],
   };
   const records = (verbs: string[]): PolicyRule => ({ apiGroups: [API_GROUP], resources: [SANDBOX_PLURAL], verbs });
+  // where an in-cluster snapshot registry's ready pods are (runtime/k8s/registryEndpoint.ts)
+  const registryEndpoints: PolicyRule = {
+    apiGroups: ["discovery.k8s.io"],
+    resources: ["endpointslices"],
+    verbs: ["list"],
+  };
   if (role === "manager")
     return {
       sandboxNamespace: [
@@ -99,6 +105,7 @@ export function roleRules(
         status,
       ],
       runtimeNamespace: [
+        registryEndpoints,
         { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
         {
           apiGroups: ["coordination.k8s.io"],
@@ -112,6 +119,7 @@ export function roleRules(
   return {
     sandboxNamespace: [pods, exec, records(["get", "list", "watch", "patch", "delete"]), status],
     runtimeNamespace: [
+      registryEndpoints,
       // create cannot be limited by name (the object does not exist yet); get and update can
       { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
       {

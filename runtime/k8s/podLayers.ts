@@ -45,8 +45,8 @@ const DIGEST_MISMATCH = 4;
 const STDERR_LIMIT = 16 * 1024;
 
 export interface PodLayersOptions {
-  /** the registry as the pods reach it: http://host:port */
-  registry: string;
+  /** the registry as the pods reach it, http://host:port: asked at each transfer when it moves */
+  registry: string | (() => string);
   channels: Pick<SandboxChannels, "runHelper">;
   lookup: Pick<SandboxLookup, "runningPod">;
   logger: Logger;
@@ -60,18 +60,24 @@ export interface PodLayersOptions {
  */
 export function configuredPodLayers(
   snapshots: RuntimeConfig["snapshots"],
-  d: Omit<PodLayersOptions, "registry" | "tokens"> & { clock: Clock },
+  d: Omit<PodLayersOptions, "registry" | "tokens"> & { clock: Clock; inCluster?: () => string },
 ): { directLayers?: DirectLayers } {
-  const registry = snapshots?.podRegistry;
-  if (!registry) return {};
+  // an in-cluster registry: the pods go where the replicas go, a ready pod of its Service
+  const registry = snapshots?.inCluster ? d.inCluster : snapshots?.podRegistry;
+  if (!snapshots || !registry) return {};
   const tokens = snapshots.tokenAuth && loadTokenIssuer(snapshots.tokenAuth, d.clock);
   if (!tokens)
     d.logger.warn(
-      { podRegistry: registry },
+      { podRegistry: snapshots.podRegistry },
       "snapshots.podRegistry is set without snapshots.tokenAuth: sandbox pods push and pull their own snapshot layers at this address with no registry credential of their own, so a sandbox that reaches it can read or overwrite any snapshot there; use it only where every sandbox belongs to one tenant, or set tokenAuth (docs/pause-resume.md)",
     );
   const logger = d.logger.child({ component: "pod-layers" });
-  return { directLayers: podLayers({ ...d, registry, logger, ...(tokens ? { tokens } : {}) }) };
+  const { inCluster: _, ...rest } = d;
+  return { directLayers: podLayers({ ...rest, registry, logger, ...(tokens ? { tokens } : {}) }) };
+}
+
+function registryOf(o: PodLayersOptions): string {
+  return typeof o.registry === "string" ? o.registry : o.registry();
 }
 
 interface Ran {
@@ -131,7 +137,7 @@ export function podLayers(o: PodLayersOptions): DirectLayers {
           "push",
           ...own.flags,
           "--url",
-          `${o.registry}/v2/${own.repo}/blobs/uploads/`,
+          `${registryOf(o)}/v2/${own.repo}/blobs/uploads/`,
           "--tar-root",
           base,
           "--",
@@ -177,7 +183,7 @@ export function podLayers(o: PodLayersOptions): DirectLayers {
           "pull",
           ...own.flags,
           "--url",
-          `${o.registry}/v2/${own.repo}/blobs/${layer.digest}`,
+          `${registryOf(o)}/v2/${own.repo}/blobs/${layer.digest}`,
           "--digest",
           layer.digest,
           "--size",

@@ -7,7 +7,7 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "../core/ports.ts";
-import { tokenAuthConfig } from "../snapshot/registryToken.ts";
+import { tokenAuthConfig } from "../config/schema.ts";
 
 export const REGISTRY_BINARY = "/usr/bin/docker-registry";
 

@@ -222,18 +222,3 @@ function time(d: Date): Buffer {
   const iso = d.toISOString().replace(/[-:T]/g, "").slice(0, 14); // YYYYMMDDHHMMSS
   return d.getUTCFullYear() < 2050 ? tlv(0x17, Buffer.from(`${iso.slice(2)}Z`)) : tlv(0x18, Buffer.from(`${iso}Z`));
 }
-
-/**
- * distribution's `auth: token` section. The realm is required but never asked: the runtime signs
- * its tokens itself and hands sandboxes theirs, so nobody fetches one.
- */
-export function tokenAuthConfig(t: { issuer: string; service: string }, certPath: string): string[] {
-  return [
-    "auth:",
-    "  token:",
-    "    realm: https://sbx.invalid/registry-tokens-are-issued-by-the-sbx-runtime",
-    `    service: ${JSON.stringify(t.service)}`,
-    `    issuer: ${JSON.stringify(t.issuer)}`,
-    `    rootcertbundle: ${certPath}`,
-  ];
-}

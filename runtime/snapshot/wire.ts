@@ -47,6 +47,8 @@ export interface SnapshotAwareBackend extends Backend {
   specOf?(id: string): Promise<SandboxSpec | undefined>;
   /** its sandboxes push and pull their own snapshot layers when they can */
   directLayers?: DirectLayers;
+  /** where snapshots.registry is right now, when that is not its name (an in-cluster Service's pod) */
+  snapshotRegistryAddress?: () => string;
 }
 
 /** How long another replica's in-flight pause or resume is left alone before it counts as abandoned. */
@@ -64,9 +66,12 @@ export function createPauseResume(backend: Backend, w: SnapshotWiring): PauseRes
   const aware = backend as SnapshotAwareBackend;
   const shared = !w.store && !!aware.snapshotRecords;
   // with a collector, every manifest delete schedules a garbage collection of the registry
-  const oci = w.gc
-    ? new CollectingOciClient({ registry: snap.registry, auth: w.auth }, w.gc)
-    : new OciClient({ registry: snap.registry, auth: w.auth });
+  const target = {
+    registry: snap.registry,
+    auth: w.auth,
+    ...(aware.snapshotRegistryAddress ? { address: aware.snapshotRegistryAddress } : {}),
+  };
+  const oci = w.gc ? new CollectingOciClient(target, w.gc) : new OciClient(target);
   const holder = w.holder ?? aware.snapshotHolder;
   const snapshotter = new Snapshotter({
     backend,

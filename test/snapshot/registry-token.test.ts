@@ -12,12 +12,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../../runtime/cli/main.ts";
 import { ManualClock } from "../../runtime/core/clock.ts";
 import { OciClient } from "../../runtime/snapshot/oci.ts";
+import { tokenAuthConfig } from "../../runtime/config/schema.ts";
 import { registryLoginFor } from "../../runtime/snapshot/registryLogin.ts";
 import {
   issuerAuth,
   loadTokenIssuer,
   sandboxToken,
-  tokenAuthConfig,
   tokenIssuer,
   tokenKeyPair,
 } from "../../runtime/snapshot/registryToken.ts";

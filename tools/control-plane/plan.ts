@@ -3,7 +3,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT } from "../../runtime/k8s/contract.ts";
-import { tokenAuthConfig } from "../../runtime/snapshot/registryToken.ts";
+import { LAYER_REGISTRY } from "../../components/shared/k8s.ts";
+import { tokenAuthConfig } from "../../runtime/config/schema.ts";
 
 export interface Ports {
   etcdClient: number;
@@ -178,6 +179,9 @@ export function kubeletCommand(l: Layout, p: Ports, net: PodNet): Command {
       // Sandbox pods see the registries alone: they push and pull their own snapshot layers
       // (runtime/k8s/podLayers.ts), as a NetworkPolicy to the registry allows on a real cluster.
       `--sandbox-loopback-ports=${p.registry},${p.tokenRegistry}`,
+      // and a layer registry the platform deploys on the real node, at its pod's address
+      // (sbx:snapshots.layerRegistry), as a NetworkPolicy admitting it by label allows
+      `--sandbox-pod-ports=${LAYER_REGISTRY.port}`,
       `--api-port=${p.apiserver}`,
     ],
   };

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -209,6 +210,53 @@ func listenLoopbackIn(nsPath string, port int) (net.Listener, error) {
 		return err
 	})
 	return l, err
+}
+
+// reachPodsFrom lets a loopback-only namespace (a kwok-played sandbox's) reach the real
+// nodes' pods on ports, at their own addresses: the pod network's /24 becomes local there
+// (`ip route add local`), a listener on 0.0.0.0:<port> inside takes what is sent to any of
+// its addresses, and each connection is dialed from the host, which reaches every pod, to
+// the address it was sent to. What goes to another address (its own 127.0.0.1) is closed.
+func (n *podNetwork) reachPodsFrom(nsPath, nsenter string, ports []int) ([]net.Listener, error) {
+	out, err := exec.Command(nsenter, "--net="+nsPath, "ip", "route", "add", "local", n.prefix.String(), "dev", "lo").CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "File exists") {
+		return nil, fmt.Errorf("ip route add local %s: %v: %s", n.prefix.String(), err, strings.TrimSpace(string(out)))
+	}
+	var listeners []net.Listener
+	for _, port := range ports {
+		var l net.Listener
+		if err := inNetns(nsPath, func() (err error) {
+			l, err = net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", port))
+			return err
+		}); err != nil {
+			return listeners, err
+		}
+		listeners = append(listeners, l)
+		go n.servePodForward(l, port)
+	}
+	return listeners, nil
+}
+
+func (n *podNetwork) servePodForward(l net.Listener, port int) {
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return // closed by teardown
+		}
+		go func() {
+			dst, ok := conn.LocalAddr().(*net.TCPAddr)
+			if !ok || !n.prefix.Contains(dst.IP) || dst.IP.Equal(n.gateway) {
+				_ = conn.Close()
+				return
+			}
+			up, err := net.Dial("tcp4", net.JoinHostPort(dst.IP.String(), strconv.Itoa(port)))
+			if err != nil {
+				_ = conn.Close()
+				return
+			}
+			relay(conn, up)
+		}()
+	}
 }
 
 // serveLoopbackForward relays every connection accepted on l (a pod's loopback) to the same

@@ -32,6 +32,10 @@ type podDirs struct {
 	// 127.0.0.1 (the snapshot registry: a sandbox pod moves its own snapshot layers, the test
 	// cluster's stand-in for a NetworkPolicy that lets sandboxes reach the registry alone).
 	loopback []int
+	// podPorts: ports kwok-played containers reach on the real nodes' pods, at those pods' own
+	// addresses (--sandbox-pod-ports; the layer registry a platform deploys): the test
+	// cluster's stand-in for pod-to-pod traffic that a NetworkPolicy admits by label.
+	podPorts []int
 }
 
 func newPodDirs(root, bwrap string) *podDirs {
@@ -156,7 +160,7 @@ func (d *podDirs) startMain(pod *corev1.Pod, c *corev1.Container) (*container, e
 	}
 	ctr := startContainer(nil, d.bwrap, args, log)
 	go func() { <-ctr.exited; log.Close() }()
-	if len(d.loopback) > 0 {
+	if len(d.loopback) > 0 || len(d.podPorts) > 0 {
 		go d.forwardInto(pod, c.Name, ctr)
 	}
 	return ctr, nil
@@ -187,6 +191,18 @@ func (d *podDirs) forwardInto(pod *corev1.Pod, name string, ctr *container) {
 		}
 		listeners = append(listeners, l)
 		go serveLoopbackForward(l, port)
+	}
+	if len(d.podPorts) > 0 && d.real != nil {
+		ls, err := d.real.cfg.net.reachPodsFrom(nsPath, d.real.cfg.nsenter, d.podPorts)
+		if err != nil {
+			select {
+			case <-ctr.exited:
+			default:
+				fmt.Fprintf(os.Stderr, "sbx-kubelet: pod %s/%s container %s: reaching pod ports %v: %v\n",
+					pod.Namespace, pod.Name, name, d.podPorts, err)
+			}
+		}
+		listeners = append(listeners, ls...)
 	}
 	<-ctr.exited
 	for _, l := range listeners {

@@ -53,6 +53,7 @@ func runServe(args []string) error {
 	podCIDR := fs.String("pod-cidr", "", "the bridge's /24; the bridge holds .1, pods get .2-.254")
 	loopback := fs.String("loopback-ports", "", "comma-separated host loopback ports every real pod sees on its own 127.0.0.1 (API server, registry)")
 	sandboxLoopback := fs.String("sandbox-loopback-ports", "", "comma-separated host loopback ports every kwok-played pod also sees on its own 127.0.0.1 (the snapshot registry)")
+	sandboxPodPorts := fs.String("sandbox-pod-ports", "", "comma-separated ports every kwok-played pod reaches on the real nodes' pods at their addresses (a layer registry the platform deploys)")
 	apiPort := fs.Int("api-port", 0, "the API server's port, for KUBERNETES_SERVICE_PORT (forward it with --loopback-ports)")
 	hostIP := fs.String("host-ip", "127.0.0.1", "status.hostIP of pods on the real nodes (the nodes' InternalIP)")
 	if err := fs.Parse(args); err != nil {
@@ -84,6 +85,9 @@ func runServe(args []string) error {
 	defer stop()
 	s := &server{client: client, nsenter: *nsenter, setpriv: *setpriv, pods: newPodDirs(*root, *bwrap)}
 	if s.pods.loopback, err = parsePorts("--sandbox-loopback-ports", *sandboxLoopback); err != nil {
+		return err
+	}
+	if s.pods.podPorts, err = parsePorts("--sandbox-pod-ports", *sandboxPodPorts); err != nil {
 		return err
 	}
 	if *realNodes != "" {
