@@ -10,8 +10,10 @@ import { DEFAULT_SIZE_CLASSES, TOKEN_AUTH_DEFAULTS, TOKEN_NAME_RE } from "../run
 import { resolveInstanceLimits } from "../components/cluster/maxPods.ts";
 import { cidrContains, parseCidr } from "../components/shared/cidr.ts";
 import { bool, int, isPlainObject, list, obj, oneOf, optStr, quantity, str, strList, type Raw } from "./readers.ts";
+import { LAYER_REGISTRY, LAYER_REGISTRY_LABELS } from "../components/shared/k8s.ts";
 import type {
   EgressRule,
+  LayerRegistryConfig,
   NetworkConfig,
   NodeGroupConfig,
   PlatformConfig,
@@ -88,7 +90,7 @@ export function validatePlatformConfig(raw: Raw): PlatformConfig {
     budget: readBudget(raw.budget),
     defaults: readDefaults(raw.defaults, sizeClasses, images.profiles),
     warmPool: readWarmPool(raw.warmPool, sizeClasses, images.profiles),
-    egress: [...readEgress(raw.egress, namespaces.sandbox), ...registryEgress(snapshots)],
+    egress: [...readEgress(raw.egress, namespaces.sandbox), ...registryEgress(snapshots, namespaces.runtime)],
     blockedCidrs: readBlockedCidrs(raw.blockedCidrs),
     runtime: readRuntime(raw.runtime),
   };
@@ -329,8 +331,16 @@ const REPOSITORY_URL = {
 };
 
 function readSnapshots(v: unknown, mode: PlatformConfig["mode"], hasTokenKey: boolean): PlatformConfig["snapshots"] {
-  const o = obj(K("snapshots"), v, ["enabled", "retentionDays", "repositoryUrl", "podRegistry", "registryToken"]);
+  const o = obj(K("snapshots"), v, [
+    "enabled",
+    "retentionDays",
+    "repositoryUrl",
+    "podRegistry",
+    "registryToken",
+    "layerRegistry",
+  ]);
   const repositoryUrl = optStr(K("snapshots.repositoryUrl"), o.repositoryUrl, REPOSITORY_URL);
+  if (o.layerRegistry !== undefined) return readWithLayerRegistry(o, mode, hasTokenKey, repositoryUrl);
   // pods moving their own layers (docs/pause-resume.md): all three, and a registry of the stack's
   // own. An address, not a name: the pod's helper is a static binary with no resolver, and the
   // sandboxes' egress rule to the registry (registryEgress) is one address and port
@@ -371,6 +381,88 @@ function readSnapshots(v: unknown, mode: PlatformConfig["mode"], hasTokenKey: bo
   };
 }
 
+/**
+ * The platform runs the registry (components/layerRegistry): it takes the place of
+ * repositoryUrl and podRegistry, and always comes with the token pair.
+ */
+function readWithLayerRegistry(
+  o: Raw,
+  mode: PlatformConfig["mode"],
+  hasTokenKey: boolean,
+  repositoryUrl: string | undefined,
+): PlatformConfig["snapshots"] {
+  const key = K("snapshots.layerRegistry");
+  if (mode === "eks")
+    throw new ValidationError(
+      key,
+      o.layerRegistry,
+      "eks mode keeps snapshots in its own ECR repository; the in-cluster layer registry needs a storage backend there (S3) that this release does not deploy yet: remove it",
+    );
+  for (const [name, given] of [
+    ["repositoryUrl", repositoryUrl],
+    ["podRegistry", o.podRegistry],
+  ] as const)
+    if (given !== undefined)
+      throw new ValidationError(
+        K(`snapshots.${name}`),
+        given,
+        "the layer registry is where snapshots go and where pods move their layers: remove this, or remove sbx:snapshots.layerRegistry to use a registry of your own",
+      );
+  if (o.registryToken === undefined || !hasTokenKey)
+    throw new ValidationError(
+      o.registryToken === undefined ? K("snapshots.registryToken") : K("registryTokenKey"),
+      undefined,
+      `the layer registry trusts the runtime's token pair: set sbx:snapshots.registryToken and the secret sbx:registryTokenKey (${REGISTRY_TOKEN_HOWTO})`,
+    );
+  const r = obj(key, o.layerRegistry ?? {}, ["image", "binary", "storage", "cpu", "memory"]);
+  const st = obj(`${key}.storage`, r.storage ?? {}, ["kind", "size", "storageClassName", "sizeLimit"]);
+  const kind = oneOf(`${key}.storage.kind`, st.kind, ["volume", "emptyDir"] as const, "volume");
+  const size = (field: string, v: unknown, def: string) => {
+    const q = quantity(`${key}.storage.${field}`, v, def);
+    parseMemory(`${key}.storage.${field}`, q);
+    return q;
+  };
+  const storage: LayerRegistryConfig["storage"] =
+    kind === "volume"
+      ? {
+          kind,
+          size: size("size", st.size, "20Gi"),
+          ...(st.storageClassName === undefined
+            ? {}
+            : {
+                storageClassName: str(`${key}.storage.storageClassName`, st.storageClassName, undefined, DNS_SUBDOMAIN),
+              }),
+        }
+      : { kind, sizeLimit: size("sizeLimit", st.sizeLimit, "20Gi") };
+  const cpu = quantity(`${key}.cpu`, r.cpu, "250m");
+  const memory = quantity(`${key}.memory`, r.memory, "256Mi");
+  parseCpu(`${key}.cpu`, cpu);
+  parseMemory(`${key}.memory`, memory);
+  return {
+    enabled: bool(K("snapshots.enabled"), o.enabled, true),
+    retentionDays: int(K("snapshots.retentionDays"), o.retentionDays, 7, 1, 3650),
+    registryToken: readRegistryToken(o.registryToken),
+    layerRegistry: {
+      image: str(`${key}.image`, r.image, "registry:3.0.0", {
+        re: /^[\w][\w.:/@-]{0,254}$/,
+        fix: "give an image reference such as registry:3.0.0 or <account>.dkr.ecr.<region>.amazonaws.com/registry:3.0.0",
+      }),
+      binary: str(`${key}.binary`, r.binary, "/bin/registry", {
+        re: /^\/[\w./-]+$/,
+        fix: "give the absolute path of the registry binary inside the image (/bin/registry in the official image)",
+      }),
+      storage,
+      cpu,
+      memory,
+    },
+  };
+}
+
+const DNS_SUBDOMAIN = {
+  re: /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/,
+  fix: "give a StorageClass name: lowercase letters, digits, '-' and '.'",
+};
+
 const REGISTRY_TOKEN_HOWTO =
   "`sbx registry-token-key --dir DIR`, then `pulumi config set --path sbx:snapshots.registryToken.certificate < DIR/cert.pem` and `pulumi config set --secret sbx:registryTokenKey < DIR/key.pem`";
 
@@ -410,11 +502,23 @@ function readRegistryToken(v: unknown): NonNullable<PlatformConfig["snapshots"][
 }
 
 /**
- * Sandboxes reach the registry they move their own layers to (snapshots.podRegistry), at that
- * address and port alone. A /32 is never cut by blockedCidrs (only ranges strictly inside).
+ * Sandboxes reach the registry they move their own layers to: the layer registry's pods by
+ * label, or snapshots.podRegistry at that address and port alone. A /32 is never cut by
+ * blockedCidrs (only ranges strictly inside).
  */
-export function registryEgress(s: PlatformConfig["snapshots"]): EgressRule[] {
-  if (!s.enabled || !s.podRegistry) return [];
+export function registryEgress(s: PlatformConfig["snapshots"], runtimeNamespace: string): EgressRule[] {
+  if (!s.enabled) return [];
+  // the layer registry's pods, by label: the runtime hands sandboxes their pod address
+  if (s.layerRegistry)
+    return [
+      {
+        kind: "pods",
+        namespace: runtimeNamespace,
+        podLabels: { ...LAYER_REGISTRY_LABELS },
+        ports: [LAYER_REGISTRY.port],
+      },
+    ];
+  if (!s.podRegistry) return [];
   const u = new URL(s.podRegistry);
   return [{ kind: "cidr", cidr: `${u.hostname}/32`, ports: [Number(u.port || 80)] }];
 }

@@ -7,6 +7,8 @@ import { ValidationError } from "../../runtime/core/errors.ts";
 import { Cluster } from "../cluster/component.ts";
 import { SYSTEM_NODE_SELECTOR } from "../cluster/plan.ts";
 import { Identity } from "../identity/component.ts";
+import { LayerRegistry } from "../layerRegistry/component.ts";
+import { LAYER_REGISTRY, layerRegistryUrl } from "../shared/k8s.ts";
 import { ImageProfiles } from "../images/component.ts";
 import { Network } from "../network/component.ts";
 import type { RuntimeArgs } from "../runtime/args.ts";
@@ -37,8 +39,18 @@ export class SandboxPlatform extends pulumi.ComponentResource {
         throw new ValidationError("sbx:kubeconfig", undefined, "existing-cluster mode needs a kubeconfig");
       provider = new k8s.Provider(`${name}-k8s`, { kubeconfig: args.kubeconfig, enableServerSideApply: true }, parent);
       this.catalog = pulumi.output(cfg.images.catalog);
-      // no ECR here: pause/resume use the registry the stack names, or are off without one
-      if (cfg.snapshots.enabled && cfg.snapshots.repositoryUrl)
+      // no ECR here: pause/resume use the layer registry the platform runs, the registry the
+      // stack names, or are off without either
+      if (cfg.snapshots.enabled && cfg.snapshots.layerRegistry && cfg.snapshots.registryToken)
+        runtimeExtra = {
+          snapshots: {
+            repositoryUrl: `${layerRegistryUrl(cfg.namespaces.runtime)}/${LAYER_REGISTRY.repository}`,
+            retentionDays: cfg.snapshots.retentionDays,
+            inCluster: true,
+            registryToken: { ...cfg.snapshots.registryToken, key: requireTokenKey(args) },
+          },
+        };
+      else if (cfg.snapshots.enabled && cfg.snapshots.repositoryUrl)
         runtimeExtra = {
           snapshots: {
             repositoryUrl: cfg.snapshots.repositoryUrl,
@@ -133,6 +145,20 @@ export class SandboxPlatform extends pulumi.ComponentResource {
       { ...common, ...runtimeExtra, provider, catalog: this.catalog },
       { parent: this, dependsOn: [tenancy] },
     );
+    const layers = runtimeExtra.snapshots?.inCluster ? cfg.snapshots.layerRegistry : undefined;
+    if (layers && runtimeExtra.snapshots?.registryToken)
+      new LayerRegistry(
+        `${name}-layer-registry`,
+        {
+          provider,
+          namespace: cfg.namespaces.runtime,
+          sandboxNamespace: cfg.namespaces.sandbox,
+          config: layers,
+          token: runtimeExtra.snapshots.registryToken,
+          nodeSelector: runtimeExtra.nodeSelector,
+        },
+        { parent: this, dependsOn: [runtime.namespaceObject] },
+      );
     this.mode = cfg.mode;
     this.managerUrl = runtime.managerUrl;
     this.registerOutputs({

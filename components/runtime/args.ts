@@ -74,6 +74,8 @@ export interface RuntimeArgs {
 export interface PodLayersSettings {
   /** the registry as sandbox pods reach it, http://host:port */
   podRegistry?: string;
+  /** the registry is the platform's own in the runtime namespace (components/layerRegistry), reached at its pods */
+  inCluster?: boolean;
   registryToken?: RegistryTokenConfig & {
     /** PEM private key of `certificate` (secret); checked against it before anything deploys */
     key: pulumi.Input<string>;

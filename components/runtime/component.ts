@@ -24,6 +24,8 @@ export class Runtime extends pulumi.ComponentResource {
   /** in-cluster URL of the manager's HTTP API */
   readonly managerUrl: string;
   readonly configJson: pulumi.Output<string>;
+  /** the runtime namespace object: what else deploys into that namespace depends on it */
+  readonly namespaceObject: pulumi.Resource;
 
   constructor(name: string, args: RuntimeArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sbx:runtime:Runtime", name, {}, opts);
@@ -77,6 +79,7 @@ export class Runtime extends pulumi.ComponentResource {
     };
 
     const ns = make(renderNamespace(args.namespace));
+    this.namespaceObject = ns;
     const crd = make(renderCrd());
     const rbac = renderRbac(args.namespace, args.sandboxNamespace).map((o) => make(o, [ns]));
     const config = renderConfigObjects(input).map((o) => make(o, [ns]));
@@ -128,9 +131,12 @@ function validateEarly(args: RuntimeArgs): void {
       : undefined,
     snapshots: args.snapshots
       ? {
-          repositoryUrl: "registry.invalid/placeholder",
+          repositoryUrl: args.snapshots.inCluster
+            ? "http://placeholder.placeholder.svc:5000/placeholder"
+            : "registry.invalid/placeholder",
           retentionDays: args.snapshots.retentionDays,
           podRegistry: args.snapshots.podRegistry,
+          inCluster: args.snapshots.inCluster,
           registryToken: args.snapshots.registryToken && publicHalf(args.snapshots.registryToken),
         }
       : undefined,

@@ -30,6 +30,8 @@ export interface RuntimeConfigValues {
     repositoryUrl: string;
     retentionDays: number;
     podRegistry?: string;
+    /** the registry is the platform's in-cluster one (components/layerRegistry): pods move their layers there */
+    inCluster?: boolean;
     registryToken?: RegistryTokenConfig;
   };
 }
@@ -67,21 +69,21 @@ export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
         v.snapshots.repositoryUrl,
         "expected <registry>/<repository>",
       );
-    const { podRegistry, registryToken } = v.snapshots;
+    const { podRegistry, inCluster, registryToken } = v.snapshots;
     // pods moving their layers always get a token each here: no one-tenant mode from Pulumi
-    if (!podRegistry !== !registryToken)
+    if (!(podRegistry || inCluster) !== !registryToken)
       throw new ValidationError(
-        podRegistry ? "snapshots.registryToken" : "snapshots.podRegistry",
+        registryToken ? "snapshots.podRegistry" : "snapshots.registryToken",
         podRegistry ?? "(unset)",
-        "set podRegistry and registryToken together: pods move their own layers only with a token each",
+        "set podRegistry (or the in-cluster layer registry) and registryToken together: pods move their own layers only with a token each",
       );
     cfg.snapshots = {
       registry: v.snapshots.repositoryUrl.slice(0, slash),
       repository: v.snapshots.repositoryUrl.slice(slash + 1),
       retentionDays: v.snapshots.retentionDays,
-      ...(podRegistry
+      ...(podRegistry || inCluster
         ? {
-            podRegistry,
+            ...(inCluster ? { inCluster: true } : { podRegistry }),
             tokenAuth: {
               keyFile: `${PATHS.registryTokenDir}/key.pem`,
               certFile: `${PATHS.registryTokenDir}/cert.pem`,

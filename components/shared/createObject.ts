@@ -13,6 +13,7 @@ const CTORS: Record<string, Ctor> = {
   "v1/ConfigMap": k8s.core.v1.ConfigMap,
   "v1/Secret": k8s.core.v1.Secret,
   "v1/Service": k8s.core.v1.Service,
+  "v1/PersistentVolumeClaim": k8s.core.v1.PersistentVolumeClaim,
   "v1/ResourceQuota": k8s.core.v1.ResourceQuota,
   "v1/LimitRange": k8s.core.v1.LimitRange,
   "apps/v1/Deployment": k8s.apps.v1.Deployment,

@@ -31,6 +31,18 @@ export type EgressRule =
   | { kind: "cidr"; cidr: string; ports: number[] }
   | { kind: "pods"; namespace: string; podLabels: Record<string, string>; ports: number[] };
 
+/** sbx:snapshots.layerRegistry: a distribution registry the platform runs for paused sandboxes' layers. */
+export interface LayerRegistryConfig {
+  /** a distribution registry image, v2.8 or v3 */
+  image: string;
+  /** its registry binary inside the image; started as `<binary> serve <config>` */
+  binary: string;
+  /** where the layers live: a volume claim (default), or an emptyDir that dies with the pod (trials only) */
+  storage: { kind: "volume"; size: string; storageClassName?: string } | { kind: "emptyDir"; sizeLimit: string };
+  cpu: string;
+  memory: string;
+}
+
 export type NetworkConfig =
   | { mode: "create"; cidr: string; azCount: number; natGateways: "single" | "perAz" }
   | { mode: "existing"; vpcId: string; cidr: string; privateSubnetIds: string[]; publicSubnetIds: string[] };
@@ -60,6 +72,8 @@ export interface PlatformConfig {
     podRegistry?: string;
     /** the token pair's certificate and the registry's names; the key is the secret sbx:registryTokenKey */
     registryToken?: RegistryTokenConfig;
+    /** the platform deploys the registry in the runtime namespace (components/layerRegistry); with registryToken */
+    layerRegistry?: LayerRegistryConfig;
   };
   outputs: { expirationDays: number };
   namespaces: { sandbox: string; runtime: string };

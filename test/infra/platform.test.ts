@@ -387,6 +387,128 @@ describe("sbx:snapshots.repositoryUrl (existing-cluster mode)", () => {
     expect(() => checkTokenKey("garbage", PAIR.certPem)).toThrow(/sbx:registryTokenKey.*not a PEM private key/);
     expect(checkTokenKey(PAIR.keyPem, PAIR.certPem)).toBe(PAIR.keyPem);
   });
+  it("layerRegistry: the platform runs the registry, the runtime reaches it at its pods, sandboxes by label", async () => {
+    const layers = (over: Record<string, unknown> = {}) => ({
+      snapshots: {
+        registryToken: { certificate: PAIR.certPem, service: "regs" },
+        layerRegistry: { storage: { kind: "volume", size: "50Gi", storageClassName: "fast" }, ...over },
+      },
+    });
+    const run = await deploy("existing-cluster", layers(), { registryTokenKey: PAIR.keyPem });
+    expect(configOf(run).snapshots).toMatchObject({
+      registry: "http://sbx-layer-registry.sbx-system.svc:5000",
+      repository: "sbx-snapshots",
+      inCluster: true,
+      tokenAuth: { keyFile: "/etc/sbx/registry-token/key.pem", service: "regs" },
+    });
+    expect(configOf(run).snapshots.podRegistry).toBeUndefined();
+    const dep = one(run.resources, "kubernetes:apps/v1:Deployment", "deployment-sbx-layer-registry").inputs;
+    expect(dep.metadata.namespace).toBe("sbx-system");
+    expect(dep.spec.strategy).toEqual({ type: "Recreate" });
+    const pod = dep.spec.template.spec;
+    expect(pod.containers[0].image).toBe("registry:3.0.0");
+    expect(pod.containers[0].command).toEqual(["/bin/registry", "serve", "/etc/sbx-layer-registry/config.yml"]);
+    expect(pod.containers[0].securityContext).toMatchObject({
+      runAsNonRoot: true,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ["ALL"] },
+    });
+    expect(pod.volumes).toContainEqual({ name: "data", persistentVolumeClaim: { claimName: "sbx-layer-registry" } });
+    // the key never reaches the registry: only the certificate, and a secret derived from the key
+    const secret = one(run.resources, "kubernetes:core/v1:Secret", "secret-sbx-layer-registry");
+    const yml = secret.inputs.stringData["config.yml"] as string;
+    expect(yml).toContain("rootcertbundle: /etc/sbx-layer-registry/token-cert.pem");
+    expect(yml).toContain('service: "regs"');
+    expect(yml).toMatch(/secret: "[0-9a-f]{32}"/);
+    expect(secret.inputs.stringData["token-cert.pem"]).toBe(PAIR.certPem);
+    expect(JSON.stringify(secret.inputs)).not.toContain("PRIVATE KEY");
+    expect(isSecret(secret.raw.stringData) || isSecret(secret.raw.stringData["config.yml"])).toBe(true);
+    const pvc = one(run.resources, "kubernetes:core/v1:PersistentVolumeClaim", "sbx-layer-registry").inputs;
+    expect(pvc.spec).toEqual({
+      accessModes: ["ReadWriteOnce"],
+      resources: { requests: { storage: "50Gi" } },
+      storageClassName: "fast",
+    });
+    expect(one(run.resources, "kubernetes:core/v1:Service", "service-sbx-layer-registry").inputs.spec.ports).toEqual([
+      { name: "http", port: 5000, targetPort: "http", protocol: "TCP" },
+    ]);
+    // sandboxes may reach the registry's pods on its port, by label; it admits sandboxes and the runtime only
+    const egress = one(run.resources, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "allow-egress");
+    expect(egress.inputs.spec.egress).toEqual([
+      {
+        to: [
+          {
+            namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "sbx-system" } },
+            podSelector: { matchLabels: { "app.kubernetes.io/name": "sbx-layer-registry" } },
+          },
+        ],
+        ports: [{ protocol: "TCP", port: 5000 }],
+      },
+    ]);
+    const ingress = one(run.resources, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "sbx-layer-registry").inputs;
+    expect(ingress.spec.policyTypes).toEqual(["Ingress"]);
+    expect(ingress.spec.ingress[0].from[0]).toEqual({
+      namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "sbx-sandboxes" } },
+    });
+    // both roles may read where its pods are
+    const runtimeRole = one(run.resources, "kubernetes:rbac.authorization.k8s.io/v1:Role", "sbx-controller-runtime");
+    expect(runtimeRole.inputs.rules).toContainEqual({
+      apiGroups: ["discovery.k8s.io"],
+      resources: ["endpointslices"],
+      verbs: ["list"],
+    });
+    // an emptyDir for trials: no claim
+    const trial = await deploy(
+      "existing-cluster",
+      layers({ storage: { kind: "emptyDir", sizeLimit: "2Gi" }, binary: "/usr/bin/docker-registry" }),
+      { registryTokenKey: PAIR.keyPem },
+    );
+    const tpod = one(trial.resources, "kubernetes:apps/v1:Deployment", "deployment-sbx-layer-registry").inputs.spec
+      .template.spec;
+    expect(tpod.volumes).toContainEqual({ name: "data", emptyDir: { sizeLimit: "2Gi" } });
+    expect(tpod.containers[0].command[0]).toBe("/usr/bin/docker-registry");
+    expect(ofType(trial.resources, "kubernetes:core/v1:PersistentVolumeClaim")).toEqual([]);
+    // a new certificate rolls the registry's pod
+    const other = tokenKeyPair({ now: new Date(0) });
+    const next = await deploy(
+      "existing-cluster",
+      { snapshots: { ...layers().snapshots, registryToken: { certificate: other.certPem, service: "regs" } } },
+      { registryTokenKey: other.keyPem },
+    );
+    const roll = (r: Run) =>
+      one(r.resources, "kubernetes:apps/v1:Deployment", "deployment-sbx-layer-registry").inputs.spec.template.metadata
+        .annotations["sbx.dev/config-sha256"];
+    expect(roll(next)).not.toBe(roll(run));
+  });
+  it("layerRegistry is refused with a registry of the stack's own, without the token pair, in eks mode, or malformed", async () => {
+    const key = { registryTokenKey: PAIR.keyPem };
+    const base = { registryToken: { certificate: PAIR.certPem }, layerRegistry: {} };
+    await expect(
+      deploy("existing-cluster", { snapshots: { ...base, repositoryUrl: "http://10.244.0.1:5000/x" } }, key),
+    ).rejects.toThrow(/sbx:snapshots.repositoryUrl: .*layer registry is where snapshots go/);
+    await expect(
+      deploy("existing-cluster", { snapshots: { ...base, podRegistry: "http://10.244.0.1:5000" } }, key),
+    ).rejects.toThrow(/sbx:snapshots.podRegistry: .*layer registry/);
+    await expect(deploy("existing-cluster", { snapshots: base })).rejects.toThrow(
+      /sbx:registryTokenKey: .*layer registry trusts the runtime's token pair/,
+    );
+    await expect(deploy("existing-cluster", { snapshots: { layerRegistry: {} } }, key)).rejects.toThrow(
+      /sbx:snapshots.registryToken: .*token pair/,
+    );
+    await expect(deploy("eks", { snapshots: base }, key)).rejects.toThrow(/sbx:snapshots.layerRegistry: .*eks mode/);
+    await expect(
+      deploy("existing-cluster", { snapshots: { ...base, layerRegistry: { storage: { kind: "s3" } } } }, key),
+    ).rejects.toThrow(/sbx:snapshots.layerRegistry.storage.kind/);
+    await expect(
+      deploy("existing-cluster", { snapshots: { ...base, layerRegistry: { binary: "registry" } } }, key),
+    ).rejects.toThrow(/sbx:snapshots.layerRegistry.binary.*absolute path/);
+    await expect(
+      deploy("existing-cluster", { snapshots: { ...base, layerRegistry: { storage: { size: "lots" } } } }, key),
+    ).rejects.toThrow(/sbx:snapshots.layerRegistry.storage.size/);
+    await expect(
+      deploy("existing-cluster", { snapshots: { ...base, layerRegistry: { replicas: 2 } } }, key),
+    ).rejects.toThrow(/sbx:snapshots.layerRegistry.*replicas/);
+  });
   it("is refused in eks mode, which makes its own ECR repository, and when malformed", async () => {
     await expect(deploy("eks", { snapshots: { repositoryUrl: "registry.example.com/x" } })).rejects.toThrow(
       /sbx:snapshots.repositoryUrl.*eks mode creates its own ECR repository/,

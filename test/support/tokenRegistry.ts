@@ -11,9 +11,14 @@ import { tokenRegistry } from "./cluster.ts";
 /**
  * Each layer of sandbox `id`'s snapshot is in the sandbox's own repository (`<repository>/<id>`,
  * where only the pod's path puts it) and mounted into the snapshot repository, and neither is
- * readable without a token. Read with a replica's login, signed with the boot's key pair.
+ * readable without a token. Read with a replica's login, signed with the boot's key pair, at
+ * `registryUrl` (default: the boot's token registry; any registry that trusts the boot's pair).
  */
-export async function expectLayersInSandboxRepository(snapshot: SnapshotInfo | undefined, id: string): Promise<void> {
+export async function expectLayersInSandboxRepository(
+  snapshot: SnapshotInfo | undefined,
+  id: string,
+  registryUrl = tokenRegistry().url,
+): Promise<void> {
   expect(snapshot?.layers.length).toBeGreaterThan(0);
   const tr = tokenRegistry();
   const issuer = tokenIssuer({
@@ -25,12 +30,12 @@ export async function expectLayersInSandboxRepository(snapshot: SnapshotInfo | u
     clock: systemClock,
   });
   const { repository, layers } = snapshot!;
-  const replica = new OciClient({ registry: tr.url, auth: issuerAuth(issuer, repository) });
+  const replica = new OciClient({ registry: registryUrl, auth: issuerAuth(issuer, repository) });
   try {
     for (const layer of layers) {
       expect(await replica.blobExists(sandboxRepository(repository, id), layer.digest)).toBe(true);
       expect(await replica.blobExists(repository, layer.digest)).toBe(true);
-      expect((await fetch(`${tr.url}/v2/${repository}/blobs/${layer.digest}`)).status).toBe(401);
+      expect((await fetch(`${registryUrl}/v2/${repository}/blobs/${layer.digest}`)).status).toBe(401);
     }
   } finally {
     replica.close();

@@ -23,6 +23,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vi
 import { bundleRuntime } from "../../../components/runtime/bundle.ts";
 import { LEASE_NAME } from "../../../components/runtime/config.ts";
 import { ANNOTATION_RUNTIME_SHA, NAMES, renderRbac } from "../../../components/runtime/render.ts";
+import { LAYER_REGISTRY } from "../../../components/shared/k8s.ts";
 import { API_GROUP, API_VERSION, LABELS, POOL, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
 import { type DeployOptions, type DeployStack, openDeployStack } from "../../../tools/deploy/engine.ts";
 import { locateEngine, REPO } from "../../../tools/deploy/paths.ts";
@@ -51,11 +52,13 @@ const token = randomBytes(32).toString("hex");
 const REAL_NODE = "sbx-system-0";
 const NEXT_ENTRY = join(import.meta.dirname, "fixtures/runtime-next.ts");
 const repoStackText = readFileSync(join(REPO, "stacks/Pulumi.local.yaml"), "utf8");
-// snapshots go to the boot's registry in `auth: token` mode: the runtime signs the tokens, and
-// each sandbox pod pushes and pulls its own layers with a token for its own repository alone
+// snapshots go to the layer registry the platform deploys (sbx:snapshots.layerRegistry): the
+// host's docker-registry serving the Deployment's pod, in `auth: token` mode with the boot's
+// token pair, so each sandbox pod pushes and pulls its own layers at that pod's address with a
+// token for its own repository alone
 const tokens = tokenRegistry();
 const tokenKeyPem = readFileSync(tokens.keyFile, "utf8");
-const SNAPSHOT_REPOSITORY = `deploy-${suffix}/snapshots`;
+const SNAPSHOT_REPOSITORY = LAYER_REGISTRY.repository;
 
 interface ObjectRef {
   apiVersion: string;
@@ -91,13 +94,13 @@ function options(over: Partial<DeployOptions> = {}, budgetCpu = "4"): DeployOpti
       runtime: { managerReplicas: 1, controllerReplicas: 2, cpu: "200m", memory: "256Mi" },
       budget: { cpu: budgetCpu, memory: "8Gi" },
       snapshots: {
-        repositoryUrl: `${tokens.url}/${SNAPSHOT_REPOSITORY}`,
-        podRegistry: tokens.url,
         registryToken: {
           certificate: readFileSync(tokens.certFile, "utf8"),
           issuer: tokens.issuer,
           service: tokens.service,
         },
+        // the test kubelet runs the host's binary for any image; an emptyDir as no volume provisioner runs here
+        layerRegistry: { binary: "/usr/bin/docker-registry", storage: { kind: "emptyDir", sizeLimit: "4Gi" } },
       },
     },
     secrets: { registryTokenKey: tokenKeyPem },
@@ -218,6 +221,17 @@ async function rolledOut(): Promise<Record<string, V1Pod[]>> {
   return out;
 }
 
+/** http://<pod ip>:<port> of the layer registry's Ready pod (the host reaches pod addresses). */
+async function layerRegistryAt(): Promise<string> {
+  let at = "";
+  await waitFor("the layer registry's pod Ready", async () => {
+    const [pod] = (await livePods(kc, NS.runtime, LAYER_REGISTRY.name)).filter(isReady);
+    at = pod?.status?.podIP ? `http://${pod.status.podIP}:${LAYER_REGISTRY.port}` : "";
+    return !!at;
+  });
+  return at;
+}
+
 /** The controller that holds the Lease is one of the live controller pods (it may change hands). */
 async function expectOneLeader(controllers: V1Pod[]): Promise<void> {
   const names = controllers.map((p) => p.metadata!.name!);
@@ -294,11 +308,10 @@ describe("the platform as deployed by the real engine", () => {
             .sort();
         expect(kinds("Namespace")).toEqual([`/${NS.runtime}`, `/${NS.sandbox}`].sort());
         expect(kinds("CustomResourceDefinition")).toEqual(["/sandboxes.sbx.dev"]);
-        expect(kinds("Deployment")).toEqual([`${NS.runtime}/${NAMES.controller}`, `${NS.runtime}/${NAMES.manager}`]);
-        expect(kinds("Service")).toEqual([`${NS.runtime}/${NAMES.manager}`]);
-        expect(kinds("Secret")).toEqual(
-          [`${NS.runtime}/${NAMES.tokens}`, `${NS.runtime}/${NAMES.registryToken}`].sort(),
-        );
+        const inRuntime = (...names: string[]) => names.map((n) => `${NS.runtime}/${n}`).sort();
+        expect(kinds("Deployment")).toEqual(inRuntime(NAMES.controller, LAYER_REGISTRY.name, NAMES.manager));
+        expect(kinds("Service")).toEqual(inRuntime(LAYER_REGISTRY.name, NAMES.manager));
+        expect(kinds("Secret")).toEqual(inRuntime(LAYER_REGISTRY.name, NAMES.tokens, NAMES.registryToken));
         expect(kinds("ConfigMap")).toEqual(
           expect.arrayContaining([`${NS.runtime}/${NAMES.catalog}`, `${NS.runtime}/${NAMES.config}`]),
         );
@@ -310,6 +323,7 @@ describe("the platform as deployed by the real engine", () => {
         const rbac = renderRbac(NS.runtime, NS.sandbox);
         for (const k of ["ServiceAccount", "Role", "RoleBinding"]) {
           const want = rbac.filter((o) => o.kind === k).map((o) => `${o.metadata.namespace}/${o.metadata.name}`);
+          if (k === "ServiceAccount") want.push(...inRuntime(LAYER_REGISTRY.name)); // it runs with no API token
           expect(kinds(k)).toEqual(want.sort());
         }
         const missing: string[] = [];
@@ -324,6 +338,9 @@ describe("the platform as deployed by the real engine", () => {
           expect(p.status?.podIP).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
         }
         await expectOneLeader(pods[NAMES.controller]);
+        // the layer registry: Ready on its port, and nothing for anyone without a token
+        const url = await layerRegistryAt();
+        expect((await fetch(`${url}/v2/`)).status).toBe(401);
       }),
     STEP,
   );
@@ -370,7 +387,7 @@ describe("the platform as deployed by the real engine", () => {
         // the pod moved its layers, in its own repository with its own token
         const { snapshot } = await snapshotRecordOf(kc, NS.sandbox, id);
         expect(snapshot?.repository).toBe(SNAPSHOT_REPOSITORY);
-        await expectLayersInSandboxRepository(snapshot, id);
+        await expectLayersInSandboxRepository(snapshot, id, await layerRegistryAt());
         const counts = layerCounts(await (await fetch(`${manager!.url}/metrics`)).text());
         expect(counts.podPush).toBeGreaterThan(0);
         expect(counts.replicaPush).toBe(0);
