@@ -41,7 +41,10 @@ export async function startLocalHelper(prefix: string): Promise<LocalHelper> {
     close: () => {
       for (const pid of daemons) killIfAlive(pid);
       daemons.clear(); // a second close must not signal a pid the system may have reused
-      rmSync(root, { recursive: true, force: true });
+      // SIGKILL lands asynchronously: a dying daemon (or a command it ran) may still be writing
+      // its sockets and files while the tree goes, which rmdir answers with ENOTEMPTY (seen
+      // once in a CI run): try again, briefly
+      rmSync(root, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 });
     },
   };
 }
