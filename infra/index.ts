@@ -13,4 +13,5 @@ export const catalog = outputs.catalog;
 export const clusterName = outputs.clusterName;
 export const kubeconfig = outputs.kubeconfig;
 export const outputsBucket = outputs.outputsBucket;
+export const layersBucket = outputs.layersBucket;
 export const runtimeSha256 = outputs.runtimeSha256;

@@ -38,6 +38,7 @@ export function buildProgram(deps: ProgramDeps) {
     clusterName: platform.clusterName,
     kubeconfig: platform.kubeconfig,
     outputsBucket: platform.bucketName,
+    layersBucket: platform.layerBucketName,
     runtimeSha256: delivery.kind === "bundle" ? delivery.bundle.sha256 : undefined,
   };
 }

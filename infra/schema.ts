@@ -392,12 +392,6 @@ function readWithLayerRegistry(
   repositoryUrl: string | undefined,
 ): PlatformConfig["snapshots"] {
   const key = K("snapshots.layerRegistry");
-  if (mode === "eks")
-    throw new ValidationError(
-      key,
-      o.layerRegistry,
-      "eks mode keeps snapshots in its own ECR repository; the in-cluster layer registry needs a storage backend there (S3) that this release does not deploy yet: remove it",
-    );
   for (const [name, given] of [
     ["repositoryUrl", repositoryUrl],
     ["podRegistry", o.podRegistry],
@@ -416,24 +410,43 @@ function readWithLayerRegistry(
     );
   const r = obj(key, o.layerRegistry ?? {}, ["image", "binary", "storage", "cpu", "memory"]);
   const st = obj(`${key}.storage`, r.storage ?? {}, ["kind", "size", "storageClassName", "sizeLimit"]);
-  const kind = oneOf(`${key}.storage.kind`, st.kind, ["volume", "emptyDir"] as const, "volume");
+  // eks: a bucket the platform makes; elsewhere no AWS is reached, so a volume claim
+  const kind = oneOf(
+    `${key}.storage.kind`,
+    st.kind,
+    ["s3", "volume", "emptyDir"] as const,
+    mode === "eks" ? "s3" : "volume",
+  );
+  if (kind === "s3" && mode !== "eks")
+    throw new ValidationError(
+      `${key}.storage.kind`,
+      kind,
+      "s3 storage is made in eks mode only (the platform creates the bucket and its role there); use volume here",
+    );
   const size = (field: string, v: unknown, def: string) => {
     const q = quantity(`${key}.storage.${field}`, v, def);
     parseMemory(`${key}.storage.${field}`, q);
     return q;
   };
   const storage: LayerRegistryConfig["storage"] =
-    kind === "volume"
-      ? {
-          kind,
-          size: size("size", st.size, "20Gi"),
-          ...(st.storageClassName === undefined
-            ? {}
-            : {
-                storageClassName: str(`${key}.storage.storageClassName`, st.storageClassName, undefined, DNS_SUBDOMAIN),
-              }),
-        }
-      : { kind, sizeLimit: size("sizeLimit", st.sizeLimit, "20Gi") };
+    kind === "s3"
+      ? { kind }
+      : kind === "volume"
+        ? {
+            kind,
+            size: size("size", st.size, "20Gi"),
+            ...(st.storageClassName === undefined
+              ? {}
+              : {
+                  storageClassName: str(
+                    `${key}.storage.storageClassName`,
+                    st.storageClassName,
+                    undefined,
+                    DNS_SUBDOMAIN,
+                  ),
+                }),
+          }
+        : { kind, sizeLimit: size("sizeLimit", st.sizeLimit, "20Gi") };
   const cpu = quantity(`${key}.cpu`, r.cpu, "250m");
   const memory = quantity(`${key}.memory`, r.memory, "256Mi");
   parseCpu(`${key}.cpu`, cpu);

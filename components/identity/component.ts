@@ -2,6 +2,7 @@
 // `sandboxes/*`, and the manager's Pod Identity role that assumes it per sandbox.
 import * as aws from "@pulumi/aws";
 import * as pulumi from "@pulumi/pulumi";
+import { privateBucket } from "../shared/bucket.ts";
 import type { IdentityArgs } from "./args.ts";
 import { baseRolePolicy, baseRoleTrustPolicy, managerPolicy, managerTrustPolicy, SANDBOX_PREFIX } from "./policies.ts";
 
@@ -13,50 +14,23 @@ export class Identity extends pulumi.ComponentResource {
   constructor(name: string, args: IdentityArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sbx:identity:Identity", name, {}, opts);
     const parent = { parent: this };
-    const bucket = new aws.s3.Bucket(`${name}-outputs`, { bucketPrefix: `${args.prefix}-outputs-` }, parent);
-    new aws.s3.BucketPublicAccessBlock(
+    const bucket = privateBucket(
       `${name}-outputs`,
-      {
-        bucket: bucket.id,
-        blockPublicAcls: true,
-        blockPublicPolicy: true,
-        ignorePublicAcls: true,
-        restrictPublicBuckets: true,
-      },
-      parent,
-    );
-    new aws.s3.BucketOwnershipControls(
-      `${name}-outputs`,
-      { bucket: bucket.id, rule: { objectOwnership: "BucketOwnerEnforced" } },
-      parent,
-    );
-    new aws.s3.BucketServerSideEncryptionConfiguration(
-      `${name}-outputs`,
-      {
-        bucket: bucket.id,
-        rules: [{ applyServerSideEncryptionByDefault: { sseAlgorithm: "AES256" }, bucketKeyEnabled: true }],
-      },
-      parent,
-    );
-    new aws.s3.BucketLifecycleConfiguration(
-      `${name}-outputs`,
-      {
-        bucket: bucket.id,
-        rules: [
-          {
-            id: "expire-sandbox-outputs",
-            status: "Enabled",
-            filter: { prefix: `${SANDBOX_PREFIX}/` },
-            expiration: { days: args.outputsExpirationDays },
-          },
-          {
-            id: "abort-incomplete-uploads",
-            status: "Enabled",
-            filter: { prefix: "" },
-            abortIncompleteMultipartUpload: { daysAfterInitiation: 1 },
-          },
-        ],
-      },
+      `${args.prefix}-outputs-`,
+      [
+        {
+          id: "expire-sandbox-outputs",
+          status: "Enabled",
+          filter: { prefix: `${SANDBOX_PREFIX}/` },
+          expiration: { days: args.outputsExpirationDays },
+        },
+        {
+          id: "abort-incomplete-uploads",
+          status: "Enabled",
+          filter: { prefix: "" },
+          abortIncompleteMultipartUpload: { daysAfterInitiation: 1 },
+        },
+      ],
       parent,
     );
 

@@ -96,3 +96,30 @@ export const NODE_MANAGED_POLICIES = [
 export function nodeTrustPolicy(): PolicyDocument {
   return doc({ Effect: "Allow", Principal: { Service: "ec2.amazonaws.com" }, Action: ["sts:AssumeRole"] });
 }
+
+/**
+ * The layer registry's role (sbx:snapshots.layerRegistry in eks mode): its own bucket alone,
+ * the actions distribution's s3 driver uses (objects and multipart uploads).
+ */
+export function layerRegistryPolicy(bucketArn: string): PolicyDocument {
+  return doc(
+    {
+      Sid: "LayerBucket",
+      Effect: "Allow",
+      Action: ["s3:ListBucket", "s3:GetBucketLocation", "s3:ListBucketMultipartUploads"],
+      Resource: bucketArn,
+    },
+    {
+      Sid: "LayerObjects",
+      Effect: "Allow",
+      Action: [
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:DeleteObject",
+        "s3:ListMultipartUploadParts",
+        "s3:AbortMultipartUpload",
+      ],
+      Resource: `${bucketArn}/*`,
+    },
+  );
+}

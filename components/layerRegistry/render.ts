@@ -26,6 +26,8 @@ export interface LayerRegistryRenderInput<S> {
   token: Pick<RegistryTokenConfig, "certificate" | "issuer" | "service">;
   /** layerRegistryConfigYaml's output */
   configYaml: S;
+  /** storage kind s3: its region (the bucket's name, an Output, is only in configYaml) */
+  s3Region?: string;
   nodeSelector?: Record<string, string>;
 }
 
@@ -36,15 +38,28 @@ export interface LayerRegistryRenderInput<S> {
 export function layerRegistryConfigYaml(i: {
   token: LayerRegistryRenderInput<string>["token"];
   httpSecret: string;
+  /** set: the s3 driver on this bucket (eks mode); else the filesystem under dataDir */
+  s3?: { bucket: string; region: string };
 }): string {
+  const driver = i.s3
+    ? [
+        "  s3:",
+        `    region: ${JSON.stringify(i.s3.region)}`,
+        `    bucket: ${JSON.stringify(i.s3.bucket)}`,
+        "    rootdirectory: /layers",
+        // the pod's helper speaks plain HTTP to the registry and nothing else: blobs are served by
+        // the registry itself, never as a redirect to a signed S3 URL
+        "  redirect:",
+        "    disable: true",
+      ]
+    : ["  filesystem:", `    rootdirectory: ${LAYER_REGISTRY.dataDir}`];
   return [
     "version: 0.1",
     "log:",
     "  level: info",
     "  formatter: json",
     "storage:",
-    "  filesystem:",
-    `    rootdirectory: ${LAYER_REGISTRY.dataDir}`,
+    ...driver,
     "  delete:",
     "    enabled: true",
     // an upload a pod abandoned (its sandbox died mid-pause) is reclaimed after a day
@@ -68,7 +83,13 @@ export function renderLayerRegistry<S>(i: LayerRegistryRenderInput<S>): K8sObjec
   const labels = { ...partOf("layer-registry"), ...LAYER_REGISTRY_LABELS };
   // the registry reads both files at start only: either changing rolls its pod
   const rollSha = createHash("sha256")
-    .update(layerRegistryConfigYaml({ token: i.token, httpSecret: "" }))
+    .update(
+      layerRegistryConfigYaml({
+        token: i.token,
+        httpSecret: "",
+        ...(i.s3Region ? { s3: { bucket: "", region: i.s3Region } } : {}),
+      }),
+    )
     .update(i.token.certificate)
     .digest("hex");
   const out: K8sObject[] = [
@@ -103,7 +124,8 @@ export function renderLayerRegistry<S>(i: LayerRegistryRenderInput<S>): K8sObjec
   const data =
     storage.kind === "volume"
       ? { name: "data", persistentVolumeClaim: { claimName: name } }
-      : { name: "data", emptyDir: { sizeLimit: storage.sizeLimit } };
+      : // s3 keeps nothing on disk but the driver's temp files
+        { name: "data", emptyDir: { sizeLimit: storage.kind === "emptyDir" ? storage.sizeLimit : "1Gi" } };
   out.push({
     apiVersion: "apps/v1",
     kind: "Deployment",

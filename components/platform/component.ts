@@ -7,7 +7,7 @@ import { ValidationError } from "../../runtime/core/errors.ts";
 import { Cluster } from "../cluster/component.ts";
 import { SYSTEM_NODE_SELECTOR } from "../cluster/plan.ts";
 import { Identity } from "../identity/component.ts";
-import { LayerRegistry } from "../layerRegistry/component.ts";
+import { LayerRegistry, type LayerRegistryArgs } from "../layerRegistry/component.ts";
 import { LAYER_REGISTRY, layerRegistryUrl } from "../shared/k8s.ts";
 import { ImageProfiles } from "../images/component.ts";
 import { Network } from "../network/component.ts";
@@ -24,11 +24,24 @@ export class SandboxPlatform extends pulumi.ComponentResource {
   readonly clusterName?: pulumi.Output<string>;
   readonly kubeconfig?: pulumi.Output<string>;
   readonly bucketName?: pulumi.Output<string>;
+  /** the layer registry's bucket (eks mode with sbx:snapshots.layerRegistry) */
+  readonly layerBucketName?: pulumi.Output<string>;
 
   constructor(name: string, args: SandboxPlatformArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sbx:platform:SandboxPlatform", name, {}, opts);
     const cfg = args.config;
     const parent = { parent: this };
+    // the layer registry the platform runs (components/layerRegistry), in either mode
+    const inCluster: RuntimeArgs["snapshots"] =
+      cfg.snapshots.enabled && cfg.snapshots.layerRegistry && cfg.snapshots.registryToken
+        ? {
+            repositoryUrl: `${layerRegistryUrl(cfg.namespaces.runtime)}/${LAYER_REGISTRY.repository}`,
+            retentionDays: cfg.snapshots.retentionDays,
+            inCluster: true,
+            registryToken: { ...cfg.snapshots.registryToken, key: requireTokenKey(args) },
+          }
+        : undefined;
+    let layerAws: LayerRegistryArgs["aws"];
     const common = runtimeCommon(cfg, args);
     let provider: pulumi.ProviderResource;
     let runtimeExtra: Partial<RuntimeArgs> = {};
@@ -41,15 +54,7 @@ export class SandboxPlatform extends pulumi.ComponentResource {
       this.catalog = pulumi.output(cfg.images.catalog);
       // no ECR here: pause/resume use the layer registry the platform runs, the registry the
       // stack names, or are off without either
-      if (cfg.snapshots.enabled && cfg.snapshots.layerRegistry && cfg.snapshots.registryToken)
-        runtimeExtra = {
-          snapshots: {
-            repositoryUrl: `${layerRegistryUrl(cfg.namespaces.runtime)}/${LAYER_REGISTRY.repository}`,
-            retentionDays: cfg.snapshots.retentionDays,
-            inCluster: true,
-            registryToken: { ...cfg.snapshots.registryToken, key: requireTokenKey(args) },
-          },
-        };
+      if (inCluster) runtimeExtra = { snapshots: inCluster };
       else if (cfg.snapshots.enabled && cfg.snapshots.repositoryUrl)
         runtimeExtra = {
           snapshots: {
@@ -79,7 +84,8 @@ export class SandboxPlatform extends pulumi.ComponentResource {
           profiles: cfg.images.profiles,
           tag: cfg.images.tag,
           catalogOverrides: cfg.images.catalog,
-          snapshots: cfg.snapshots,
+          // with the layer registry, snapshots live in its bucket: no ECR repository for them
+          snapshots: { ...cfg.snapshots, enabled: cfg.snapshots.enabled && !inCluster },
         },
         parent,
       );
@@ -121,10 +127,13 @@ export class SandboxPlatform extends pulumi.ComponentResource {
           region: args.region,
           durationSeconds: cfg.runtime.credentialDurationSeconds,
         },
-        ...(images.snapshotRepositoryUrl
-          ? { snapshots: { repositoryUrl: images.snapshotRepositoryUrl, retentionDays: cfg.snapshots.retentionDays } }
-          : {}),
+        ...(inCluster
+          ? { snapshots: inCluster }
+          : images.snapshotRepositoryUrl
+            ? { snapshots: { repositoryUrl: images.snapshotRepositoryUrl, retentionDays: cfg.snapshots.retentionDays } }
+            : {}),
       };
+      layerAws = { prefix: cfg.name, region: args.region, clusterName: cluster.clusterName };
     }
 
     const tenancy = new Tenancy(
@@ -145,20 +154,22 @@ export class SandboxPlatform extends pulumi.ComponentResource {
       { ...common, ...runtimeExtra, provider, catalog: this.catalog },
       { parent: this, dependsOn: [tenancy] },
     );
-    const layers = runtimeExtra.snapshots?.inCluster ? cfg.snapshots.layerRegistry : undefined;
-    if (layers && runtimeExtra.snapshots?.registryToken)
-      new LayerRegistry(
+    if (inCluster?.registryToken && cfg.snapshots.layerRegistry) {
+      const layers = new LayerRegistry(
         `${name}-layer-registry`,
         {
           provider,
           namespace: cfg.namespaces.runtime,
           sandboxNamespace: cfg.namespaces.sandbox,
-          config: layers,
-          token: runtimeExtra.snapshots.registryToken,
+          config: cfg.snapshots.layerRegistry,
+          token: inCluster.registryToken,
           nodeSelector: runtimeExtra.nodeSelector,
+          ...(layerAws ? { aws: layerAws } : {}),
         },
         { parent: this, dependsOn: [runtime.namespaceObject] },
       );
+      this.layerBucketName = layers.bucketName;
+    }
     this.mode = cfg.mode;
     this.managerUrl = runtime.managerUrl;
     this.registerOutputs({

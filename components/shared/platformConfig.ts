@@ -37,8 +37,14 @@ export interface LayerRegistryConfig {
   image: string;
   /** its registry binary inside the image; started as `<binary> serve <config>` */
   binary: string;
-  /** where the layers live: a volume claim (default), or an emptyDir that dies with the pod (trials only) */
-  storage: { kind: "volume"; size: string; storageClassName?: string } | { kind: "emptyDir"; sizeLimit: string };
+  /**
+   * where the layers live: an S3 bucket the platform makes (eks mode, its default), a volume
+   * claim (existing-cluster default), or an emptyDir that dies with the pod (trials only)
+   */
+  storage:
+    | { kind: "s3" }
+    | { kind: "volume"; size: string; storageClassName?: string }
+    | { kind: "emptyDir"; sizeLimit: string };
   cpu: string;
   memory: string;
 }

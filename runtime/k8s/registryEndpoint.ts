@@ -108,7 +108,7 @@ export function readyAddresses(slices: V1EndpointSlice[], servicePort: number): 
   const out = new Set<string>();
   for (const s of slices) {
     if (s.addressType !== "IPv4") continue;
-    // the Service's one port maps to its target port; with several, the one named like it or the first
+    // a slice lists target ports: the one equal to the Service's port if any (ours are equal), else its first
     const port = s.ports?.find((p) => p.port === servicePort)?.port ?? s.ports?.[0]?.port ?? servicePort;
     for (const e of s.endpoints ?? []) {
       const c = e.conditions;

@@ -11,6 +11,8 @@ import { tokenKeyPair } from "../../runtime/snapshot/registryToken.ts";
 let eks: Run;
 let existing: Run;
 const PAIR = tokenKeyPair({ now: new Date(0), commonName: "platform test" });
+const statements = (json: string) => JSON.parse(json).Statement as any[];
+const asList = (v: unknown) => (Array.isArray(v) ? v : [v]);
 
 /** stack snapshots settings with pods moving their own layers, the token pair's public half */
 function podLayers(token: Record<string, unknown> = {}, podRegistry = "http://10.244.0.1:5000") {
@@ -174,9 +176,6 @@ describe("image profiles", () => {
 });
 
 describe("identity", () => {
-  const statements = (json: string) => JSON.parse(json).Statement as any[];
-  const asList = (v: unknown) => (Array.isArray(v) ? v : [v]);
-
   it("IAM documents grant no wildcard actions and no wildcard resources except ECR login", () => {
     const docs = [
       ...ofType(eks.resources, "aws:iam/rolePolicy:RolePolicy").map((p) => p.inputs.policy),
@@ -480,7 +479,64 @@ describe("sbx:snapshots.repositoryUrl (existing-cluster mode)", () => {
         .annotations["sbx.dev/config-sha256"];
     expect(roll(next)).not.toBe(roll(run));
   });
-  it("layerRegistry is refused with a registry of the stack's own, without the token pair, in eks mode, or malformed", async () => {
+  it("layerRegistry in eks mode: an S3 bucket of its own, a role that reaches it alone, no ECR snapshot repository", async () => {
+    const run = await deploy(
+      "eks",
+      { snapshots: { registryToken: { certificate: PAIR.certPem }, layerRegistry: {} } },
+      { registryTokenKey: PAIR.keyPem },
+    );
+    const counts = countByType(run.resources);
+    expect(counts["aws:ecr/repository:Repository"]).toBe(5); // the profiles; snapshots are in the bucket
+    expect(counts["aws:s3/bucket:Bucket"]).toBe(2); // outputs + layers
+    expect(counts["aws:eks/podIdentityAssociation:PodIdentityAssociation"]).toBe(3); // + the registry
+    expect(configOf(run).snapshots).toMatchObject({
+      registry: "http://sbx-layer-registry.sbx-system.svc:5000",
+      inCluster: true,
+    });
+    const layers = "arn:aws:s3:::sbx-test-layers-abc123";
+    const policy = statements(
+      one(run.resources, "aws:iam/rolePolicy:RolePolicy", "layer-registry-registry").inputs.policy,
+    );
+    expect(policy.map((st) => st.Resource)).toEqual([layers, `${layers}/*`]);
+    expect(policy.flatMap((st) => asList(st.Action))).not.toContain("s3:PutBucketPolicy");
+    const role = one(run.resources, "aws:iam/role:Role", "layer-registry-registry");
+    expect(statements(role.inputs.assumeRolePolicy)[0].Principal).toEqual({ Service: "pods.eks.amazonaws.com" });
+    expect(
+      one(run.resources, "aws:eks/podIdentityAssociation:PodIdentityAssociation", "layer-registry-registry").inputs,
+    ).toMatchObject({ namespace: "sbx-system", serviceAccount: "sbx-layer-registry" });
+    const bucketParts = ofType(run.resources, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock");
+    expect(bucketParts.map((b) => b.inputs.restrictPublicBuckets)).toEqual([true, true]);
+    // the registry serves blobs itself: the helper speaks plain HTTP to it, never to S3
+    const yml = one(run.resources, "kubernetes:core/v1:Secret", "secret-sbx-layer-registry").inputs.stringData[
+      "config.yml"
+    ] as string;
+    expect(yml).toContain('bucket: "sbx-test-layers-abc123"');
+    expect(yml).toContain('region: "us-east-1"');
+    expect(yml).toMatch(/redirect:\n\s+disable: true/);
+    expect(yml).not.toContain("filesystem:");
+    const dep = one(run.resources, "kubernetes:apps/v1:Deployment", "deployment-sbx-layer-registry");
+    expect(dep.inputs.spec.template.spec.nodeSelector).toEqual(
+      one(run.resources, "kubernetes:apps/v1:Deployment", "deployment-sbx-manager").inputs.spec.template.spec
+        .nodeSelector,
+    );
+    expect(ofType(run.resources, "kubernetes:core/v1:PersistentVolumeClaim")).toEqual([]);
+    // sandboxes reach its pods by label (the VPC CIDR cut out of every other rule does not touch it)
+    const egress = one(run.resources, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "allow-egress").inputs.spec
+      .egress;
+    expect(egress).toContainEqual({
+      to: [
+        {
+          namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "sbx-system" } },
+          podSelector: { matchLabels: { "app.kubernetes.io/name": "sbx-layer-registry" } },
+        },
+      ],
+      ports: [{ protocol: "TCP", port: 5000 }],
+    });
+    // the manager's role keeps no ECR snapshot rights
+    const mgr = statements(one(run.resources, "aws:iam/rolePolicy:RolePolicy", "identity-manager").inputs.policy);
+    expect(mgr.flatMap((st) => asList(st.Action))).not.toContain("ecr:PutImage");
+  });
+  it("layerRegistry is refused with a registry of the stack's own, without the token pair, or malformed", async () => {
     const key = { registryTokenKey: PAIR.keyPem };
     const base = { registryToken: { certificate: PAIR.certPem }, layerRegistry: {} };
     await expect(
@@ -495,9 +551,11 @@ describe("sbx:snapshots.repositoryUrl (existing-cluster mode)", () => {
     await expect(deploy("existing-cluster", { snapshots: { layerRegistry: {} } }, key)).rejects.toThrow(
       /sbx:snapshots.registryToken: .*token pair/,
     );
-    await expect(deploy("eks", { snapshots: base }, key)).rejects.toThrow(/sbx:snapshots.layerRegistry: .*eks mode/);
     await expect(
       deploy("existing-cluster", { snapshots: { ...base, layerRegistry: { storage: { kind: "s3" } } } }, key),
+    ).rejects.toThrow(/sbx:snapshots.layerRegistry.storage.kind.*eks mode only/);
+    await expect(
+      deploy("existing-cluster", { snapshots: { ...base, layerRegistry: { storage: { kind: "nfs" } } } }, key),
     ).rejects.toThrow(/sbx:snapshots.layerRegistry.storage.kind/);
     await expect(
       deploy("existing-cluster", { snapshots: { ...base, layerRegistry: { binary: "registry" } } }, key),
