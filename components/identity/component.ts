@@ -2,7 +2,7 @@
 // `sandboxes/*`, and the manager's Pod Identity role that assumes it per sandbox.
 import * as aws from "@pulumi/aws";
 import * as pulumi from "@pulumi/pulumi";
-import { privateBucket } from "../shared/bucket.ts";
+import { ABORT_INCOMPLETE_UPLOADS, privateBucket } from "../shared/bucket.ts";
 import type { IdentityArgs } from "./args.ts";
 import { baseRolePolicy, baseRoleTrustPolicy, managerPolicy, managerTrustPolicy, SANDBOX_PREFIX } from "./policies.ts";
 
@@ -24,12 +24,7 @@ export class Identity extends pulumi.ComponentResource {
           filter: { prefix: `${SANDBOX_PREFIX}/` },
           expiration: { days: args.outputsExpirationDays },
         },
-        {
-          id: "abort-incomplete-uploads",
-          status: "Enabled",
-          filter: { prefix: "" },
-          abortIncompleteMultipartUpload: { daysAfterInitiation: 1 },
-        },
+        ABORT_INCOMPLETE_UPLOADS,
       ],
       parent,
     );

@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import * as aws from "@pulumi/aws";
 import * as pulumi from "@pulumi/pulumi";
 import { layerRegistryPolicy, managerTrustPolicy } from "../identity/policies.ts";
-import { privateBucket } from "../shared/bucket.ts";
+import { ABORT_INCOMPLETE_UPLOADS, privateBucket } from "../shared/bucket.ts";
 import { createObject } from "../shared/createObject.ts";
 import { LAYER_REGISTRY, layerRegistryUrl } from "../shared/k8s.ts";
 import type { LayerRegistryConfig, RegistryTokenConfig } from "../shared/platformConfig.ts";
@@ -42,14 +42,7 @@ export class LayerRegistry extends pulumi.ComponentResource {
         `${name}-layers`,
         `${prefix}-layers-`,
         // an upload a pod abandoned mid-pause leaves parts behind until this
-        [
-          {
-            id: "abort-incomplete-uploads",
-            status: "Enabled",
-            filter: { prefix: "" },
-            abortIncompleteMultipartUpload: { daysAfterInitiation: 1 },
-          },
-        ],
+        [ABORT_INCOMPLETE_UPLOADS],
         parent,
       );
       const role = new aws.iam.Role(

@@ -4,6 +4,14 @@
 import * as aws from "@pulumi/aws";
 import type * as pulumi from "@pulumi/pulumi";
 
+/** Parts of a multipart upload nobody completed (a crash mid-upload) go after a day. */
+export const ABORT_INCOMPLETE_UPLOADS: aws.types.input.s3.BucketLifecycleConfigurationRule = {
+  id: "abort-incomplete-uploads",
+  status: "Enabled",
+  filter: { prefix: "" },
+  abortIncompleteMultipartUpload: { daysAfterInitiation: 1 },
+};
+
 export function privateBucket(
   name: string,
   bucketPrefix: string,
