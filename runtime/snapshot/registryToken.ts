@@ -172,8 +172,10 @@ export function tokenKeyPair(o: { commonName?: string; now: Date; validDays?: nu
   const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
   const name = seq(set(seq(oid("2.5.4.3"), tlv(0x0c, Buffer.from(o.commonName ?? "sbx registry tokens")))));
   const ecdsaSha256 = seq(oid("1.2.840.10045.4.3.2"));
+  // a DER INTEGER is minimal and positive: a first byte of 0x40-0x7f is both (0x00 followed by a
+  // byte below 0x80 is "illegal padding", which X509Certificate refuses: one pair in 256 did)
   const serial = randomBytes(16);
-  serial[0] &= 0x7f;
+  serial[0] = (serial[0] & 0x3f) | 0x40;
   const notAfter = new Date(o.now.getTime() + (o.validDays ?? 3650) * 86_400_000);
   const tbs = seq(
     tlv(0xa0, tlv(0x02, Buffer.from([2]))), // v3

@@ -4,6 +4,7 @@
 // reaches its own repository and nothing else; a token signed by another key, or expired, is
 // refused; a bad key pair is named by its field; and `sbx registry-token-key` makes a pair that
 // loads, never over an existing one.
+import { X509Certificate } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -167,6 +168,16 @@ describe("loadTokenIssuer", () => {
       /tokenAuth\.certFile.*is not a PEM certificate/,
     );
     expect(loadTokenIssuer(cfg(join(dir, "k.pem"), join(dir, "c.pem")), clock).ttlSeconds).toBe(900);
+  });
+});
+
+describe("tokenKeyPair", () => {
+  it("makes a certificate that parses every time (its serial is a minimal DER integer)", () => {
+    // one pair in 256 had a serial of 0x00 then a byte below 0x80, which X509Certificate refuses
+    for (let i = 0; i < 1500; i++) {
+      const { certPem } = tokenKeyPair({ now: new Date(0) });
+      expect(() => new X509Certificate(certPem), `pair ${i}`).not.toThrow();
+    }
   });
 });
 
