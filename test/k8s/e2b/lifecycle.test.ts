@@ -45,6 +45,8 @@ describe("E2B lifecycle with the real SDK (Kubernetes platform)", () => {
   it("pause, then connect resumes with the files intact; pausing a paused one returns false", async () => {
     const s = await Sandbox.create("base", { ...sdk(), timeoutMs: 600_000 });
     await s.files.write("/workspace/kept.txt", "kept across pause\n");
+    // read back first, so a failure below says whether the write or the pause and resume lost it
+    expect(await s.files.read("/workspace/kept.txt")).toBe("kept across pause\n");
     expect(await s.pause()).toBe(true);
     expect((await s.getInfo()).state).toBe("paused");
     expect(await s.pause()).toBe(false);
