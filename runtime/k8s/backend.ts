@@ -6,6 +6,8 @@
 // port. This file only assembles the backend from its parts (parts.ts), the controller half it
 // is given (control.ts; built in runtime/kubernetes.ts) and one module per job: accept.ts
 // (creates), lookup.ts, commands.ts, pause.ts (compute release), activity.ts.
+// Just over 400 lines on purpose: it is the one place that wires those parts together, and
+// each job already lives in a module of its own.
 import type { Readable } from "node:stream";
 import { DiscoveryV1Api } from "@kubernetes/client-node";
 import { inClusterRegistryOf } from "../config/schema.ts";

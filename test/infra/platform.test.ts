@@ -1,4 +1,6 @@
 // SandboxPlatform under Pulumi mocks: assert the inputs of what each mode creates.
+// Over 400 lines on purpose: one mocked deploy per mode is shared by every section (a deploy
+// takes a second or more), so splitting the file would run them again per file.
 import { beforeAll, describe, expect, it } from "vitest";
 import type * as pulumi from "@pulumi/pulumi";
 import { countByType, isSecret, ofType, one } from "./mocks.ts";
