@@ -17,6 +17,7 @@ import {
 import { planBwrapArgs } from "./launch.ts";
 import { helperWatch } from "./protocol.ts";
 import { slotPaths, type SandboxRecord, type SlotPaths } from "./records.ts";
+import { StartGate } from "./start-gate.ts";
 import type { WorkspaceStore } from "./workspaces.ts";
 
 export interface SlotEnv {
@@ -30,10 +31,22 @@ export interface SlotEnv {
 
 export type SlotState = "starting" | "ready" | "dead";
 
+/**
+ * Commands starting at once per sandbox, and how many more may wait their turn. 16 connects stay
+ * far below the helper's listen backlog (256). A start in a nano sandbox took about 50 ms during
+ * a 500-exec burst on the shared 2-core machine (test/local/exec-burst.test.ts), so the last of
+ * 128 waiters starts within seconds; a burst past that gets 429 with Retry-After at once rather
+ * than a wait no client would expect.
+ */
+export const START_CONCURRENCY = 16;
+export const START_QUEUE = 128;
+
 export class Slot {
   readonly paths: SlotPaths;
   readonly dirs: CgroupDirs;
   state: SlotState = "starting";
+  /** bounds the commands connecting to the helper at once (exec.ts) */
+  readonly starts = new StartGate(START_CONCURRENCY, START_QUEUE);
   /** set before we kill it ourselves, so the death is not reported as a crash */
   stopping = false;
   /** why it died, when known before the watch closes (e.g. DeadlineExceeded) */
