@@ -8,6 +8,7 @@ import type { Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { NotFoundError, type SbxError, TooLargeError, ValidationError } from "../../../core/errors.ts";
+import type { ExecSession } from "../../../core/types.ts";
 import type { EnvdCaller } from "../access.ts";
 import { resolveSandboxPath, validateUser } from "./caller.ts";
 import type { EnvdServices } from "./context.ts";
@@ -44,6 +45,26 @@ function readFailure(path: string, exitCode: number, stderr: string): SbxError {
 }
 
 /**
+ * Whichever comes first: a byte of output (the checks passed) or the command's end (a refusal,
+ * or an empty file). Only bytes count: a Readable emits 'readable' at its end too, and stdout
+ * can end before the exit code arrives (the Kubernetes channel does), so an empty 'readable'
+ * waits for the result instead of passing a refusal off as data.
+ */
+export function firstOutcome(session: ExecSession): Promise<"data" | "end"> {
+  return new Promise((resolve) => {
+    const onReadable = () => {
+      if (session.stdout.readableLength > 0) resolve("data");
+      else if (!session.stdout.readableEnded) session.stdout.once("readable", onReadable);
+    };
+    session.stdout.once("readable", onReadable);
+    session.result.then(
+      () => resolve("end"),
+      () => resolve("end"),
+    );
+  });
+}
+
+/**
  * GET /files: the refusals (missing 404, directory or unreadable 400) come before the first
  * byte; a read that fails later cuts the response (no terminating chunk), never a short file
  * passed off as complete.
@@ -54,15 +75,7 @@ export async function downloadFile(s: EnvdServices, caller: EnvdCaller, q: Files
   const session = await startScript(s.manager, caller, READ, [path]);
   const stderr: Buffer[] = [];
   session.stderr.on("data", (c: Buffer) => stderr.push(c));
-  // whichever comes first: output (the checks passed) or the end (a refusal, or an empty file)
-  const first = await new Promise<"data" | "end">((resolve) => {
-    session.stdout.once("readable", () => resolve("data"));
-    session.result.then(
-      () => resolve("end"),
-      () => resolve("end"),
-    );
-  });
-  if (first === "end") {
+  if ((await firstOutcome(session)) === "end") {
     const r = await session.result;
     if (r.exitCode !== 0) {
       session.stdout.resume();
