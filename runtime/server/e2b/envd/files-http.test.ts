@@ -69,6 +69,20 @@ describe("envd GET /files: bytes or the end, whichever comes first", () => {
     expect(sent.body).toBeUndefined();
   });
 
+  it("a device's refusal after an empty stdout is the 400 naming the path", async () => {
+    const session = fakeSession();
+    const download = downloadFile(services(session), caller, { path: "/dev/zero" }, fakeReply().reply);
+    download.catch(() => undefined);
+    await settle();
+    session.stdout.end();
+    await settle();
+    session.exit(EXIT.notFile);
+    await expect(download).rejects.toMatchObject({
+      code: "validation",
+      message: expect.stringContaining("/dev/zero"),
+    });
+  });
+
   it.each([
     { order: "bytes, then the exit code", bytesFirst: true },
     { order: "the exit code, then bytes", bytesFirst: false },

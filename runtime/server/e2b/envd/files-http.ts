@@ -19,6 +19,7 @@ import { ByteLimit } from "../../files.ts";
 const READ = `
 if [ ! -e "$1" ]; then exit ${EXIT.missing}; fi
 if [ -d "$1" ]; then exit ${EXIT.isDirectory}; fi
+if [ ! -f "$1" ]; then exit ${EXIT.notFile}; fi
 if [ ! -r "$1" ]; then exit ${EXIT.unreadable}; fi
 exec cat -- "$1"
 `;
@@ -40,6 +41,12 @@ function readFailure(path: string, exitCode: number, stderr: string): SbxError {
   if (exitCode === EXIT.missing) return new NotFoundError("file", path);
   if (exitCode === EXIT.isDirectory)
     return new ValidationError("path", path, "is a directory: read a file (list a directory with files.list)");
+  if (exitCode === EXIT.notFile)
+    return new ValidationError(
+      "path",
+      path,
+      "is a device, FIFO or socket, not a file: its bytes never end (or never come); read a regular file",
+    );
   if (exitCode === EXIT.unreadable) return new ValidationError("path", path, "is not readable by the sandbox user");
   return new ValidationError("path", path, `read failed in the sandbox: ${stderr.trim().slice(0, 500) || exitCode}`);
 }
