@@ -126,7 +126,20 @@ function uploadBody(req: FastifyRequest, limitBytes: number): Readable {
     req.raw.pipe(gunzip);
     src = gunzip;
   }
-  src.on("error", (err) => limiter.destroy(err));
+  src.on("error", (err: NodeJS.ErrnoException) =>
+    // zlib's errors (Z_DATA_ERROR, Z_BUF_ERROR...) are the client's bytes, not ours: a 400
+    limiter.destroy(
+      src !== req.raw && err.code?.startsWith("Z_")
+        ? new ValidationError(
+            "content-encoding",
+            "gzip",
+            `the body is not valid gzip (${err.message}): send gzip bytes or drop the header`,
+          )
+        : err,
+    ),
+  );
+  // its failure is read from body.errored (writeOne) or by the multipart reader, not from here
+  limiter.on("error", () => undefined);
   return src.pipe(limiter);
 }
 
