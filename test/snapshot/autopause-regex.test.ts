@@ -1,8 +1,8 @@
 // Issue 10 item 3 end to end: a tenant's catastrophic-backtracking pattern must not freeze the
 // control plane. The real service on the REAL local backend (bubblewrap sandboxes) with a real
 // registry (autoPause needs snapshots); its own automatic pause/wake task probes every second
-// and decides with the tenant's `^(a+)+$` against 27 a's and "!" (JavaScript's engine: about
-// 7 s per decision on an idle machine, every tick). Meanwhile /healthz is timed over a socket,
+// and decides with the tenant's `^(a+)+$` against 30 a's and "!" (JavaScript's engine: about
+// 4-8 s per decision, every tick, each message new). Meanwhile /healthz is timed over a socket,
 // with requests due at a fixed rate.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -26,11 +26,16 @@ afterAll(async () => {
   await registry?.stop();
 });
 
-const PATHOLOGICAL = `${"a".repeat(27)}!`;
+const PATHOLOGICAL = `${"a".repeat(30)}!`;
 
-function create(output: string): Promise<string> {
+/**
+ * A sandbox whose probe prints `output`; `unique` adds the time in ns after it, so each tick's
+ * message is new and no memo of past decisions can stand in for deciding it again.
+ */
+function create(output: string, unique = false): Promise<string> {
+  const command = unique ? ["sh", "-c", `printf '%s%s' '${output}' "$(date +%s%N)"`] : ["printf", "%s", output];
   return createWith({
-    probes: [{ name: "Busy", command: ["printf", "%s", output], periodSeconds: 1, timeoutSeconds: 1 }],
+    probes: [{ name: "Busy", command, periodSeconds: 1, timeoutSeconds: 1 }],
     // an hour: the rule is evaluated every tick but never pauses within the test
     pause: { whenProbedIdle: { probe: "Busy", messageRegex: "^(a+)+$", thresholdDuration: "1h" } },
   });
@@ -75,36 +80,38 @@ async function until<T>(what: string, f: () => Promise<T | undefined>, timeoutMs
   }
 }
 
-it("a tenant's ^(a+)+$ against 27 a's and '!' leaves /healthz p99 at most 50 ms; the same rule still matches idle output", async () => {
-  const hostile = await create(PATHOLOGICAL);
+it("a tenant's ^(a+)+$ against 30 a's and '!' costs the service no frozen event loop (CPU, not latency); the same rule still matches idle output", async () => {
+  const hostile = await create(PATHOLOGICAL, true);
   const idle = await create("aaaa");
   // the probes have run and the rule has been decided on their output at least once
   await until("the hostile probe's status", async () =>
-    (await status(hostile))?.probes.Busy?.message === PATHOLOGICAL ? true : undefined,
+    (await status(hostile))?.probes.Busy?.message?.startsWith(PATHOLOGICAL) ? true : undefined,
   );
   await until("the idle sandbox's predicted pause", async () =>
     (await status(idle))?.nextPauseReason === "probedIdle" ? true : undefined,
   );
 
-  // The first of up to five windows that meets the bound: the machine is shared (2 cores, a load
-  // average of 10 is common), and there the same measurement with no sandbox at all had a p99 of
-  // 28-58 ms from scheduling alone. Broken, every window fails by seconds: each tick of the task
-  // freezes the event loop (p99 8.2 s measured with JavaScript's engine swapped back in).
-  const windows: string[] = [];
-  let p99 = Infinity;
-  for (let attempt = 0; attempt < 5 && p99 > 50; attempt++) {
-    const probedBefore = (await status(hostile))!.probes.Busy.lastProbeTime;
-    const w = await healthzWindow();
-    windows.push(w.summary);
-    p99 = w.p99;
-    const after = (await status(hostile))!;
-    // the pattern really was in play during the window: the probe ran again, said the same, was judged not idle
-    expect(Date.parse(after.probes.Busy.lastProbeTime)).toBeGreaterThan(Date.parse(probedBefore));
-    expect(after.probes.Busy).toMatchObject({ ok: true, message: PATHOLOGICAL });
-    expect(after.nextPauseTime).toBeUndefined();
-  }
-  console.log(`/healthz while the pathological pattern is decided every second: ${windows.join("; ")}`);
-  expect(p99, windows.join("; ")).toBeLessThanOrEqual(50);
+  // What a frozen event loop costs is CPU time in this process (the service runs here): with
+  // JavaScript's engine swapped back in, one window cost 12.3 s of CPU (/healthz p99 8.1 s), and
+  // with RE2 about 1.5 s, the 600 requests sent and served included. CPU time, unlike /healthz
+  // latency, does not grow with the machine's load: on a shared 2-core machine at a load average
+  // of 20 the window's p99 was 0.2-3.3 s from scheduling alone. Latencies are printed, not bounded.
+  const before = (await status(hostile))!;
+  const probedBefore = before.probes.Busy.lastProbeTime;
+  const cpuBefore = process.cpuUsage();
+  const w = await healthzWindow();
+  const cpu = process.cpuUsage(cpuBefore);
+  const cpuMs = (cpu.user + cpu.system) / 1000;
+  const after = (await status(hostile))!;
+  // the pattern really was in play during the window: the probe ran again, said the same, was judged not idle
+  expect(Date.parse(after.probes.Busy.lastProbeTime)).toBeGreaterThan(Date.parse(probedBefore));
+  expect(after.probes.Busy).toMatchObject({ ok: true, message: expect.stringMatching(/^a{30}!\d+$/) });
+  expect(after.probes.Busy.message).not.toBe(before.probes.Busy.message);
+  expect(after.nextPauseTime).toBeUndefined();
+  console.log(
+    `/healthz while the pathological pattern is decided every second: ${w.summary}; CPU ${cpuMs.toFixed(0)} ms`,
+  );
+  expect(cpuMs, w.summary).toBeLessThan(5000);
 
   // the rule is intact: "aaaa" matches, so a pause is predicted an hour after the idle report began
   const predicted = (await status(idle))!;
