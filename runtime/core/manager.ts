@@ -297,7 +297,7 @@ export class SandboxManager implements Manager {
       resolveMetadataUpdate(s.metadata, patch);
       const { backend } = this.deps;
       const asleep = s.phase === "Paused" || s.phase === "Pausing" || s.phase === "Resuming";
-      if (asleep && !(opts.whilePaused && backend.compute?.keepsMetadata))
+      if (asleep && !(opts.whilePaused && this.pr?.keepsMetadata))
         throw new ConflictError(`update metadata: sandbox ${id} is ${s.phase.toLowerCase()}; resume it first`);
       if (!backend.updateMetadata)
         throw new ConflictError(`update metadata: the ${backend.name} backend cannot change metadata after create`);

@@ -298,16 +298,12 @@ export interface Backend {
       o?: CommandAttachOptions,
     ): Promise<AttachedCommand | undefined>;
   };
-  /**
-   * The capability pause/resume needs (runtime/snapshot, docs/pause-resume.md "Backend duties");
-   * absent when the backend cannot give compute back without losing the sandbox.
-   */
-  readonly compute?: ComputeRelease;
 }
 
 /**
- * The two things pause/resume asks of a backend. Everything else (snapshots, the record, queues,
- * progress, auto-resume) is the pause/resume service's job, the same for every backend.
+ * The two things pause/resume asks of a platform's compute (runtime/platform.ts PauseSupport, with
+ * the spec each sandbox was created with). Everything else (snapshots, the record, queues,
+ * progress, auto-resume) is the pause/resume service's job, the same for every platform.
  */
 export interface ComputeRelease {
   /**
@@ -366,6 +362,8 @@ export interface PauseResumeService extends SandboxView {
   expire(): Promise<string[]>;
   /** layers moved since start, by path */
   layerStats?(): LayerPathStats;
+  /** the platform's ComputeRelease.keepsMetadata: a metadata write while paused is what the resumed sandbox has */
+  readonly keepsMetadata: boolean;
 }
 
 export interface CreateRequest {

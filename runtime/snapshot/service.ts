@@ -192,8 +192,9 @@ export class PauseResume implements PauseResumeService, SandboxView {
 
   // ---- internals ---------------------------------------------------------------------------
 
-  private get keepsMetadata(): boolean {
-    return this.o.backend.compute?.keepsMetadata === true;
+  /** true when the sandbox object keeps its metadata while paused (ComputeRelease.keepsMetadata) */
+  get keepsMetadata(): boolean {
+    return this.o.snapshotter.keepsMetadata;
   }
 
   private async transition<T>(

@@ -5,6 +5,7 @@
 // deleted with the sandbox.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SandboxManager } from "../../../runtime/core/manager.ts";
+import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { API_GROUP, API_VERSION, LABELS, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
@@ -27,6 +28,7 @@ let ns: TestNamespaces;
 let rt: Awaited<ReturnType<typeof startPauseManager>>;
 let manager: SandboxManager;
 let backend: KubernetesBackend;
+let platform: KubernetesPlatform;
 let oci: OciClient;
 const OWNER = "alice";
 
@@ -42,9 +44,9 @@ beforeAll(async () => {
     identity: "pause-test",
     warm: 2,
   });
-  ({ manager, backend } = rt);
+  ({ manager, backend, platform } = rt);
   oci = new OciClient({ registry: registryUrl() });
-  await waitFor("leadership", async () => backend.controller.isLeader(), 20_000);
+  await waitFor("leadership", async () => platform.testing.controller.isLeader(), 20_000);
   await waitFor("2 ready warm pods", async () => (await backend.poolStatus!())[0]?.ready === 2, 60_000);
 }, 120_000);
 
@@ -112,7 +114,7 @@ describe("pause and resume on Kubernetes", () => {
     const id = created.id;
     await manager.wait(OWNER, id, { timeoutMs: 60_000 });
     await sh(id, FILL_SCRIPT(24));
-    await backend.records.settled(id); // a warm claim answers before its object is written
+    await platform.testing.records.settled(id); // a warm claim answers before its object is written
     const before = await sh(id, TREE_DIGEST_SCRIPT);
     const firstPod = (await cr(id)).spec.podName ?? id;
 
