@@ -5,7 +5,7 @@
 // on the backend.
 import { DiscoveryV1Api } from "@kubernetes/client-node";
 import { inClusterRegistryOf } from "../config/schema.ts";
-import type { Backend, SandboxSpec } from "../core/types.ts";
+import type { Backend, ComputeRelease, SandboxSpec } from "../core/types.ts";
 import type { PauseSupport, Platform, ReplicaSupport, SharedRecords } from "../platform.ts";
 import { createAcceptor } from "./accept.ts";
 import { ActivityRecorder } from "./activity.ts";
@@ -67,6 +67,8 @@ export interface KubernetesTesting {
   crash(): Promise<void>;
 }
 
+// A little over 60 lines on purpose: it only passes the parts, each built by a named function
+// below, to the backend and the platform; splitting it would pass the same dozen values twice.
 export function assembleKubernetesPlatform(p: KubernetesParts, control: KubernetesControl): KubernetesPlatform {
   const { controller, warmPool } = control;
   const activity = activityRecorder(p);
@@ -101,13 +103,7 @@ export function assembleKubernetesPlatform(p: KubernetesParts, control: Kubernet
       warmChannels,
       broker: p.broker,
       runInPod: p.runInPod,
-      discardPod: (id, podName) =>
-        void discardClaimedPod(
-          { core: p.clients.core, namespace: p.namespace, logger: p.logger },
-          id,
-          podName,
-          "create",
-        ),
+      discardPod: discarder(p),
       admitted,
     }),
     pooled,
@@ -138,6 +134,12 @@ export function assembleKubernetesPlatform(p: KubernetesParts, control: Kubernet
     },
     close: () => backend.close(),
   };
+}
+
+/** Deletes a warm pod a create claimed but could not use (pause.ts discardClaimedPod; never rejects). */
+function discarder(p: KubernetesParts): (id: string, podName: string) => void {
+  const d = { core: p.clients.core, namespace: p.namespace, logger: p.logger };
+  return (id, podName) => void discardClaimedPod(d, id, podName, "create");
 }
 
 /** Activity seen by this replica, flushed to the records as an annotation (activity.ts). */
@@ -180,7 +182,7 @@ function warmClaimPath(p: KubernetesParts, warmPool: WarmPods) {
   const claims = new WriteBehindClaims({
     reserve: (spec, owns) => warmPool.reserve(spec, owns),
     owns,
-    pods: p.index,
+    pods: { upsertPod: (pod) => p.index.own.upsertPod(pod), pod: (name) => p.index.pod(name) },
     isLostRace: (err) => isConflict(err) || isNotFound(err) || statusCode(err) === 422,
     clock: p.clock,
     logger: p.logger.child({ op: "warm-claim" }),
@@ -265,35 +267,9 @@ function pauseSupport(d: {
   registryEndpoint?: RegistryEndpoint;
 }): KubernetesPlatform["pause"] {
   const { p, registryEndpoint } = d;
-  const release = createComputeRelease({
-    namespace: p.namespace,
-    core: p.clients.core,
-    custom: p.clients.custom,
-    index: p.index,
-    warmPool: d.warmPool,
-    clock: p.clock,
-    logger: p.logger,
-    resource: (id) => d.lookup.resource(id),
-    pooled: d.pooled,
-    derived: (id) => d.reads.derived(id),
-  });
   const registryAddress = registryEndpoint ? () => registryEndpoint.current() : undefined;
   return {
-    compute: {
-      // the Sandbox resource outlives its pod, and adopt() patches only desiredState and podName
-      keepsMetadata: true,
-      async releaseCompute(id) {
-        await d.settled(id);
-        await release.releaseCompute(id);
-      },
-      // the resumed sandbox's new pod is made by a reconcile; start it here, not only at the
-      // watch event, so a manager-only process (which reconciles what it starts) makes it too
-      adopt: async (spec) => {
-        const sb = await release.adopt(spec);
-        d.controller.enqueueSandbox(spec.id);
-        return sb;
-      },
-    },
+    compute: kubernetesCompute(d),
     specOf: async (id) => {
       const cr = p.index.resource(id);
       return cr ? specFromResource(cr) : undefined;
@@ -315,6 +291,38 @@ function pauseSupport(d: {
       ...(registryAddress ? { inCluster: registryAddress } : {}),
     }),
     ...(registryAddress ? { registryAddress } : {}),
+  };
+}
+
+/** The Sandbox object outlives its pod (pause.ts): compute release waits for this replica's writes first. */
+function kubernetesCompute(d: Parameters<typeof pauseSupport>[0]): ComputeRelease {
+  const { p } = d;
+  const release = createComputeRelease({
+    namespace: p.namespace,
+    core: p.clients.core,
+    custom: p.clients.custom,
+    index: p.index,
+    warmPool: d.warmPool,
+    clock: p.clock,
+    logger: p.logger,
+    resource: (id) => d.lookup.resource(id),
+    pooled: d.pooled,
+    derived: (id) => d.reads.derived(id),
+  });
+  return {
+    // the Sandbox resource outlives its pod, and adopt() patches only desiredState and podName
+    keepsMetadata: true,
+    async releaseCompute(id) {
+      await d.settled(id);
+      await release.releaseCompute(id);
+    },
+    // the resumed sandbox's new pod is made by a reconcile; start it here, not only at the
+    // watch event, so a manager-only process (which reconciles what it starts) makes it too
+    adopt: async (spec) => {
+      const sb = await release.adopt(spec);
+      d.controller.enqueueSandbox(spec.id);
+      return sb;
+    },
   };
 }
 

@@ -129,12 +129,12 @@ export class KubernetesBackend implements Backend {
     const { claims, acceptor, index, channels } = this.k;
     await claims.landed(id); // a claim still being written: its record is queued once it settles
     if (acceptor.records.cancel(id)) {
-      index.deleteResource(id); // never written: nothing in the cluster to delete
+      index.own.deleteResource(id); // never written: nothing in the cluster to delete
       return;
     }
     await acceptor.records.settled(id);
     const local = index.resource(id);
-    if (local && !local.metadata.uid) index.deleteResource(id); // its write failed: only we knew it
+    if (local && !local.metadata.uid) index.own.deleteResource(id); // its write failed: only we knew it
     const cr = index.resource(id) ?? local;
     this.k.activity.forget(id);
     channels.pool.forget(id);
@@ -180,7 +180,7 @@ export class KubernetesBackend implements Backend {
         { ...this.object(id), body: { spec: { metadata: patch } } },
         mergePatch,
       );
-      this.k.index.upsertResource(updated as SandboxResource);
+      this.k.index.own.upsertResource(updated as SandboxResource);
     } catch (err) {
       throw toDomainError(err, "update sandbox metadata", { kind: "sandbox", name: id });
     }

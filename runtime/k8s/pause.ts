@@ -85,7 +85,7 @@ export function createComputeRelease(d: ComputeReleaseDeps) {
       { ...crApi, name: id, body },
       mergePatch,
     )) as SandboxResource;
-    d.index.upsertResource(updated);
+    d.index.own.upsertResource(updated);
   };
 
   const patchStatus = async (id: string, status: Record<string, unknown>): Promise<void> => {
@@ -93,7 +93,7 @@ export function createComputeRelease(d: ComputeReleaseDeps) {
       { ...crApi, name: id, body: { status } },
       mergePatch,
     )) as SandboxResource;
-    d.index.upsertResource(updated);
+    d.index.own.upsertResource(updated);
   };
 
   const readPod = async (name: string): Promise<V1Pod | undefined> => {
