@@ -21,7 +21,7 @@ import { validateRuntimeConfig } from "../runtime/config/schema.ts";
 import { systemClock } from "../runtime/core/clock.ts";
 import { silentLogger } from "../runtime/core/log.ts";
 import { hashToken, TokenStore } from "../runtime/core/tokens.ts";
-import { createLocalBackend } from "../runtime/local/backend.ts";
+import { createLocalPlatform } from "../runtime/local/platform.ts";
 import { startService } from "../runtime/server/service.ts";
 
 const arg = (name: string, dflt: string): string => {
@@ -51,8 +51,8 @@ async function serve(): Promise<Running> {
   const tokens = new TokenStore(new Map([[hashToken(TOKEN), "bench"]]));
   const stateDir = mkdtempSync(join(os.tmpdir(), "sbx-bench-e2b-stream-"));
   const config = validateRuntimeConfig({ local: { stateDir }, listen: { host: "127.0.0.1", port: 0 }, warmPool: [] });
-  const backend = createLocalBackend(config, { logger, clock: systemClock });
-  const service = await startService({ config, tokens, logger, clock: systemClock, backend, port: 0 });
+  const platform = createLocalPlatform(config, { logger, clock: systemClock });
+  const service = await startService({ config, tokens, logger, clock: systemClock, platform, port: 0 });
   return {
     url: service.url,
     close: async () => {
