@@ -345,6 +345,13 @@ export interface TransitionHooks {
 
 export type TransitionOptions = TransferOptions & TransitionHooks;
 
+/** A sandbox as callers see it, and whether a call on it must wake it first (PauseResumeService.describeForCall). */
+export interface SandboxForCall {
+  sandbox: Sandbox | undefined;
+  /** true when a call named `what` must wake the sandbox first; a ConflictError when it may not */
+  wake(what: string): boolean;
+}
+
 /**
  * Pause/resume as the Manager owns and calls it (runtime/snapshot/service.ts): one queue per
  * sandbox, one progress fan-out, the one auto-resume decision, and the view of sandboxes with
@@ -356,6 +363,11 @@ export interface PauseResumeService extends SandboxView {
   resume(id: string, opts?: TransitionOptions): Promise<Sandbox>;
   /** true when a call named `what` must wake the sandbox first; a ConflictError when it may not */
   wakeNeeded(id: string, what: string): Promise<boolean>;
+  /**
+   * describe() and wakeNeeded() from one read of the pause record: what a call on the sandbox
+   * (exec, files, ports) needs before it reaches the backend.
+   */
+  describeForCall(id: string): Promise<SandboxForCall>;
   /** settles what a crash left mid-pause or mid-resume */
   recover(): Promise<void>;
   /** deletes paused sandboxes past the snapshot retention; their ids */

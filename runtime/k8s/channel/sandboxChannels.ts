@@ -8,7 +8,6 @@ import type { Logger } from "../../core/log.ts";
 import type { ExecRequest } from "../../core/types.ts";
 import { ensureHelperBinary } from "../../local/helper-binary.ts";
 import type { RunInSandbox } from "../archive.ts";
-import { buildExecArgv } from "../execCommand.ts";
 import { newExecId } from "../execKill.ts";
 import type { RunInPod } from "../podExec.ts";
 import { WORKSPACE_DIR } from "../podTemplate.ts";
@@ -117,8 +116,6 @@ export function createSandboxChannels(o: {
 
     async exec(id, pod, req, baseEnv) {
       const execId = newExecId();
-      // the same rules as the websocket path's argv, so both refuse the same requests
-      buildExecArgv(req, baseEnv, execId);
       return pool.with(
         id,
         pod,
