@@ -12,24 +12,19 @@
 // The added cost is reported twice: the difference of the two p50s, and the median of the
 // per-round differences (less moved by load that changes between rounds). Prints JSON, then a
 // table. Needs root (real sandboxes). Asserts nothing: tests assert behaviour.
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
-import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { Sandbox } from "e2b";
-import { validateRuntimeConfig } from "../runtime/config/schema.ts";
 import { systemClock } from "../runtime/core/clock.ts";
 import { silentLogger } from "../runtime/core/log.ts";
 import { hashToken, TokenStore } from "../runtime/core/tokens.ts";
 import { createKubernetesPlatform } from "../runtime/kubernetes.ts";
-import { createLocalPlatform } from "../runtime/local/platform.ts";
 import { startService } from "../runtime/server/service.ts";
 import { adminClients, freshNamespaces, installSandboxCrd, testConfig } from "../tools/control-plane/fixtures.ts";
 import { kubeconfig } from "../tools/control-plane/standalone.ts";
 import { nearestRank } from "./lib/percentile.ts";
+import { type RunningService, serveInChild, serveLocal, serveUntilStdinEnds } from "./lib/serviceProcess.ts";
 
 const arg = (name: string, dflt: string): string => {
   const i = process.argv.indexOf(`--${name}`);
@@ -44,13 +39,8 @@ const TOKEN = "sbx_bench_e2b_exec_0123456789";
 if (!["local", "kubernetes"].includes(PLATFORM)) throw new Error(`--platform ${PLATFORM}: use local or kubernetes`);
 if (!["child", "inproc"].includes(SERVICE)) throw new Error(`--service ${SERVICE}: use child or inproc`);
 
-interface Running {
-  url: string;
-  close(): Promise<void>;
-}
-
 /** The service on the chosen platform, in this process. */
-async function serve(): Promise<Running> {
+async function serve(): Promise<RunningService> {
   const logger = silentLogger();
   const tokens = new TokenStore(new Map([[hashToken(TOKEN), "bench"]]));
   if (PLATFORM === "kubernetes") {
@@ -76,52 +66,7 @@ async function serve(): Promise<Running> {
       },
     };
   }
-  const stateDir = mkdtempSync(join(os.tmpdir(), "sbx-bench-e2b-"));
-  const config = validateRuntimeConfig({ local: { stateDir }, listen: { host: "127.0.0.1", port: 0 }, warmPool: [] });
-  const platform = createLocalPlatform(config, { logger, clock: systemClock });
-  const service = await startService({ config, tokens, logger, clock: systemClock, platform, port: 0 });
-  return {
-    url: service.url,
-    close: async () => {
-      await service.close();
-      rmSync(stateDir, { recursive: true, force: true });
-    },
-  };
-}
-
-/** `--serve`: the child's side. Prints the URL, serves until its stdin closes. */
-async function serveChild(): Promise<void> {
-  const s = await serve();
-  console.log(JSON.stringify({ url: s.url }));
-  process.stdin.resume();
-  await new Promise((r) => process.stdin.once("end", r));
-  await s.close();
-}
-
-/** The service in a process of its own (this script with --serve); its URL once it listens. */
-async function serveInChild(): Promise<Running> {
-  const self = fileURLToPath(import.meta.url);
-  const child = spawn(process.execPath, ["--import", "tsx", self, "--serve", "--platform", PLATFORM], {
-    stdio: ["pipe", "pipe", "inherit"],
-  });
-  child.stdin.on("error", () => undefined);
-  const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
-  const lines = createInterface({ input: child.stdout });
-  const url = await new Promise<string>((resolve, reject) => {
-    // the first line that is ours: anything else the service prints is passed through
-    lines.on("line", (l) => {
-      if (l.startsWith('{"url":')) resolve((JSON.parse(l) as { url: string }).url);
-      else process.stderr.write(`${l}\n`);
-    });
-    child.once("exit", (code) => reject(new Error(`the service process exited (${code}) before it listened`)));
-  });
-  return {
-    url,
-    close: async () => {
-      child.stdin.end();
-      await exited;
-    },
-  };
+  return serveLocal(TOKEN, "sbx-bench-e2b-");
 }
 
 /** our API's exec, the whole NDJSON response read */
@@ -224,9 +169,10 @@ async function measure(url: string): Promise<void> {
 }
 
 if (process.argv.includes("--serve")) {
-  await serveChild();
+  await serveUntilStdinEnds(serve);
 } else {
-  const running = SERVICE === "child" ? await serveInChild() : await serve();
+  const running =
+    SERVICE === "child" ? await serveInChild(fileURLToPath(import.meta.url), ["--platform", PLATFORM]) : await serve();
   try {
     await measure(running.url);
   } finally {

@@ -9,20 +9,12 @@
 // inproc runs it in this process, beside the SDK. The contended phase's `yes` processes run in
 // process groups of their own under `timeout 900` and are killed when the phase ends, whatever
 // happens. Prints JSON, then a table. Needs root (real sandboxes). Asserts nothing.
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
-import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { Sandbox } from "e2b";
-import { validateRuntimeConfig } from "../runtime/config/schema.ts";
-import { systemClock } from "../runtime/core/clock.ts";
-import { silentLogger } from "../runtime/core/log.ts";
-import { hashToken, TokenStore } from "../runtime/core/tokens.ts";
-import { createLocalPlatform } from "../runtime/local/platform.ts";
-import { startService } from "../runtime/server/service.ts";
+import { withBusyProcesses } from "./lib/busy.ts";
+import { serveInChild, serveLocal, serveUntilStdinEnds } from "./lib/serviceProcess.ts";
 
 const arg = (name: string, dflt: string): string => {
   const i = process.argv.indexOf(`--${name}`);
@@ -39,83 +31,6 @@ const DEADLINE_MS = 300_000;
 
 if (!["child", "inproc"].includes(SERVICE)) throw new Error(`--service ${SERVICE}: use child or inproc`);
 if (SIZES_MB.some((s) => !(s > 0))) throw new Error(`--sizes ${arg("sizes", "")}: use sizes in MB, e.g. 8,16`);
-
-interface Running {
-  url: string;
-  close(): Promise<void>;
-}
-
-/** The service on the local platform, in this process. */
-async function serve(): Promise<Running> {
-  const logger = silentLogger();
-  const tokens = new TokenStore(new Map([[hashToken(TOKEN), "bench"]]));
-  const stateDir = mkdtempSync(join(os.tmpdir(), "sbx-bench-e2b-stream-"));
-  const config = validateRuntimeConfig({ local: { stateDir }, listen: { host: "127.0.0.1", port: 0 }, warmPool: [] });
-  const platform = createLocalPlatform(config, { logger, clock: systemClock });
-  const service = await startService({ config, tokens, logger, clock: systemClock, platform, port: 0 });
-  return {
-    url: service.url,
-    close: async () => {
-      await service.close();
-      rmSync(stateDir, { recursive: true, force: true });
-    },
-  };
-}
-
-/** `--serve`: the child's side. Prints the URL, serves until its stdin closes. */
-async function serveChild(): Promise<void> {
-  const s = await serve();
-  console.log(JSON.stringify({ url: s.url }));
-  process.stdin.resume();
-  await new Promise((r) => process.stdin.once("end", r));
-  await s.close();
-}
-
-/** The service in a process of its own (this script with --serve); its URL once it listens. */
-async function serveInChild(): Promise<Running> {
-  const self = fileURLToPath(import.meta.url);
-  const child = spawn(process.execPath, ["--import", "tsx", self, "--serve"], { stdio: ["pipe", "pipe", "inherit"] });
-  child.stdin.on("error", () => undefined);
-  const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
-  const lines = createInterface({ input: child.stdout });
-  const url = await new Promise<string>((resolve, reject) => {
-    lines.on("line", (l) => {
-      if (l.startsWith('{"url":')) resolve((JSON.parse(l) as { url: string }).url);
-      else process.stderr.write(`${l}\n`);
-    });
-    child.once("exit", (code) => reject(new Error(`the service process exited (${code}) before it listened`)));
-  });
-  return {
-    url,
-    close: async () => {
-      child.stdin.end();
-      await exited;
-    },
-  };
-}
-
-/** BUSY CPU-bound processes for as long as fn runs; killed after, whatever fn does. */
-async function contended<T>(fn: () => Promise<T>): Promise<T> {
-  const busy: ChildProcess[] = [];
-  const killAll = () => {
-    for (const c of busy) if (c.pid && c.exitCode === null && c.signalCode === null) process.kill(-c.pid, "SIGKILL");
-  };
-  process.once("exit", killAll);
-  try {
-    for (let i = 0; i < BUSY; i++) {
-      const c = spawn("timeout", ["900", "yes"], { stdio: "ignore", detached: true });
-      busy.push(c);
-      await new Promise<void>((resolve, reject) => {
-        c.once("spawn", resolve);
-        c.once("error", reject);
-      });
-    }
-    return await fn();
-  } finally {
-    killAll();
-    process.off("exit", killAll);
-  }
-}
 
 const command = (bytes: number) => `yes 0123456789abcdef | head -c ${bytes}`;
 
@@ -226,7 +141,7 @@ async function measure(url: string): Promise<void> {
     await e2bRun(sbx, MB); // warm-up: the sandbox's first bash, the SDK's connection
     await apiExec(url, sbx.sandboxId, MB);
     const quiet = await phase(url, sbx, "quiet", errors);
-    const busy = await contended(() => phase(url, sbx, "contended", errors));
+    const busy = await withBusyProcesses(BUSY, 900, () => phase(url, sbx, "contended", errors));
     rows = [...quiet, ...busy];
   } finally {
     await sbx.kill();
@@ -257,10 +172,11 @@ async function measure(url: string): Promise<void> {
   );
 }
 
+const serve = () => serveLocal(TOKEN, "sbx-bench-e2b-stream-");
 if (process.argv.includes("--serve")) {
-  await serveChild();
+  await serveUntilStdinEnds(serve);
 } else {
-  const running = SERVICE === "child" ? await serveInChild() : await serve();
+  const running = SERVICE === "child" ? await serveInChild(fileURLToPath(import.meta.url)) : await serve();
   try {
     await measure(running.url);
   } finally {

@@ -11,7 +11,7 @@ import http from "node:http";
 import net from "node:net";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseExecFrames, startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
+import { createE2bSandbox, shIn, startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
 
 let rt: LocalRuntime;
 let url: string;
@@ -26,15 +26,7 @@ beforeAll(async () => {
   rt = await startLocalRuntime({ budget: { cpu: "200m", memory: "4Gi" } });
   url = await rt.app.listen({ host: "127.0.0.1", port: 0 });
   port = Number(new URL(url).port);
-  const res = await rt.app.inject({
-    method: "POST",
-    url: "/v2/sandboxes",
-    headers: { "x-api-key": TOKENS.alice },
-    payload: { templateID: "base" },
-  });
-  expect(res.statusCode, res.body).toBe(201);
-  id = res.json().sandboxID;
-  token = res.json().envdAccessToken;
+  ({ id, envdAccessToken: token } = await createE2bSandbox(rt));
   // 4 GiB sparse: far more than the test reads, and no disk used
   expect((await sh("truncate -s 4G /workspace/big && echo made")).stdout).toBe("made\n");
 }, 120_000);
@@ -43,15 +35,7 @@ afterAll(async () => {
   await rt?.close();
 });
 
-async function sh(script: string): Promise<{ stdout: string }> {
-  const res = await rt.app.inject({
-    method: "POST",
-    url: `/v1/sandboxes/${id}/exec`,
-    headers: { authorization: `Bearer ${TOKENS.alice}` },
-    payload: { command: ["sh", "-c", script] },
-  });
-  return { stdout: parseExecFrames(res.body).stdout };
-}
+const sh = (script: string) => shIn(rt, id, script);
 
 /** GETs `path`, reads `bytes` of the body, then drops the connection. */
 function abandonDownload(path: string, headers: Record<string, string>, bytes: number): Promise<number> {

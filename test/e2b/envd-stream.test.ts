@@ -5,11 +5,11 @@
 // The stall these guard against (issue 32): a feed paused above its high mark was resumed only
 // by a read that took it from above the mark to below half of it in one step, so a reader that
 // fell behind (as it does when the machine is busy) waited forever for output that was paused.
-import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { type IncomingMessage, request } from "node:http";
 import { Sandbox } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { withBusyProcesses } from "../../bench/lib/busy.ts";
 import { startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
 
 const MB = 1024 * 1024;
@@ -44,41 +44,8 @@ afterAll(async () => {
   await rt?.close();
 });
 
-/**
- * Runs fn with BUSY CPU-bound processes beside the service and kills them after, whatever fn
- * does. Each runs in a process group of its own under `timeout`, so even a worker that dies
- * before the finally cannot leave them behind for more than a few minutes.
- */
-async function contended<T>(fn: () => Promise<T>): Promise<T> {
-  const busy: ChildProcess[] = [];
-  const killAll = () => {
-    for (const c of busy) if (c.pid && c.exitCode === null && c.signalCode === null) process.kill(-c.pid, "SIGKILL");
-  };
-  process.once("exit", killAll);
-  try {
-    for (let i = 0; i < BUSY; i++) {
-      const c = spawn("timeout", ["300", "yes"], { stdio: "ignore", detached: true });
-      busy.push(c);
-      await new Promise<void>((resolve, reject) => {
-        c.once("spawn", resolve);
-        c.once("error", (err) =>
-          reject(
-            new Error(
-              `could not start a busy process (coreutils' timeout and yes; apt-get install coreutils): ${err.message}`,
-            ),
-          ),
-        );
-      });
-    }
-    const out = await fn();
-    // the load lasted the whole run: none of them ended early
-    expect(busy.map((c) => c.exitCode ?? c.signalCode)).toEqual(busy.map(() => null));
-    return out;
-  } finally {
-    killAll();
-    process.off("exit", killAll);
-  }
-}
+/** the busy processes outlive any run that has not stalled; the load must last the whole run */
+const contended = <T>(fn: () => Promise<T>) => withBusyProcesses(BUSY, 300, fn);
 
 const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
 

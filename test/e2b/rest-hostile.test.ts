@@ -5,7 +5,7 @@
 // status and whose message names the field; never a 5xx; and nothing may be created.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectBody, createBody, listQuery, pauseBody, timeoutBody } from "../../runtime/server/e2b/schemas.ts";
-import { startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
+import { createE2bSandbox, startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
 
 interface Case {
   name: string;
@@ -23,14 +23,7 @@ let id: string;
 
 beforeAll(async () => {
   rt = await startLocalRuntime({ budget: { cpu: "200m", memory: "4Gi" } });
-  const res = await rt.app.inject({
-    method: "POST",
-    url: "/v2/sandboxes",
-    headers: { "x-api-key": TOKENS.alice },
-    payload: { templateID: "base" },
-  });
-  expect(res.statusCode, res.body).toBe(201);
-  id = res.json().sandboxID;
+  id = (await createE2bSandbox(rt)).id;
 }, 120_000);
 
 afterAll(async () => {

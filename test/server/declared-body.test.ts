@@ -8,7 +8,13 @@
 // gets its 100 Continue and goes through.
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createReadySandbox, startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
+import {
+  createE2bSandbox,
+  createReadySandbox,
+  startLocalRuntime,
+  TOKENS,
+  type LocalRuntime,
+} from "../support/local.ts";
 
 let rt: LocalRuntime;
 let port: number;
@@ -19,14 +25,8 @@ beforeAll(async () => {
   rt = await startLocalRuntime({ budget: { cpu: "200m", memory: "4Gi" } });
   port = Number(new URL(await rt.app.listen({ host: "127.0.0.1", port: 0 })).port);
   id = await createReadySandbox(rt);
-  const e2b = await rt.app.inject({
-    method: "POST",
-    url: "/v2/sandboxes",
-    headers: { "x-api-key": TOKENS.alice },
-    payload: { templateID: "base" },
-  });
-  expect(e2b.statusCode, e2b.body).toBe(201);
-  envd = `E2b-Sandbox-Id: ${e2b.json().sandboxID}\r\nX-Access-Token: ${e2b.json().envdAccessToken}\r\n`;
+  const e2b = await createE2bSandbox(rt);
+  envd = `E2b-Sandbox-Id: ${e2b.id}\r\nX-Access-Token: ${e2b.envdAccessToken}\r\n`;
 }, 120_000);
 
 afterAll(async () => {

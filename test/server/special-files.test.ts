@@ -4,7 +4,7 @@
 // device node, which no unprivileged extract can recreate. Inside a directory such entries stay
 // what tar makes of them; only the path asked for is checked.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { auth, parseExecFrames, startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
+import { auth, createE2bSandbox, shIn, startLocalRuntime, type LocalRuntime } from "../support/local.ts";
 
 let rt: LocalRuntime;
 let id: string;
@@ -12,28 +12,15 @@ let envd: Record<string, string>;
 
 beforeAll(async () => {
   rt = await startLocalRuntime({ budget: { cpu: "200m", memory: "4Gi" } });
-  const res = await rt.app.inject({
-    method: "POST",
-    url: "/v2/sandboxes",
-    headers: { "x-api-key": TOKENS.alice },
-    payload: { templateID: "base" },
-  });
-  expect(res.statusCode, res.body).toBe(201);
-  id = res.json().sandboxID;
-  envd = { "e2b-sandbox-id": id, "x-access-token": res.json().envdAccessToken };
-  const made = await rt.app.inject({
-    method: "POST",
-    url: `/v1/sandboxes/${id}/exec`,
-    headers: auth("alice"),
-    payload: {
-      command: [
-        "sh",
-        "-c",
-        "mkfifo /workspace/fifo && ln -s /dev/zero /workspace/zero-link && mkdir /workspace/with-fifo && mkfifo /workspace/with-fifo/p && echo ok > /workspace/plain",
-      ],
-    },
-  });
-  expect(parseExecFrames(made.body).exit, made.body).toMatchObject({ exitCode: 0 });
+  const made = await createE2bSandbox(rt);
+  id = made.id;
+  envd = { "e2b-sandbox-id": id, "x-access-token": made.envdAccessToken };
+  const files = await shIn(
+    rt,
+    id,
+    "mkfifo /workspace/fifo && ln -s /dev/zero /workspace/zero-link && mkdir /workspace/with-fifo && mkfifo /workspace/with-fifo/p && echo ok > /workspace/plain",
+  );
+  expect(files.exit, files.stderr).toMatchObject({ exitCode: 0 });
 }, 120_000);
 
 afterAll(async () => {

@@ -132,3 +132,34 @@ export async function createReadySandbox(
   if (waited.statusCode !== 200) throw new Error(`wait for ${id} answered ${waited.statusCode}: ${waited.body}`);
   return id;
 }
+
+/** Creates a sandbox through the E2B REST surface (template "base"); asserts 201. */
+export async function createE2bSandbox(
+  rt: Pick<LocalRuntime, "app">,
+  owner: keyof typeof TOKENS = "alice",
+): Promise<{ id: string; envdAccessToken: string }> {
+  const res = await rt.app.inject({
+    method: "POST",
+    url: "/v2/sandboxes",
+    headers: { "x-api-key": TOKENS[owner] },
+    payload: { templateID: "base" },
+  });
+  if (res.statusCode !== 201) throw new Error(`E2B create answered ${res.statusCode}: ${res.body}`);
+  return { id: res.json().sandboxID, envdAccessToken: res.json().envdAccessToken };
+}
+
+/** Runs `sh -c script` in a sandbox through POST /v1/.../exec and parses the frames. */
+export async function shIn(
+  rt: Pick<LocalRuntime, "app">,
+  id: string,
+  script: string,
+  owner: keyof typeof TOKENS = "alice",
+): Promise<ReturnType<typeof parseExecFrames>> {
+  const res = await rt.app.inject({
+    method: "POST",
+    url: `/v1/sandboxes/${id}/exec`,
+    headers: auth(owner),
+    payload: { command: ["sh", "-c", script] },
+  });
+  return parseExecFrames(res.body);
+}
