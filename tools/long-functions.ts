@@ -1,10 +1,12 @@
 // Lists functions over 60 lines in shipped code (runtime/, components/, infra/, policy/; tests
 // excluded) and whether a reason is given: a comment directly above the function, or a file
 // header that mentions "60 lines" / "long on purpose" / "over 60". Prints one line per function
-// and the counts; exits 1 when a long function has no reason.
+// and the counts; exits 1 when a long function has no reason. tools/long-functions.test.ts runs
+// the same check in `npm test`, so a new long function without a reason fails the suite.
 //   npx tsx tools/long-functions.ts [--all]
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import ts from "typescript";
 
 const ROOTS = ["runtime", "components", "infra", "policy"];
@@ -24,7 +26,7 @@ function header(text: string): string {
   return m ? m[0] : "";
 }
 
-interface Long {
+export interface Long {
   file: string;
   name: string;
   lines: number;
@@ -60,9 +62,16 @@ function nameOfParent(node: ts.Node): string | undefined {
   return undefined;
 }
 
-const all = ROOTS.flatMap((r) => files(r)).flatMap(longIn);
-const show = process.argv.includes("--all") ? all : all.filter((l) => !l.reason);
-for (const l of show)
-  console.log(`${l.reason ? "reason " : "NONE   "} ${String(l.lines).padStart(4)}  ${l.file}  ${l.name}`);
-console.log(`functions over ${LIMIT} lines: ${all.length}; without a reason: ${all.filter((l) => !l.reason).length}`);
-process.exitCode = all.some((l) => !l.reason) ? 1 : 0;
+/** Every function over LIMIT lines under the shipped roots, from `root` (the repository). */
+export function longFunctions(root = "."): Long[] {
+  return ROOTS.flatMap((r) => files(join(root, r))).flatMap(longIn);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const all = longFunctions();
+  const show = process.argv.includes("--all") ? all : all.filter((l) => !l.reason);
+  for (const l of show)
+    console.log(`${l.reason ? "reason " : "NONE   "} ${String(l.lines).padStart(4)}  ${l.file}  ${l.name}`);
+  console.log(`functions over ${LIMIT} lines: ${all.length}; without a reason: ${all.filter((l) => !l.reason).length}`);
+  process.exitCode = all.some((l) => !l.reason) ? 1 : 0;
+}

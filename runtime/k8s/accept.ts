@@ -28,6 +28,8 @@ export interface Acceptor {
   ): { release(podName: string | undefined): void } | undefined;
 }
 
+// Over 60 lines on purpose: accept, its retry and its failure share the record writer and the claimed pods in this
+// closure.
 export function createAcceptor(p: KubernetesParts, onWritten: (id: string) => void): Acceptor {
   const { clock, logger, index, namespace } = p;
   const { core, custom } = p.clients;

@@ -45,6 +45,7 @@ export interface Service {
   close(): Promise<void>;
 }
 
+// Over 60 lines on purpose: process wiring in start order (manager, app, listen) with close() undoing it in reverse.
 export async function startService(opts: ServiceOptions): Promise<Service> {
   const role = opts.role ?? "all";
   validateRoleForPlatform(role, opts.config.platform);

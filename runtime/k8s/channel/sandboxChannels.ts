@@ -77,6 +77,8 @@ export interface SandboxChannels {
   close(): void;
 }
 
+// Over 60 lines on purpose: exec, transfers, list/attach and the helper run share one pool and one helper load
+// (closure).
 export function createSandboxChannels(o: {
   runInPod: RunInPod;
   clock: Clock;
