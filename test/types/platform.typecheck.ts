@@ -2,6 +2,8 @@
 // `npm test` (`tsc --noEmit`; tsconfig.json includes test/): each line under `@ts-expect-error`
 // must fail to compile, else tsc fails with "Unused '@ts-expect-error' directive". So dropping
 // specOf from a platform that releases compute is a type error, not a resume that loses env.
+import type { Backend } from "../../runtime/core/types.ts";
+import type { KubernetesBackend } from "../../runtime/k8s/backend.ts";
 import type { LocalBackend } from "../../runtime/local/backend.ts";
 import type { PauseSupport, Platform } from "../../runtime/platform.ts";
 
@@ -17,3 +19,10 @@ export const withoutSpecOf: Platform = { ...rest, backend, pause: { compute: bac
 
 // @ts-expect-error and the other way round: a spec without the compute release is no pause support
 export const withoutCompute: Platform = { ...rest, backend, pause: { specOf } };
+
+// The Kubernetes backend is exactly a Backend: no public member the interface does not declare
+// (test hooks live on KubernetesPlatform.testing), and none of Backend's left out.
+type SameKeys<A, B> = [Exclude<A, B>, Exclude<B, A>] extends [never, never]
+  ? true
+  : { onlyLeft: Exclude<A, B>; onlyRight: Exclude<B, A> };
+export const kubernetesBackendIsExactlyBackend: SameKeys<keyof KubernetesBackend, keyof Backend> = true;
