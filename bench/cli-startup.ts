@@ -17,7 +17,7 @@ import { systemClock } from "../runtime/core/clock.ts";
 import { freePort } from "../runtime/core/ports.ts";
 import { silentLogger } from "../runtime/core/log.ts";
 import { hashToken, TokenStore } from "../runtime/core/tokens.ts";
-import { createLocalBackend } from "../runtime/local/backend.ts";
+import { createLocalPlatform } from "../runtime/local/platform.ts";
 import { startService } from "../runtime/server/service.ts";
 
 const repo = resolve(import.meta.dirname, "..");
@@ -81,7 +81,7 @@ async function main(): Promise<void> {
     tokens,
     logger,
     clock: systemClock,
-    backend: createLocalBackend(config, { logger, clock: systemClock }),
+    platform: createLocalPlatform(config, { logger, clock: systemClock }),
     port: 0,
   });
   const loadAvgAtStart = os.loadavg()[0];

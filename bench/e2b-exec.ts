@@ -19,7 +19,7 @@ import { Sandbox } from "e2b";
 import { systemClock } from "../runtime/core/clock.ts";
 import { silentLogger } from "../runtime/core/log.ts";
 import { hashToken, TokenStore } from "../runtime/core/tokens.ts";
-import { createKubernetesBackend } from "../runtime/kubernetes.ts";
+import { createKubernetesPlatform } from "../runtime/kubernetes.ts";
 import { startService } from "../runtime/server/service.ts";
 import { adminClients, freshNamespaces, installSandboxCrd, testConfig } from "../tools/control-plane/fixtures.ts";
 import { kubeconfig } from "../tools/control-plane/standalone.ts";
@@ -49,13 +49,14 @@ async function serve(): Promise<RunningService> {
     await installSandboxCrd(clients.kc);
     const ns = await freshNamespaces(clients.core, "bench-e2b");
     const config = testConfig(ns, { listen: { host: "127.0.0.1", port: 0 }, warmPool: [] });
-    const backend = createKubernetesBackend(
+    const platform = createKubernetesPlatform(
       config,
       { logger, clock: systemClock },
       { clients, retryPeriodMs: 1000, leaseDurationMs: 15_000, activityFlushMs: 500 },
     );
-    const service = await startService({ config, tokens, logger, clock: systemClock, backend, port: 0 });
-    for (let i = 0; i < 200 && !backend.controller.isLeader(); i++) await new Promise((r) => setTimeout(r, 100));
+    const service = await startService({ config, tokens, logger, clock: systemClock, platform, port: 0 });
+    for (let i = 0; i < 200 && !platform.testing.controller.isLeader(); i++)
+      await new Promise((r) => setTimeout(r, 100));
     return {
       url: service.url,
       close: async () => {

@@ -15,7 +15,7 @@ import { systemClock } from "../runtime/core/clock.ts";
 import { silentLogger } from "../runtime/core/log.ts";
 import { hashToken, TokenStore } from "../runtime/core/tokens.ts";
 import { validateRuntimeConfig } from "../runtime/config/schema.ts";
-import { createLocalBackend } from "../runtime/local/backend.ts";
+import { createLocalPlatform } from "../runtime/local/platform.ts";
 import { buildApp } from "../runtime/server/app.ts";
 import { nearestRank } from "./lib/percentile.ts";
 
@@ -33,8 +33,8 @@ async function main(): Promise<void> {
   const TOKEN = "bench-e2b-token-0123456789";
   const tokens = () => new TokenStore(new Map([[hashToken(TOKEN), "bench"]]));
   const logger = silentLogger();
-  const backend = createLocalBackend(made.config, { logger, clock: systemClock });
-  const { manager } = await buildManager(made.config, { logger, clock: systemClock, backend });
+  const platform = createLocalPlatform(made.config, { logger, clock: systemClock });
+  const { manager } = await buildManager(made.config, { logger, clock: systemClock, platform });
   const app = buildApp({ manager, tokens: tokens(), logger, e2b: { sweepIntervalMs: 0 } });
   await manager.start({ reaper: false });
   const url = await app.listen({ host: "127.0.0.1", port: 0 });

@@ -27,7 +27,7 @@ import { validateRuntimeConfig } from "../runtime/config/schema.ts";
 import { systemClock } from "../runtime/core/clock.ts";
 import { silentLogger } from "../runtime/core/log.ts";
 import { hashToken, TokenStore } from "../runtime/core/tokens.ts";
-import { createLocalBackend } from "../runtime/local/backend.ts";
+import { createLocalPlatform } from "../runtime/local/platform.ts";
 import { startLocalRegistry } from "../runtime/local/registry.ts";
 import type { SandboxManager } from "../runtime/core/manager.ts";
 import { buildApp } from "../runtime/server/app.ts";
@@ -57,8 +57,8 @@ async function startLocal(): Promise<Runtime> {
   const stateDir = mkdtempSync(join(tmpdir(), "sbx-bench-ports-"));
   const config = validateRuntimeConfig({ local: { stateDir }, snapshots: { registry: registryUrl } });
   const logger = silentLogger();
-  const backend = createLocalBackend(config, { logger, clock: systemClock });
-  const { manager } = await buildManager(config, { logger, clock: systemClock, backend });
+  const platform = createLocalPlatform(config, { logger, clock: systemClock });
+  const { manager } = await buildManager(config, { logger, clock: systemClock, platform });
   const tokens = new TokenStore(new Map([[hashToken(TOKEN), "bench"]]));
   // the production service's port options (exposures in files under the state dir), as npm start has them
   const app = buildApp({ manager, tokens, logger, e2b: false, ports: portOptionsFrom(config) });

@@ -385,6 +385,8 @@ function readSnapshots(v: unknown, mode: PlatformConfig["mode"], hasTokenKey: bo
  * The platform runs the registry (components/layerRegistry): it takes the place of
  * repositoryUrl and podRegistry, and always comes with the token pair.
  */
+// Over 60 lines on purpose: every key of sbx:snapshots with a layer registry, checked in the order docs/stack-
+// config.md lists them.
 function readWithLayerRegistry(
   o: Raw,
   mode: PlatformConfig["mode"],

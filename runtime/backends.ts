@@ -1,10 +1,10 @@
-// Backend factory and the runtime's assembly: the backend named by config.platform, loaded
-// with a dynamic import so a platform whose module is missing fails only when chosen, plus
-// the Manager built on it. Used by the service (runtime/main.ts) and the CLI's direct mode.
-import { join } from "node:path";
+// Platform factory and the runtime's assembly: the platform named by config.platform
+// (runtime/platform.ts), loaded with a dynamic import so a platform whose module is missing fails
+// only when chosen, plus the Manager built on its fields. Used by the service (runtime/main.ts)
+// and the CLI's direct mode.
 import { planRole, type Role } from "./config/role.ts";
 import type { RuntimeConfig } from "./config/schema.ts";
-import { Admission, type AdmissionScope } from "./core/admission.ts";
+import { Admission } from "./core/admission.ts";
 import { createAuditStore } from "./core/audit.ts";
 import { ImageCatalog, type ImageLookup } from "./core/catalog.ts";
 import type { Clock } from "./core/clock.ts";
@@ -12,10 +12,9 @@ import { ValidationError } from "./core/errors.ts";
 import type { Logger } from "./core/log.ts";
 import type { MaintenanceTask } from "./core/maintenance.ts";
 import { SandboxManager } from "./core/manager.ts";
-import type { Backend } from "./core/types.ts";
-import type { AutoPauseStatusStore } from "./autopause/controller.ts";
+import type { Backend, SandboxView } from "./core/types.ts";
+import type { Platform } from "./platform.ts";
 import type { PauseResume } from "./snapshot/service.ts";
-import type { SandboxView } from "./core/types.ts";
 import type { SnapshotGc } from "./snapshot/gc.ts";
 
 export interface BackendDeps {
@@ -29,7 +28,7 @@ export interface BackendDeps {
   identity?: string;
 }
 
-type Factory = (config: RuntimeConfig, deps: BackendDeps) => Backend;
+type Factory = (config: RuntimeConfig, deps: BackendDeps) => Platform;
 
 // Literal import() calls, not a variable path: the Pulumi package bundles runtime/main.ts with
 // esbuild, which can only follow imports it can read; a backend still loads only when chosen.
@@ -37,15 +36,19 @@ const MODULES: Record<
   RuntimeConfig["platform"],
   { file: string; export: string; load: () => Promise<Record<string, unknown>> }
 > = {
-  local: { file: "runtime/local/backend.ts", export: "createLocalBackend", load: () => import("./local/backend.ts") },
+  local: {
+    file: "runtime/local/platform.ts",
+    export: "createLocalPlatform",
+    load: () => import("./local/platform.ts"),
+  },
   kubernetes: {
     file: "runtime/kubernetes.ts",
-    export: "createKubernetesBackend",
+    export: "createKubernetesPlatform",
     load: () => import("./kubernetes.ts"),
   },
 };
 
-export async function createBackend(config: RuntimeConfig, deps: BackendDeps): Promise<Backend> {
+export async function createPlatform(config: RuntimeConfig, deps: BackendDeps): Promise<Platform> {
   const m = Object.hasOwn(MODULES, config.platform) ? MODULES[config.platform] : undefined;
   if (!m)
     throw new ValidationError("config.platform", config.platform, `use one of: ${Object.keys(MODULES).join(", ")}`);
@@ -53,7 +56,7 @@ export async function createBackend(config: RuntimeConfig, deps: BackendDeps): P
   try {
     mod = await m.load();
   } catch (err) {
-    throw new Error(`the ${config.platform} backend (${m.file}) could not be loaded: ${(err as Error).message}`, {
+    throw new Error(`the ${config.platform} platform (${m.file}) could not be loaded: ${(err as Error).message}`, {
       cause: err,
     });
   }
@@ -63,6 +66,8 @@ export async function createBackend(config: RuntimeConfig, deps: BackendDeps): P
 }
 
 export interface RuntimeParts {
+  platform: Platform;
+  /** platform.backend */
   backend: Backend;
   manager: SandboxManager;
   catalog: ImageCatalog;
@@ -75,27 +80,31 @@ export interface RuntimeParts {
  * owns (runtime/snapshot), and its periodic jobs. Loaded only when configured.
  */
 async function pauseResumeFor(
-  backend: Backend,
+  platform: Platform,
   config: RuntimeConfig,
   deps: BackendDeps & { snapshotGc?: SnapshotGc },
   catalog: ImageCatalog,
   given?: PauseResume,
 ): Promise<{ pauseResume?: PauseResume; maintenance: MaintenanceTask[] }> {
   let pauseResume = given;
-  if (!pauseResume && config.snapshots) {
+  const pause = platform.pause;
+  if (!pauseResume && config.snapshots && pause) {
     const [{ createPauseResume }, { registryLoginFor }] = await Promise.all([
       import("./snapshot/wire.ts"),
       import("./snapshot/registryLogin.ts"),
     ]);
     const auth = registryLoginFor(config.snapshots, { clock: deps.clock });
-    pauseResume = createPauseResume(backend, {
-      config,
-      clock: deps.clock,
-      logger: deps.logger,
-      auth,
-      imageFor: (p) => catalog.resolve(p).image,
-      gc: deps.snapshotGc,
-    });
+    pauseResume = createPauseResume(
+      { backend: platform.backend, pause },
+      {
+        config,
+        clock: deps.clock,
+        logger: deps.logger,
+        auth,
+        imageFor: (p) => catalog.resolve(p).image,
+        gc: deps.snapshotGc,
+      },
+    );
   }
   if (!pauseResume) return { maintenance: [] };
   const pr = pauseResume;
@@ -116,28 +125,24 @@ async function pauseResumeFor(
  * go through the Manager as the sandbox's owner, so admission and audit apply to them too.
  */
 async function autoPauseTask(
-  raw: Backend,
+  platform: Platform,
   view: SandboxView,
-  config: RuntimeConfig,
   deps: BackendDeps,
   manager: () => SandboxManager,
 ): Promise<MaintenanceTask> {
-  const [{ AutoPauseController, FileStatusStore }, { StoredPolicies }] = await Promise.all([
+  const [{ AutoPauseController }, { StoredPolicies }] = await Promise.all([
     import("./autopause/controller.ts"),
     import("./autopause/stored.ts"),
   ]);
   const stored = new StoredPolicies(deps.logger);
   const ownerOf = async (id: string) => (await view.describe(id))?.owner ?? "";
-  const shared = raw as SharedStateBackend;
+  const leads = leadership(platform);
   const controller = new AutoPauseController({
-    // the wake schedule of a paused sandbox must survive a restart: in the Sandbox objects
-    // when the backend keeps it there (Kubernetes), else in files under the state dir
-    store:
-      shared.autoPauseStatus ??
-      (config.platform === "local" ? new FileStatusStore(join(config.local.stateDir, "autopause")) : undefined),
+    // the wake schedule of a paused sandbox must survive a restart: the platform says where
+    store: platform.autoPauseStatus,
     clock: deps.clock,
     logger: deps.logger,
-    probeBackend: raw,
+    probeBackend: platform.backend,
     targets: async () => stored.of(await view.list()),
     pause: async (id) => manager().pause(await ownerOf(id), id),
     resume: async (id) => manager().resume(await ownerOf(id), id),
@@ -147,21 +152,19 @@ async function autoPauseTask(
   return {
     name: "autopause",
     everyMs: 1000,
-    run: async () => ((shared.leads?.() ?? true) ? controller.tick() : undefined),
+    run: async () => (leads() ? controller.tick() : undefined),
   };
 }
 
-/** What a backend shared by several runtime replicas offers the automatic pause/wake task. */
-interface SharedStateBackend extends Backend {
-  autoPauseStatus?: AutoPauseStatusStore;
-  /** this replica's share of a budget shared by several replicas */
-  budgetShares?: { scope: AdmissionScope };
-  leads?(): boolean;
+/** Whether this replica leads: a platform without replicas has only this one. */
+function leadership(platform: Platform): () => boolean {
+  const replicas = platform.replicas;
+  return replicas ? () => replicas.leads() : () => true;
 }
 
-function reapGate(role: Role, backend: SharedStateBackend): () => boolean {
+function reapGate(role: Role, platform: Platform): () => boolean {
   if (!planRole(role).reaps) return () => false;
-  if (role === "controller") return () => backend.leads?.() ?? true;
+  if (role === "controller") return leadership(platform);
   return () => true; // all: as before the split, every replica reaps (deletes are idempotent)
 }
 
@@ -169,7 +172,8 @@ function reapGate(role: Role, backend: SharedStateBackend): () => boolean {
 export async function buildManager(
   config: RuntimeConfig,
   deps: BackendDeps & {
-    backend?: Backend;
+    /** the platform to build on; default: the one config.platform names */
+    platform?: Platform;
     pauseResume?: PauseResume;
     snapshotGc?: SnapshotGc;
     processMetrics?: boolean;
@@ -177,10 +181,11 @@ export async function buildManager(
   },
 ): Promise<RuntimeParts> {
   const catalog = new ImageCatalog({ inline: config.catalog, path: config.catalogPath, logger: deps.logger });
-  const backend = deps.backend ?? (await createBackend(config, { ...deps, catalog }));
-  const { pauseResume, maintenance } = await pauseResumeFor(backend, config, deps, catalog, deps.pauseResume);
+  const platform = deps.platform ?? (await createPlatform(config, { ...deps, catalog }));
+  const { backend } = platform;
+  const { pauseResume, maintenance } = await pauseResumeFor(platform, config, deps, catalog, deps.pauseResume);
   let manager: SandboxManager | undefined;
-  if (pauseResume) maintenance.push(await autoPauseTask(backend, pauseResume, config, deps, () => manager!));
+  if (pauseResume) maintenance.push(await autoPauseTask(platform, pauseResume, deps, () => manager!));
   manager = new SandboxManager({
     backend,
     pauseResume,
@@ -190,13 +195,13 @@ export async function buildManager(
     clock: deps.clock,
     logger: deps.logger,
     // several manager replicas share one budget through the backend (runtime/k8s/budget)
-    admission: new Admission(config.budget, { scope: (backend as SharedStateBackend).budgetShares?.scope }),
+    admission: new Admission(config.budget, { scope: platform.replicas?.budgetScope }),
     processMetrics: deps.processMetrics,
     reaperIntervalMs: deps.reaperIntervalMs,
     maintenance,
     // a manager-role process reconciles the budget but deletes nothing (the controller reaps);
     // a controller deletes only while it leads, so two replicas do not reap the same sandbox
-    shouldReap: reapGate(deps.role ?? "all", backend as SharedStateBackend),
+    shouldReap: reapGate(deps.role ?? "all", platform),
   });
-  return { backend, manager, catalog, pauseResume };
+  return { platform, backend, manager, catalog, pauseResume };
 }

@@ -1,14 +1,15 @@
 // Composition of the Kubernetes platform (part of the composition root; runtime/backends.ts
 // loads it only when config.platform is kubernetes): the backend's shared parts (runtime/k8s),
 // the controller half on top of them (runtime/controller: leader election, reconciler, warm
-// pool), then the backend given that controller. Built here so imports run one way: the
+// pool), then the platform given that controller (runtime/k8s/assemble.ts). Built here so imports run one way: the
 // controller uses k8s/, k8s/ never uses the controller (it knows it through k8s/control.ts).
 import type { RuntimeConfig } from "./config/schema.ts";
 import { Controller } from "./controller/controller.ts";
 import { OwnSandboxes } from "./controller/ownSandboxes.ts";
 import { SandboxReconciler } from "./controller/sandboxReconciler.ts";
 import { WarmPool } from "./controller/warmpool.ts";
-import { assembleKubernetesBackend, type KubernetesBackend } from "./k8s/backend.ts";
+import { assembleKubernetesPlatform, type KubernetesPlatform } from "./k8s/assemble.ts";
+import type { KubernetesBackend } from "./k8s/backend.ts";
 import {
   createKubernetesParts,
   type KubernetesBackendOverrides,
@@ -16,7 +17,7 @@ import {
   type KubernetesParts,
 } from "./k8s/parts.ts";
 
-export type { KubernetesBackend, KubernetesBackendOverrides };
+export type { KubernetesBackend, KubernetesBackendOverrides, KubernetesPlatform };
 
 /**
  * The controller half for these parts: one Lease per namespace pair, the warm pool, the
@@ -56,11 +57,11 @@ export function createKubernetesControl(p: KubernetesParts): {
   return { controller, warmPool };
 }
 
-export function createKubernetesBackend(
+export function createKubernetesPlatform(
   config: RuntimeConfig,
   deps: KubernetesDeps,
   overrides: KubernetesBackendOverrides = {},
-): KubernetesBackend {
+): KubernetesPlatform {
   const parts = createKubernetesParts(config, deps, overrides);
-  return assembleKubernetesBackend(parts, createKubernetesControl(parts));
+  return assembleKubernetesPlatform(parts, createKubernetesControl(parts));
 }

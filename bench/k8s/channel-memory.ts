@@ -18,7 +18,7 @@ import { Exec } from "@kubernetes/client-node";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import type { ExecSession } from "../../runtime/core/types.ts";
-import { createKubernetesBackend, type KubernetesBackend } from "../../runtime/kubernetes.ts";
+import { createKubernetesPlatform, type KubernetesPlatform } from "../../runtime/kubernetes.ts";
 import { SANDBOX_CONTAINER } from "../../runtime/k8s/contract.ts";
 import { arg, benchRuntime, table } from "./env.ts";
 import { heapGrowth } from "./heapDiff.ts";
@@ -77,12 +77,12 @@ const rt = await benchRuntime(
 );
 const deps = { logger: silentLogger(), clock: systemClock, role: "manager" as const };
 // channels kept open for the whole run (idle close after an hour), and one replica without them
-const channel = createKubernetesBackend(rt.config, deps, {
+const channel = createKubernetesPlatform(rt.config, deps, {
   clients: rt.clients,
   identity: "bench-chmem-channel",
   commandChannel: { idleMs: 3_600_000, maxOpens },
 });
-const websocket = createKubernetesBackend(rt.config, deps, {
+const websocket = createKubernetesPlatform(rt.config, deps, {
   clients: rt.clients,
   identity: "bench-chmem-websocket",
   commandChannel: { enabled: false },
@@ -125,7 +125,7 @@ function row(step: string, from: Usage, to: Usage, per: number) {
 async function websocketPhase(ids: string[]) {
   const before = await settled();
   const s0 = snapshot("websocket-before");
-  const sessions = await Promise.all(ids.map((id) => websocket.exec(id, { command: ["sleep", "3600"] })));
+  const sessions = await Promise.all(ids.map((id) => websocket.backend.exec(id, { command: ["sleep", "3600"] })));
   const results = sessions.map(drained);
   const held = await settled();
   const s1 = snapshot("websocket-held");
@@ -136,18 +136,18 @@ async function websocketPhase(ids: string[]) {
   return { held: r1, closed: r2, heapGrowth: s0 && s1 ? heapGrowth(s0, s1) : undefined };
 }
 
-async function channelPhase(ids: string[], b: KubernetesBackend) {
+async function channelPhase(ids: string[], b: KubernetesPlatform) {
   const before = await settled();
   const s0 = snapshot("channel-before");
   let peak = process.memoryUsage().rss;
   const timer = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 100);
   const t0 = performance.now();
   const codes = await Promise.all(
-    ids.map(async (id) => (await drained(await b.exec(id, { command: ["true"] }))).exitCode),
+    ids.map(async (id) => (await drained(await b.backend.exec(id, { command: ["true"] }))).exitCode),
   );
   const openMs = Math.round(performance.now() - t0);
   clearInterval(timer);
-  const open = ids.filter((id) => b.channels.pool.current(id)).length;
+  const open = ids.filter((id) => b.testing.channels.pool.current(id)).length;
   const after = await settled();
   const s1 = snapshot("channel-open");
   const r = row(`${open} channels open`, before, after, ids.length);
@@ -179,23 +179,23 @@ async function negotiated() {
 }
 
 /** closes the open channels (the helper stays in the pods: a later channel phase opens without copying it) */
-async function closePhase(ids: string[], b: KubernetesBackend) {
+async function closePhase(ids: string[], b: KubernetesPlatform) {
   const before = await settled();
-  for (const id of ids) b.channels.pool.current(id)?.close("the benchmark closed it");
+  for (const id of ids) b.testing.channels.pool.current(id)?.close("the benchmark closed it");
   await sleep(2000);
   return row("channels closed", before, await settled(), ids.length);
 }
 
 try {
-  await channel.start();
-  await websocket.start();
+  await channel.backend.start();
+  await websocket.backend.start();
   const made = await Promise.all(
     Array.from({ length: N }, (_, i) => rt.manager.create({ owner: `o${i % 20}`, profile: "base", size: "nano" })),
   );
-  for (const b of [rt.backend, channel, websocket])
+  for (const b of [rt.backend, channel.backend, websocket.backend])
     for (let i = 0; i < 1200 && (await b.list()).filter((s) => s.ready).length < N; i++) await sleep(500);
   const [first, ...rest] = made.map((m) => m.id);
-  for (const b of [channel, websocket]) await drained(await b.exec(first, { command: ["true"] }));
+  for (const b of [channel.backend, websocket.backend]) await drained(await b.exec(first, { command: ["true"] }));
   out.negotiated = await negotiated();
   out.rssReadyMiB = Math.round(process.memoryUsage().rss / MiB);
   for (const [i, phase] of phases.entries()) {

@@ -24,7 +24,7 @@ try {
     const wait: number[] = [];
     const exec: number[] = [];
     const errors: Record<string, number> = {};
-    const lagStart = rt.backend.records.lagMs.length;
+    const lagStart = rt.platform.testing.records.lagMs.length;
     const eld = monitorEventLoopDelay({ resolution: 1 });
     eld.enable();
     const until = performance.now() + seconds * 1000;
@@ -59,7 +59,7 @@ try {
       }),
     );
     eld.disable();
-    const lag = rt.backend.records.lagMs.slice(lagStart);
+    const lag = rt.platform.testing.records.lagMs.slice(lagStart);
     const loopDelay = { p50: eld.percentile(50) / 1e6, p99: eld.percentile(99) / 1e6, max: eld.max / 1e6 };
     const row = {
       clients,

@@ -6,7 +6,7 @@ import { buildManager } from "../../runtime/backends.ts";
 import type { RuntimeConfigInput } from "../../runtime/config/schema.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
-import { createKubernetesBackend } from "../../runtime/kubernetes.ts";
+import { createKubernetesPlatform } from "../../runtime/kubernetes.ts";
 import {
   addSandboxNodes,
   adminClients,
@@ -24,7 +24,7 @@ export async function benchRuntime(prefix: string, input: Partial<RuntimeConfigI
   const removeNodes = extraNodes > 0 ? await addSandboxNodes(clients.core, prefix, extraNodes) : async () => undefined;
   const ns = await freshNamespaces(clients.core, prefix);
   const config = testConfig(ns, input);
-  const backend = createKubernetesBackend(
+  const platform = createKubernetesPlatform(
     config,
     { logger: silentLogger(), clock: systemClock },
     { clients, retryPeriodMs: 1000, leaseDurationMs: 15_000, activityFlushMs: 500 },
@@ -32,15 +32,16 @@ export async function benchRuntime(prefix: string, input: Partial<RuntimeConfigI
   const { manager } = await buildManager(config, {
     logger: silentLogger(),
     clock: systemClock,
-    backend,
+    platform,
     reaperIntervalMs: 3_600_000,
   });
   await manager.start({ reaper: false });
-  for (let i = 0; i < 200 && !backend.controller.isLeader(); i++) await new Promise((r) => setTimeout(r, 100));
+  for (let i = 0; i < 200 && !platform.testing.controller.isLeader(); i++) await new Promise((r) => setTimeout(r, 100));
   return {
     clients,
     config,
-    backend,
+    platform,
+    backend: platform.backend,
     manager,
     ns,
     close: async () => {

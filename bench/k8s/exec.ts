@@ -11,18 +11,18 @@ import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import type { ExecSession } from "../../runtime/core/types.ts";
 import { SANDBOX_CONTAINER } from "../../runtime/k8s/contract.ts";
-import { createKubernetesBackend } from "../../runtime/kubernetes.ts";
+import { createKubernetesPlatform } from "../../runtime/kubernetes.ts";
 import { arg, benchRuntime, stats, table } from "./env.ts";
 
 const samples = Number(arg("samples", "200"));
 const concurrency = Number(arg("concurrency", "10"));
 const rt = await benchRuntime("bench-exec", { defaults: { size: "nano", idleTimeoutSeconds: 0 } }, 0);
 // the per-exec websocket path, measured in the same run: another replica with channels off
-const wsBackend = createKubernetesBackend(
+const wsBackend = createKubernetesPlatform(
   rt.config,
   { logger: silentLogger(), clock: systemClock, role: "manager" },
   { clients: rt.clients, identity: "bench-websocket", commandChannel: { enabled: false } },
-);
+).backend;
 await wsBackend.start();
 type Start = (id: string, command: string[]) => Promise<ExecSession>;
 const viaManager: Start = (id, command) => rt.manager.exec("bench", id, { command });

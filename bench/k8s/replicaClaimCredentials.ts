@@ -16,7 +16,7 @@ import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import type { SandboxSpec } from "../../runtime/core/types.ts";
 import { createStsCredentialBroker } from "../../runtime/k8s/credentials.ts";
-import { createKubernetesBackend } from "../../runtime/kubernetes.ts";
+import { createKubernetesPlatform } from "../../runtime/kubernetes.ts";
 import { adminClients, freshNamespaces, installSandboxCrd, testConfig } from "../../tools/control-plane/fixtures.ts";
 import { kubeconfig } from "../../tools/control-plane/standalone.ts";
 import { arg, stats, table } from "./env.ts";
@@ -55,7 +55,7 @@ async function measure(withCredentials: boolean, primeWarm: number): Promise<Pat
         new STSClient({ region: "us-east-1", endpoint, credentials: { accessKeyId: "AKIAX", secretAccessKey: "x" } }),
       )
     : undefined;
-  const backend = createKubernetesBackend(
+  const platform = createKubernetesPlatform(
     config,
     { logger: silentLogger(), clock: systemClock },
     {
@@ -67,9 +67,10 @@ async function measure(withCredentials: boolean, primeWarm: number): Promise<Pat
       ...(broker ? { broker } : {}),
     },
   );
+  const { backend } = platform;
   await backend.start();
   const run: PathRun = { claim: [], firstCommand: [] };
-  const pool = backend.channels.pool;
+  const pool = platform.testing.channels.pool;
   const primed = () => pool.keys().filter((k) => k.startsWith("warm:") && pool.current(k)).length;
   // Before each claim: the pool refilled and (primed paths) its channels open, then a pause for
   // that background work to quiet, so each claim measures its own path, not the last one's refill

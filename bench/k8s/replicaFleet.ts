@@ -17,7 +17,7 @@ import type { SharesDoc } from "../../runtime/k8s/budget/sharePlan.ts";
 import type { KubeClients } from "../../runtime/k8s/client.ts";
 import type { CommandChannelOptions } from "../../runtime/k8s/channel/sandboxChannels.ts";
 import { API_GROUP, API_VERSION, SANDBOX_PLURAL } from "../../runtime/k8s/contract.ts";
-import { createKubernetesBackend } from "../../runtime/kubernetes.ts";
+import { createKubernetesPlatform } from "../../runtime/kubernetes.ts";
 import { startService } from "../../runtime/server/service.ts";
 import { adminClients, testConfig } from "../../tools/control-plane/fixtures.ts";
 import { installAllocProfiler } from "./allocProfile.ts";
@@ -43,7 +43,7 @@ async function runReplica(a: ReplicaArgs): Promise<void> {
   const logger = process.env.SBX_TEST_LOG ? createLogger({ level: process.env.SBX_TEST_LOG }) : silentLogger();
   const ns = { ...a.namespaces, cleanup: async () => undefined };
   const config = testConfig(ns, { ...a.config, listen: { host: "127.0.0.1", port: 0 } });
-  const backend = createKubernetesBackend(
+  const platform = createKubernetesPlatform(
     config,
     { logger, clock: systemClock, role: a.role, identity: a.identity },
     {
@@ -59,7 +59,7 @@ async function runReplica(a: ReplicaArgs): Promise<void> {
     tokens: new TokenStore(new Map([[hashToken(FLEET_TOKEN), "fleet"]])),
     logger,
     clock: systemClock,
-    backend,
+    platform,
     role: a.role,
     identity: a.identity,
     host: "127.0.0.1",

@@ -19,7 +19,7 @@ import { loadavg } from "node:os";
 import { resolve as resolvePath } from "node:path";
 import { performance } from "node:perf_hooks";
 import { RUNTIME_PROCESS_ENV, runtimeHeapEnv } from "../../components/runtime/render.ts";
-import { ACTIVITY_FLUSH_MS } from "../../runtime/k8s/backend.ts";
+import { ACTIVITY_FLUSH_MS } from "../../runtime/k8s/assemble.ts";
 import {
   addSandboxNodes,
   adminClients,

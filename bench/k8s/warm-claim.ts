@@ -30,7 +30,7 @@ try {
       if (st.ready >= pool) break;
       await new Promise((res) => setTimeout(res, 100));
     }
-    const before = { ...rt.backend.warmPool.stats };
+    const before = { ...rt.platform.testing.warmPool.stats };
     const lat: number[] = [];
     const made = await Promise.all(
       Array.from({ length: claimers }, async (_, c) => {
@@ -44,7 +44,7 @@ try {
     hits += warm;
     misses += made.length - warm;
     claim.push(...lat);
-    const after = rt.backend.warmPool.stats;
+    const after = rt.platform.testing.warmPool.stats;
     rows.push({
       round: r + 1,
       ...stats(lat),

@@ -17,7 +17,7 @@ import { issuerAuth, loadTokenIssuer } from "../../runtime/snapshot/registryToke
 import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
-import { createKubernetesBackend, type KubernetesBackendOverrides } from "../../runtime/kubernetes.ts";
+import { createKubernetesPlatform, type KubernetesBackendOverrides } from "../../runtime/kubernetes.ts";
 import { loadKubeClients } from "../../runtime/k8s/client.ts";
 import { API_GROUP, API_VERSION, LABELS, SANDBOX_NODE_LABEL, SANDBOX_PLURAL } from "../../runtime/k8s/contract.ts";
 import type { SandboxResource } from "../../runtime/k8s/resource.ts";
@@ -137,18 +137,23 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
     });
     const logger = silentLogger();
     // the production construction: the backend loads the kubeconfig from config itself
-    const backend = createKubernetesBackend(config, { logger, clock: systemClock }, { identity: `sbx-bench-${runId}` });
+    const platform = createKubernetesPlatform(
+      config,
+      { logger, clock: systemClock },
+      { identity: `sbx-bench-${runId}` },
+    );
+    const { backend } = platform;
     // built here (as buildManager would) only to observe the snapshotter's durable steps
     const steps = new Map<string, { step: string; at: number }[]>();
     const onStep = (id: string, step: string) =>
       void steps.set(id, [...(steps.get(id) ?? []), { step, at: performance.now() }]);
     // the registry login buildManager would pick (tokens the runtime signs, with --registry-tokens)
     const auth = config.snapshots ? registryLoginFor(config.snapshots, { clock: systemClock }) : undefined;
-    const pauseResume = createPauseResume(backend, { config, clock: systemClock, logger, onStep, auth });
+    const pauseResume = createPauseResume(platform, { config, clock: systemClock, logger, onStep, auth });
     const { manager } = await buildManager(config, {
       logger,
       clock: systemClock,
-      backend,
+      platform,
       pauseResume,
       reaperIntervalMs: 3_600_000,
     });
@@ -157,7 +162,7 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
     await until(
       `leadership of lease ${namespaces.runtime}/sbx-bench (another bench run or runtime may hold it)`,
       LEADER_TIMEOUT_MS,
-      async () => backend.controller.isLeader(),
+      async () => platform.testing.controller.isLeader(),
     );
 
     const crOf = async (id: string) =>
@@ -234,7 +239,7 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
           o.podLayers && config.snapshots
             ? { ...config, snapshots: { ...config.snapshots, podRegistry: config.snapshots.registry } }
             : config;
-        const b = createKubernetesBackend(
+        const b = createKubernetesPlatform(
           cfg,
           { logger, clock: systemClock },
           { ...overrides, identity: `sbx-bench-${runId}-${cleanups.length}` },
@@ -243,7 +248,7 @@ export async function openKubernetes(a: TargetArgs): Promise<KubernetesBenchTarg
         const built = await buildManager(cfg, {
           logger,
           clock: systemClock,
-          backend: b,
+          platform: b,
           pauseResume: pr,
           reaperIntervalMs: 3_600_000,
         });

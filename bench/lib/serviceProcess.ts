@@ -10,7 +10,7 @@ import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import { hashToken, TokenStore } from "../../runtime/core/tokens.ts";
-import { createLocalBackend } from "../../runtime/local/backend.ts";
+import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { startService } from "../../runtime/server/service.ts";
 
 export interface RunningService {
@@ -24,8 +24,8 @@ export async function serveLocal(token: string, tmpPrefix: string): Promise<Runn
   const tokens = new TokenStore(new Map([[hashToken(token), "bench"]]));
   const stateDir = mkdtempSync(join(os.tmpdir(), tmpPrefix));
   const config = validateRuntimeConfig({ local: { stateDir }, listen: { host: "127.0.0.1", port: 0 }, warmPool: [] });
-  const backend = createLocalBackend(config, { logger, clock: systemClock });
-  const service = await startService({ config, tokens, logger, clock: systemClock, backend, port: 0 });
+  const platform = createLocalPlatform(config, { logger, clock: systemClock });
+  const service = await startService({ config, tokens, logger, clock: systemClock, platform, port: 0 });
   return {
     url: service.url,
     close: async () => {

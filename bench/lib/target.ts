@@ -11,8 +11,7 @@ import { HttpManager } from "../../runtime/client/http.ts";
 import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
-import type { Backend } from "../../runtime/core/types.ts";
-import { createLocalBackend } from "../../runtime/local/backend.ts";
+import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { startLocalRegistry } from "../../runtime/local/registry.ts";
 import { createPauseResume } from "../../runtime/snapshot/wire.ts";
 import type { BenchTarget, TargetArgs } from "./benchTarget.ts";
@@ -92,16 +91,19 @@ async function openLocal(a: TargetArgs): Promise<BenchTarget> {
     warmPool: a.warm > 0 ? [{ profile: a.profile, size: a.size, count: a.warm }] : [],
   });
   const logger = silentLogger();
-  const local: Backend = createLocalBackend(config, { logger, clock: systemClock });
-  const backend = createPauseResume(local, { config, clock: systemClock, logger });
-  const { manager } = await buildManager(config, { logger, clock: systemClock, backend: local, pauseResume: backend });
+  const local = createLocalPlatform(config, { logger, clock: systemClock });
+  const backend = createPauseResume(
+    { backend: local.backend, pause: local.pause! },
+    { config, clock: systemClock, logger },
+  );
+  const { manager } = await buildManager(config, { logger, clock: systemClock, platform: local, pauseResume: backend });
   await manager.start({ reaper: false, maintenance: a.maintenance ?? false });
   return {
     kind: "local",
     manager: manager as unknown as BenchTarget["manager"],
     owner: a.owner,
     registry: registryUrl,
-    computeGone: async (id) => (await local.describe(id)) === undefined,
+    computeGone: async (id) => (await local.backend.describe(id)) === undefined,
     snapshotOf: async (id) => {
       const s = (await backend.snapshotter.status(id))?.snapshot;
       return s && { ref: s.ref, digest: s.digest, sizeBytes: s.sizeBytes, layers: s.layers.length };

@@ -21,6 +21,7 @@ export class Cluster extends pulumi.ComponentResource {
   readonly provider: k8s.Provider;
   readonly nodeGroups: NodeGroupPlan[];
 
+  // Over 60 lines on purpose: creates what plan.ts decided, in the order EKS needs it (CNI before node groups).
   constructor(name: string, args: ClusterArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sbx:cluster:Cluster", name, {}, opts);
     const plans = planNodeGroups(args); // throws on unknown instance types before any resource

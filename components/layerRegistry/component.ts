@@ -30,6 +30,7 @@ export class LayerRegistry extends pulumi.ComponentResource {
   readonly url: string;
   readonly bucketName?: pulumi.Output<string>;
 
+  // Over 60 lines on purpose: creates the objects render.ts returns and, with S3, the bucket and role they need.
   constructor(name: string, args: LayerRegistryArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sbx:snapshots:LayerRegistry", name, {}, opts);
     const parent = { parent: this };

@@ -77,6 +77,7 @@ export function layerRegistryConfigYaml(i: {
   ].join("\n");
 }
 
+// Over 60 lines on purpose: the registry's objects as plain literals, as Kubernetes reads them.
 export function renderLayerRegistry<S>(i: LayerRegistryRenderInput<S>): K8sObject[] {
   const { name, port } = LAYER_REGISTRY;
   const ns = i.namespace;

@@ -10,6 +10,7 @@ export class Network extends pulumi.ComponentResource {
   readonly privateSubnetIds: pulumi.Output<string[]>;
   readonly publicSubnetIds: pulumi.Output<string[]>;
 
+  // Over 60 lines on purpose: creates the VPC plan.ts planned: gateway, route tables, subnets, each one declaration.
   constructor(name: string, args: NetworkArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sbx:network:Network", name, {}, opts);
     const n = args.network;

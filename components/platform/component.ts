@@ -1,21 +1,30 @@
 // sbx:platform:SandboxPlatform — composes the platform. `eks` mode: Network, ImageProfiles,
 // Identity, Cluster, Tenancy, Runtime. `existing-cluster` mode: Tenancy and Runtime only,
-// on whatever conformant cluster the kubeconfig points at.
+// on whatever conformant cluster the kubeconfig points at. What to create is decided by the
+// pure plan (plan.ts); the constructor creates it, one small method per part.
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
-import { ValidationError } from "../../runtime/core/errors.ts";
 import { Cluster } from "../cluster/component.ts";
-import { SYSTEM_NODE_SELECTOR } from "../cluster/plan.ts";
 import { Identity } from "../identity/component.ts";
-import { LayerRegistry, type LayerRegistryArgs } from "../layerRegistry/component.ts";
-import { LAYER_REGISTRY, layerRegistryUrl } from "../shared/k8s.ts";
 import { ImageProfiles } from "../images/component.ts";
+import { LayerRegistry, type LayerRegistryArgs } from "../layerRegistry/component.ts";
 import { Network } from "../network/component.ts";
 import type { RuntimeArgs } from "../runtime/args.ts";
 import { Runtime } from "../runtime/component.ts";
+import type { PlatformConfig } from "../shared/platformConfig.ts";
 import { Tenancy } from "../tenancy/component.ts";
 import type { SandboxPlatformArgs } from "./args.ts";
-import type { PlatformConfig } from "../shared/platformConfig.ts";
+import { type EksPlan, type PlatformPlan, planPlatform } from "./plan.ts";
+
+/** What the mode's part of the platform hands to the parts every mode has. */
+interface ModeParts {
+  provider: pulumi.ProviderResource;
+  catalog: pulumi.Output<Record<string, string>>;
+  runtimeExtra: Partial<RuntimeArgs>;
+  layerAws?: LayerRegistryArgs["aws"];
+  /** eks mode: the component's own outputs from the cluster and the identity */
+  eksOutputs?: Pick<SandboxPlatform, "clusterName" | "kubeconfig" | "bucketName">;
+}
 
 export class SandboxPlatform extends pulumi.ComponentResource {
   readonly mode: PlatformConfig["mode"];
@@ -29,148 +38,32 @@ export class SandboxPlatform extends pulumi.ComponentResource {
 
   constructor(name: string, args: SandboxPlatformArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sbx:platform:SandboxPlatform", name, {}, opts);
-    const cfg = args.config;
-    const parent = { parent: this };
-    // the layer registry the platform runs (components/layerRegistry), in either mode
-    const inCluster: RuntimeArgs["snapshots"] =
-      cfg.snapshots.enabled && cfg.snapshots.layerRegistry && cfg.snapshots.registryToken
-        ? {
-            repositoryUrl: `${layerRegistryUrl(cfg.namespaces.runtime)}/${LAYER_REGISTRY.repository}`,
-            retentionDays: cfg.snapshots.retentionDays,
-            inCluster: true,
-            registryToken: { ...cfg.snapshots.registryToken, key: requireTokenKey(args) },
-          }
-        : undefined;
-    let layerAws: LayerRegistryArgs["aws"];
-    const common = runtimeCommon(cfg, args);
-    let provider: pulumi.ProviderResource;
-    let runtimeExtra: Partial<RuntimeArgs> = {};
-    let blockedCidrs: string[] = [...cfg.blockedCidrs];
-
-    if (cfg.mode === "existing-cluster") {
-      if (!args.kubeconfig)
-        throw new ValidationError("sbx:kubeconfig", undefined, "existing-cluster mode needs a kubeconfig");
-      provider = new k8s.Provider(`${name}-k8s`, { kubeconfig: args.kubeconfig, enableServerSideApply: true }, parent);
-      this.catalog = pulumi.output(cfg.images.catalog);
-      // no ECR here: pause/resume use the layer registry the platform runs, the registry the
-      // stack names, or are off without either
-      if (inCluster) runtimeExtra = { snapshots: inCluster };
-      else if (cfg.snapshots.enabled && cfg.snapshots.repositoryUrl)
-        runtimeExtra = {
-          snapshots: {
-            repositoryUrl: cfg.snapshots.repositoryUrl,
-            retentionDays: cfg.snapshots.retentionDays,
-            ...(cfg.snapshots.podRegistry && cfg.snapshots.registryToken
-              ? {
-                  podRegistry: cfg.snapshots.podRegistry,
-                  registryToken: { ...cfg.snapshots.registryToken, key: requireTokenKey(args) },
-                }
-              : {}),
-          },
-        };
-    } else {
-      if (!args.region)
-        throw new ValidationError(
-          "aws:region",
-          undefined,
-          "eks mode needs the AWS region: `pulumi config set aws:region us-east-1`",
-        );
-      const clusterName = `${cfg.name}`;
-      const network = new Network(`${name}-network`, { network: cfg.network, clusterName }, parent);
-      const images = new ImageProfiles(
-        `${name}-images`,
-        {
-          prefix: cfg.name,
-          profiles: cfg.images.profiles,
-          tag: cfg.images.tag,
-          catalogOverrides: cfg.images.catalog,
-          // with the layer registry, snapshots live in its bucket: no ECR repository for them
-          snapshots: { ...cfg.snapshots, enabled: cfg.snapshots.enabled && !inCluster },
-        },
-        parent,
-      );
-      const identity = new Identity(
-        `${name}-identity`,
-        {
-          prefix: cfg.name,
-          outputsExpirationDays: cfg.outputs.expirationDays,
-          snapshotRepositoryArn: images.snapshotRepositoryArn,
-        },
-        parent,
-      );
-      const cluster = new Cluster(
-        `${name}-cluster`,
-        {
-          clusterName,
-          cluster: cfg.cluster,
-          vpcCni: cfg.vpcCni,
-          nodeGroups: cfg.nodeGroups,
-          vpcId: network.vpcId,
-          privateSubnetIds: network.privateSubnetIds,
-          publicSubnetIds: network.publicSubnetIds,
-          prePullImages: cfg.prePullImages ? images.catalog.apply((c) => Object.values(c)) : undefined,
-        },
-        parent,
-      );
-      provider = cluster.provider;
-      blockedCidrs = [network.vpcCidr, ...cfg.blockedCidrs];
-      this.catalog = images.catalog;
-      this.clusterName = cluster.clusterName;
-      this.kubeconfig = pulumi.secret(cluster.kubeconfig);
-      this.bucketName = identity.bucketName;
-      runtimeExtra = {
-        nodeSelector: { ...SYSTEM_NODE_SELECTOR },
-        podIdentity: { clusterName: cluster.clusterName, roleArn: identity.managerRoleArn },
-        credentials: {
-          baseRoleArn: identity.baseRoleArn,
-          bucket: identity.bucketName,
-          region: args.region,
-          durationSeconds: cfg.runtime.credentialDurationSeconds,
-        },
-        ...(inCluster
-          ? { snapshots: inCluster }
-          : images.snapshotRepositoryUrl
-            ? { snapshots: { repositoryUrl: images.snapshotRepositoryUrl, retentionDays: cfg.snapshots.retentionDays } }
-            : {}),
-      };
-      layerAws = { prefix: cfg.name, region: args.region, clusterName: cluster.clusterName };
-    }
-
-    const tenancy = new Tenancy(
-      `${name}-tenancy`,
-      {
-        provider,
-        namespace: cfg.namespaces.sandbox,
-        sizeClasses: cfg.sizeClasses,
-        defaultSize: cfg.defaults.size,
-        budget: cfg.budget,
-        egress: cfg.egress,
-        blockedCidrs,
-      },
-      parent,
-    );
+    const plan = planPlatform(args.config, args);
+    const parts = plan.eks ? this.eksParts(name, plan, plan.eks) : this.existingClusterParts(name, plan, args);
+    this.catalog = parts.catalog;
+    this.clusterName = parts.eksOutputs?.clusterName;
+    this.kubeconfig = parts.eksOutputs?.kubeconfig;
+    this.bucketName = parts.eksOutputs?.bucketName;
+    const tenancy = new Tenancy(`${name}-tenancy`, { ...plan.tenancy, provider: parts.provider }, { parent: this });
     const runtime = new Runtime(
       `${name}-runtime`,
-      { ...common, ...runtimeExtra, provider, catalog: this.catalog },
+      { ...plan.runtime, ...parts.runtimeExtra, provider: parts.provider, catalog: this.catalog },
       { parent: this, dependsOn: [tenancy] },
     );
-    if (inCluster?.registryToken && cfg.snapshots.layerRegistry) {
+    if (plan.layerRegistry) {
       const layers = new LayerRegistry(
         `${name}-layer-registry`,
         {
-          provider,
-          namespace: cfg.namespaces.runtime,
-          sandboxNamespace: cfg.namespaces.sandbox,
-          config: cfg.snapshots.layerRegistry,
-          token: inCluster.registryToken,
-          nodeSelector: runtimeExtra.nodeSelector,
-          ...(layerAws ? { aws: layerAws } : {}),
+          ...plan.layerRegistry,
+          provider: parts.provider,
+          nodeSelector: parts.runtimeExtra.nodeSelector,
+          ...(parts.layerAws ? { aws: parts.layerAws } : {}),
         },
         { parent: this, dependsOn: [runtime.namespaceObject] },
       );
       this.layerBucketName = layers.bucketName;
     }
-    this.mode = cfg.mode;
+    this.mode = plan.mode;
     this.managerUrl = runtime.managerUrl;
     this.registerOutputs({
       mode: this.mode,
@@ -180,34 +73,69 @@ export class SandboxPlatform extends pulumi.ComponentResource {
       bucketName: this.bucketName,
     });
   }
-}
 
-function runtimeCommon(cfg: PlatformConfig, args: SandboxPlatformArgs): Omit<RuntimeArgs, "provider" | "catalog"> {
-  return {
-    namespace: cfg.namespaces.runtime,
-    sandboxNamespace: cfg.namespaces.sandbox,
-    delivery: args.delivery,
-    managerReplicas: cfg.runtime.managerReplicas,
-    controllerReplicas: cfg.runtime.controllerReplicas,
-    resources: { cpu: cfg.runtime.cpu, memory: cfg.runtime.memory },
-    settings: {
-      sizeClasses: cfg.sizeClasses,
-      budget: { cpu: cfg.budget.cpu, memory: cfg.budget.memory },
-      defaults: { ...cfg.defaults },
-      warmPool: cfg.warmPool.map((p) => ({ ...p })),
-      ...(cfg.runtime.runtimeClassName ? { runtimeClassName: cfg.runtime.runtimeClassName } : {}),
-      ...(cfg.runtime.userNamespaces ? { userNamespaces: true } : {}),
-    },
-    apiTokens: args.apiTokens,
-  };
-}
-
-function requireTokenKey(args: SandboxPlatformArgs): pulumi.Input<string> {
-  if (!args.registryTokenKey)
-    throw new ValidationError(
-      "sbx:registryTokenKey",
-      undefined,
-      "snapshots.registryToken needs its private key: `pulumi config set --secret sbx:registryTokenKey < key.pem`",
+  /** existing-cluster mode: a provider for the kubeconfig; no AWS children. */
+  private existingClusterParts(name: string, plan: PlatformPlan, args: SandboxPlatformArgs): ModeParts {
+    const provider = new k8s.Provider(
+      `${name}-k8s`,
+      { kubeconfig: args.kubeconfig!, enableServerSideApply: true },
+      { parent: this },
     );
-  return args.registryTokenKey;
+    // no ECR here: pause/resume use the layer registry the platform runs, the registry the
+    // stack names, or are off without either
+    const snapshots = plan.inClusterSnapshots ?? plan.namedSnapshots;
+    return {
+      provider,
+      catalog: pulumi.output(args.config.images.catalog),
+      runtimeExtra: snapshots ? { snapshots } : {},
+    };
+  }
+
+  /** eks mode: the network, images, identity and cluster, and what the runtime takes from them. */
+  private eksParts(name: string, plan: PlatformPlan, eks: EksPlan): ModeParts {
+    const parent = { parent: this };
+    const network = new Network(`${name}-network`, { network: eks.network, clusterName: eks.clusterName }, parent);
+    const images = new ImageProfiles(`${name}-images`, eks.images, parent);
+    const identity = new Identity(
+      `${name}-identity`,
+      { ...eks.identity, snapshotRepositoryArn: images.snapshotRepositoryArn },
+      parent,
+    );
+    const cluster = new Cluster(
+      `${name}-cluster`,
+      {
+        ...eks.cluster,
+        vpcId: network.vpcId,
+        privateSubnetIds: network.privateSubnetIds,
+        publicSubnetIds: network.publicSubnetIds,
+        prePullImages: eks.prePullImages ? images.catalog.apply((c) => Object.values(c)) : undefined,
+      },
+      parent,
+    );
+    const ecr = images.snapshotRepositoryUrl
+      ? { repositoryUrl: images.snapshotRepositoryUrl, retentionDays: eks.ecrSnapshotRetentionDays }
+      : undefined;
+    const snapshots = plan.inClusterSnapshots ?? ecr;
+    return {
+      provider: cluster.provider,
+      catalog: images.catalog,
+      runtimeExtra: {
+        nodeSelector: eks.nodeSelector,
+        podIdentity: { clusterName: cluster.clusterName, roleArn: identity.managerRoleArn },
+        credentials: {
+          baseRoleArn: identity.baseRoleArn,
+          bucket: identity.bucketName,
+          region: eks.region,
+          durationSeconds: eks.credentialDurationSeconds,
+        },
+        ...(snapshots ? { snapshots } : {}),
+      },
+      layerAws: { prefix: eks.images.prefix, region: eks.region, clusterName: cluster.clusterName },
+      eksOutputs: {
+        clusterName: cluster.clusterName,
+        kubeconfig: pulumi.secret(cluster.kubeconfig),
+        bucketName: identity.bucketName,
+      },
+    };
+  }
 }

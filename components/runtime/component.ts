@@ -27,6 +27,7 @@ export class Runtime extends pulumi.ComponentResource {
   /** the runtime namespace object: what else deploys into that namespace depends on it */
   readonly namespaceObject: pulumi.Resource;
 
+  // Over 60 lines on purpose: creates the objects render.ts returns, in dependency order.
   constructor(name: string, args: RuntimeArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sbx:runtime:Runtime", name, {}, opts);
     validateEarly(args);

@@ -36,6 +36,8 @@ export interface RuntimeConfigValues {
   };
 }
 
+// Over 60 lines on purpose: the runtime's config.json as one literal, field for field as validateRuntimeConfig reads
+// it.
 export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
   const s = v.settings;
   const cfg: RuntimeConfigInput = {

@@ -196,6 +196,7 @@ export function renderConfigObjects<S>(input: RuntimeRenderInput<S>): K8sObject[
   return out;
 }
 
+// Over 60 lines on purpose: the Deployment literal as Kubernetes reads it; both roles' differences are inline.
 export function renderDeployment<S>(input: RuntimeRenderInput<S>, role: Role): K8sObject {
   const name = NAMES[role];
   const selector = { "app.kubernetes.io/name": name };

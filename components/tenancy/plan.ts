@@ -58,6 +58,7 @@ export function planExcepts(allowed: string, blocked: readonly string[]): string
   });
 }
 
+// Over 60 lines on purpose: the namespace's objects as plain literals, as Kubernetes reads them.
 export function renderTenancy(input: TenancyPlanInput): K8sObject[] {
   const ns = input.namespace;
   const labels = partOf("tenancy");

@@ -12,6 +12,8 @@ import { tokenKeyPair } from "../snapshot/registryToken.ts";
 import { parse } from "./args.ts";
 import type { Io } from "./commands.ts";
 
+// Over 60 lines on purpose: one verb from flags to files to the printed instructions, top to bottom as the operator
+// reads its output.
 export async function registryKeyCommand(argv: string[], io: Io, now: Date): Promise<number> {
   const usage = "sbx registry-token-key --dir DIR [--days N] [--issuer NAME] [--service NAME] [--json]";
   const a = parse(

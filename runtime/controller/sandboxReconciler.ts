@@ -101,7 +101,7 @@ export class SandboxReconciler {
           { name: a.podName, namespace: ns, body: { metadata: { ownerReferences: [ownerRef(cr)] } } },
           mergePatch,
         );
-        this.o.index.upsertPod(patched);
+        this.o.index.own.upsertPod(patched);
         return;
       }
       case "deletePod":
@@ -137,7 +137,7 @@ export class SandboxReconciler {
     body.metadata!.ownerReferences = [ownerRef(cr)];
     try {
       const pod = await this.o.core.createNamespacedPod({ namespace: ns, body });
-      this.o.index.upsertPod(pod);
+      this.o.index.own.upsertPod(pod);
     } catch (err) {
       const code = statusCode(err);
       const msg = apiMessage(err);
@@ -189,7 +189,7 @@ export class SandboxReconciler {
   private async podExists(name: string): Promise<"present" | "gone"> {
     try {
       const pod = await this.o.core.readNamespacedPod({ name, namespace: this.o.config.kubernetes.namespace });
-      this.o.index.upsertPod(pod);
+      this.o.index.own.upsertPod(pod);
       return "present";
     } catch (err) {
       if (isNotFound(err)) return "gone";
@@ -216,7 +216,7 @@ export class SandboxReconciler {
         },
         mergePatch,
       )) as SandboxResource;
-      this.o.index.upsertResource(updated);
+      this.o.index.own.upsertResource(updated);
     } catch (err) {
       if (!isNotFound(err)) throw err; // deleted meanwhile: nothing to record
     }

@@ -126,7 +126,7 @@ export class WarmPool {
           mergePatch,
         );
         this.taken.add(name);
-        this.o.index.upsertPod(claimed);
+        this.o.index.own.upsertPod(claimed);
         this.stats.claims++;
         return claimed;
       } catch (err) {
@@ -203,7 +203,7 @@ export class WarmPool {
     await Promise.all([
       ...creates.map((body) =>
         this.o.core.createNamespacedPod({ namespace: ns, body }).then(
-          (p) => this.o.index.upsertPod(p),
+          (p) => this.o.index.own.upsertPod(p),
           (err) => errors.push(`create ${body.metadata!.name}: ${apiMessage(err)}`),
         ),
       ),

@@ -24,6 +24,8 @@ describe("validateExecInput", () => {
     ["an empty env key", { command: ["true"], env: { "": "x" } }, 'env: invalid value "": environment variable names'],
     ["NUL in cwd", { command: ["true"], cwd: "/tmp\u0000" }, 'cwd: invalid value "/tmp\\u0000": must not contain NUL'],
     ["a relative cwd", { command: ["true"], cwd: "tmp" }, 'cwd: invalid value "tmp": use an absolute path'],
+    ["a zero timeout", { command: ["true"], timeoutMs: 0 }, "timeoutMs: invalid value 0: use a positive number"],
+    ["a NaN timeout", { command: ["true"], timeoutMs: Number.NaN }, "timeoutMs: invalid value"],
     [
       "one byte over MAX_ARG_STRLEN",
       { command: ["echo", `${max}a`] },

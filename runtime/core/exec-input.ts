@@ -1,6 +1,9 @@
 // What an exec request may carry into a sandbox, checked before anything reaches a backend: NUL
 // bytes and the kernel's argument limits otherwise surface late and wrong (an encoder throwing
 // a 500, or E2BIG in the sandbox becoming "helper could not start the command: write EPIPE").
+// The one check of an exec request: the Manager runs it before any backend sees the request
+// (the HTTP route, the E2B layer and the CLI's direct mode all go through Manager.exec); a
+// backend adds only what its own transport refuses (k8s/execCommand.ts validateWrapperExec).
 // Pure.
 import { ValidationError } from "./errors.ts";
 
@@ -29,6 +32,7 @@ export interface ExecInput {
   command: unknown;
   env?: unknown;
   cwd?: unknown;
+  timeoutMs?: unknown;
 }
 
 function checkNoNul(field: string, s: string): void {
@@ -113,4 +117,7 @@ export function validateExecInput(req: ExecInput): void {
     }
     checkNoNul("cwd", req.cwd);
   }
+  const t = req.timeoutMs;
+  if (t !== undefined && !(typeof t === "number" && Number.isFinite(t) && t > 0))
+    throw new ValidationError("timeoutMs", t, "use a positive number of milliseconds");
 }

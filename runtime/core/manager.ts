@@ -64,6 +64,11 @@ export interface ManagerDeps {
   shouldReap?: () => boolean;
 }
 
+/** what owned() looks up at all: anything else is a 404 without a read */
+function isSandboxId(id: unknown): id is string {
+  return typeof id === "string" && id.length > 0 && id.length <= 253;
+}
+
 export class SandboxManager implements Manager {
   readonly admission: Admission;
   readonly metrics: Metrics;
@@ -297,7 +302,7 @@ export class SandboxManager implements Manager {
       resolveMetadataUpdate(s.metadata, patch);
       const { backend } = this.deps;
       const asleep = s.phase === "Paused" || s.phase === "Pausing" || s.phase === "Resuming";
-      if (asleep && !(opts.whilePaused && backend.compute?.keepsMetadata))
+      if (asleep && !(opts.whilePaused && this.pr?.keepsMetadata))
         throw new ConflictError(`update metadata: sandbox ${id} is ${s.phase.toLowerCase()}; resume it first`);
       if (!backend.updateMetadata)
         throw new ConflictError(`update metadata: the ${backend.name} backend cannot change metadata after create`);
@@ -398,8 +403,10 @@ export class SandboxManager implements Manager {
 
   /** Another owner's sandbox answers exactly like a missing one. Touches activity unless told not to. */
   private async owned(owner: string, id: string, opts: { touch?: boolean } = {}): Promise<Sandbox> {
-    const s =
-      typeof id === "string" && id.length > 0 && id.length <= 253 ? await this.sandboxes.describe(id) : undefined;
+    return this.ownedOf(owner, id, isSandboxId(id) ? await this.sandboxes.describe(id) : undefined, opts);
+  }
+
+  private ownedOf(owner: string, id: string, s: Sandbox | undefined, opts: { touch?: boolean } = {}): Sandbox {
     if (!s || s.owner !== owner) throw new NotFoundError("sandbox", id);
     if (opts.touch ?? true) this.activity.touch(s);
     return s;
@@ -407,11 +414,17 @@ export class SandboxManager implements Manager {
 
   /**
    * owned(), and a paused sandbox is woken first when the pause/resume service says the call
-   * (`what`) may wake it: through resume(), so the wake passes admission.
+   * (`what`) may wake it: through resume(), so the wake passes admission. One read of the pause
+   * record answers both (describeForCall), so an exec reads it once.
    */
   private async usable(owner: string, id: string, what: string): Promise<void> {
-    await this.owned(owner, id);
-    if (this.pr && (await this.pr.wakeNeeded(id, what))) await this.autoResume(id, what);
+    if (!this.pr) {
+      await this.owned(owner, id);
+      return;
+    }
+    const seen = isSandboxId(id) ? await this.pr.describeForCall(id) : undefined;
+    this.ownedOf(owner, id, seen?.sandbox);
+    if (seen?.wake(what)) await this.autoResume(id, what);
   }
 
   private forget(id: string): void {

@@ -89,6 +89,8 @@ export class Reaper {
   constructor(private readonly deps: ReaperDeps) {}
 
   /** One pass: list, plan, delete, reconcile the budget with what is live. */
+  // Over 60 lines on purpose: list, plan (pure, planReap), delete and reconcile in one pass; each step needs what the
+  // one before found.
   async runOnce(): Promise<ReapAction[]> {
     const { backend, admission, clock, logger } = this.deps;
     const now = clock.now();

@@ -72,6 +72,7 @@ export function validateOwner(owner: unknown): string {
 }
 
 /** Validate a create request into a spec. `resolveImage` is the catalog (throws for unknown profiles). */
+// Over 60 lines on purpose: one check per request field in the order the docs list them; each is two or three lines.
 export function resolveSpec(
   req: CreateRequest,
   cfg: Pick<RuntimeConfig, "sizeClasses" | "defaults">,

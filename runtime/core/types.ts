@@ -298,16 +298,12 @@ export interface Backend {
       o?: CommandAttachOptions,
     ): Promise<AttachedCommand | undefined>;
   };
-  /**
-   * The capability pause/resume needs (runtime/snapshot, docs/pause-resume.md "Backend duties");
-   * absent when the backend cannot give compute back without losing the sandbox.
-   */
-  readonly compute?: ComputeRelease;
 }
 
 /**
- * The two things pause/resume asks of a backend. Everything else (snapshots, the record, queues,
- * progress, auto-resume) is the pause/resume service's job, the same for every backend.
+ * The two things pause/resume asks of a platform's compute (runtime/platform.ts PauseSupport, with
+ * the spec each sandbox was created with). Everything else (snapshots, the record, queues,
+ * progress, auto-resume) is the pause/resume service's job, the same for every platform.
  */
 export interface ComputeRelease {
   /**
@@ -349,6 +345,13 @@ export interface TransitionHooks {
 
 export type TransitionOptions = TransferOptions & TransitionHooks;
 
+/** A sandbox as callers see it, and whether a call on it must wake it first (PauseResumeService.describeForCall). */
+export interface SandboxForCall {
+  sandbox: Sandbox | undefined;
+  /** true when a call named `what` must wake the sandbox first; a ConflictError when it may not */
+  wake(what: string): boolean;
+}
+
 /**
  * Pause/resume as the Manager owns and calls it (runtime/snapshot/service.ts): one queue per
  * sandbox, one progress fan-out, the one auto-resume decision, and the view of sandboxes with
@@ -360,12 +363,19 @@ export interface PauseResumeService extends SandboxView {
   resume(id: string, opts?: TransitionOptions): Promise<Sandbox>;
   /** true when a call named `what` must wake the sandbox first; a ConflictError when it may not */
   wakeNeeded(id: string, what: string): Promise<boolean>;
+  /**
+   * describe() and wakeNeeded() from one read of the pause record: what a call on the sandbox
+   * (exec, files, ports) needs before it reaches the backend.
+   */
+  describeForCall(id: string): Promise<SandboxForCall>;
   /** settles what a crash left mid-pause or mid-resume */
   recover(): Promise<void>;
   /** deletes paused sandboxes past the snapshot retention; their ids */
   expire(): Promise<string[]>;
   /** layers moved since start, by path */
   layerStats?(): LayerPathStats;
+  /** the platform's ComputeRelease.keepsMetadata: a metadata write while paused is what the resumed sandbox has */
+  readonly keepsMetadata: boolean;
 }
 
 export interface CreateRequest {

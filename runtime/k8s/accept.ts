@@ -28,6 +28,8 @@ export interface Acceptor {
   ): { release(podName: string | undefined): void } | undefined;
 }
 
+// Over 60 lines on purpose: accept, its retry and its failure share the record writer and the claimed pods in this
+// closure.
 export function createAcceptor(p: KubernetesParts, onWritten: (id: string) => void): Acceptor {
   const { clock, logger, index, namespace } = p;
   const { core, custom } = p.clients;
@@ -44,7 +46,7 @@ export function createAcceptor(p: KubernetesParts, onWritten: (id: string) => vo
       })) as SandboxResource,
     isConflict: (err) => statusCode(err) === 409,
     onWritten: (created) => {
-      index.upsertResource(created);
+      index.own.upsertResource(created);
       onWritten(created.metadata.name);
     },
     onFailed: (id, reason, message) => fail(id, reason, message),
@@ -54,7 +56,7 @@ export function createAcceptor(p: KubernetesParts, onWritten: (id: string) => vo
     const cr = index.resource(id);
     logger.error({ sandbox: id, reason, err: message }, "sandbox record not written; the sandbox fails");
     if (cr)
-      index.upsertResource({
+      index.own.upsertResource({
         ...cr,
         status: { ...(cr.status ?? {}), phase: "Failed", reason, message, finishedAt: clock.now().toISOString() },
       });
@@ -68,7 +70,7 @@ export function createAcceptor(p: KubernetesParts, onWritten: (id: string) => vo
       records.checkRoom();
       const body = buildSandboxResource(spec, namespace, { podName });
       Object.assign(body.metadata.annotations!, annotations);
-      index.upsertResource(body);
+      index.own.upsertResource(body);
       records.enqueue(body);
     },
     hold(spec, podName, annotations = {}) {
@@ -76,7 +78,7 @@ export function createAcceptor(p: KubernetesParts, onWritten: (id: string) => vo
       records.checkRoom();
       const body = buildSandboxResource(spec, namespace, { podName });
       Object.assign(body.metadata.annotations!, annotations);
-      index.upsertResource(body);
+      index.own.upsertResource(body);
       return {
         release(final) {
           // deleted meanwhile (backend.delete waits for the claim, then finds nothing written)
@@ -84,7 +86,7 @@ export function createAcceptor(p: KubernetesParts, onWritten: (id: string) => vo
           const out = final ? body : buildSandboxResource(spec, namespace, {});
           if (!final) {
             Object.assign(out.metadata.annotations!, annotations);
-            index.upsertResource(out);
+            index.own.upsertResource(out);
           }
           try {
             records.enqueue(out);

@@ -52,6 +52,7 @@ export function helperExclusion(trimmed: string, parent: string, base: string): 
  * unreadable path is reported before any byte is sent (404, 400); later tar failures error
  * the stream.
  */
+// Over 60 lines on purpose: the path check, the pre-flight and the tar stream's error wiring must stay in this order.
 export async function getArchive(run: RunInSandbox, id: string, path: string): Promise<Readable> {
   validateSandboxPath("path", path);
   const trimmed = path.length > 1 ? withoutTrailingSlashes(path) : path;

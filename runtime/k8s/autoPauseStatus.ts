@@ -53,7 +53,7 @@ export class SandboxAutoPauseStore implements AutoPauseStatusStore {
         },
         mergePatch,
       )) as SandboxResource;
-      this.o.index.upsertResource(updated);
+      this.o.index.own.upsertResource(updated);
     } catch (err) {
       if (!isNotFound(err)) throw toDomainError(err, "write the auto pause status", { kind: "sandbox", name: id });
     }

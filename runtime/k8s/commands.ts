@@ -13,7 +13,7 @@ import type { SandboxChannels } from "./channel/sandboxChannels.ts";
 import { toDomainError } from "./client.ts";
 import { SANDBOX_CONTAINER } from "./contract.ts";
 import { credentialsEnv } from "./credentials.ts";
-import { buildExecArgv } from "./execCommand.ts";
+import { buildExecArgv, validateWrapperExec } from "./execCommand.ts";
 import { newExecId, withProcessKill } from "./execKill.ts";
 import type { SandboxLookup } from "./lookup.ts";
 import type { KubernetesParts } from "./parts.ts";
@@ -34,6 +34,7 @@ export function sandboxCommands(p: KubernetesParts, lookup: SandboxLookup, chann
     async exec(id, req) {
       const { cr, podName } = await lookup.runningPod(id);
       const baseEnv = { ...(cr.spec.env ?? {}), ...(config.credentials ? credentialsEnv(config.credentials, id) : {}) };
+      validateWrapperExec(req, baseEnv);
       const viaChannel = await channels.exec(id, podName, req, baseEnv);
       // a channel that broke because the container was OOM-killed: 137 + oomKilled, as over a websocket
       if (viaChannel) return withOomVerdict(viaChannel, { readEnd: () => containerEnd(podName), clock });

@@ -101,6 +101,8 @@ class OutputStream extends PassThrough {
   }
 }
 
+// Over 60 lines on purpose: the websocket's stdin pump, output streams, status and deadline are wired to one another
+// here.
 export async function startExec(
   exec: Exec,
   target: PodExecTarget,

@@ -3,23 +3,28 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { buildExecArgv, classifyExit, exitCodeFromStatus, timeoutSeconds } from "./execCommand.ts";
+import { buildExecArgv, classifyExit, exitCodeFromStatus, timeoutSeconds, validateWrapperExec } from "./execCommand.ts";
 
 const ID = "0123456789abcdef01234567";
 
-describe("buildExecArgv", () => {
+describe("validateWrapperExec", () => {
   it.each([
-    [{ command: [] }, "command: invalid value []"],
-    [{ command: ["ls"], env: { "1BAD": "x" } }, 'env.1BAD: invalid value "1BAD"'],
-    [{ command: ["ls"], cwd: "relative" }, 'cwd: invalid value "relative"'],
-    [{ command: ["A=B"] }, "command[0]"],
+    [{ command: ["A=B"] }, {}, "command[0]"],
     [
       { command: ["ls"], env: { SBX_EXEC_ID: "mine" } },
+      {},
       'env.SBX_EXEC_ID: invalid value "SBX_EXEC_ID": SBX_EXEC_ID is set by the runtime',
     ],
-  ])("refuses %j", (req, msg) => {
-    expect(() => buildExecArgv(req, {}, ID)).toThrow(msg);
+    [{ command: ["ls"] }, { SBX_EXEC_ID: "from the spec" }, "env.SBX_EXEC_ID"],
+  ])("refuses %j (sandbox env %j)", (req, baseEnv, msg) => {
+    expect(() => validateWrapperExec(req, baseEnv)).toThrow(msg);
   });
+  it("accepts what the Manager's check lets through", () => {
+    expect(() => validateWrapperExec({ command: ["ls", "A=B"], env: { X: "1" } }, { Y: "2" })).not.toThrow();
+  });
+});
+
+describe("buildExecArgv", () => {
   it("refuses a malformed exec id", () => {
     expect(() => buildExecArgv({ command: ["ls"] }, {}, "x; rm")).toThrow('execId: invalid value "x; rm"');
   });

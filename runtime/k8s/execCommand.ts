@@ -15,42 +15,37 @@ const WRAPPER =
 /** the environment variable that marks every process of one exec (see execKill.ts) */
 export const EXEC_ID_VAR = "SBX_EXEC_ID";
 const EXEC_ID = /^[A-Za-z0-9_-]{8,64}$/;
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-/** argv for `sh -c WRAPPER sbx-exec <cwd> <exec id> <seconds> [K=V ...] <command...>` */
+/**
+ * What only this backend refuses, on top of the Manager's one check (core/exec-input.ts, which
+ * has already refused an empty command, bad env names and a relative cwd): the marker variable
+ * is the runtime's (in the request's env or the sandbox's), and `env` would read a program name with '=' as an assignment. Checked once
+ * per exec, before the channel or the websocket path is chosen, so both refuse the same requests.
+ */
+export function validateWrapperExec(req: Pick<ExecRequest, "command" | "env">, baseEnv: Record<string, string>): void {
+  if (Object.hasOwn(baseEnv, EXEC_ID_VAR) || (req.env && Object.hasOwn(req.env, EXEC_ID_VAR)))
+    throw new ValidationError(
+      `env.${EXEC_ID_VAR}`,
+      EXEC_ID_VAR,
+      `${EXEC_ID_VAR} is set by the runtime to find an exec's processes when it is killed; use another name`,
+    );
+  // `env` treats a first word containing '=' as an assignment; `--` is not portable across
+  // env implementations, so a command whose program name contains '=' is refused instead.
+  if (req.command[0]?.includes("="))
+    throw new ValidationError("command[0]", req.command[0], "the program name must not contain '='");
+}
+
+/**
+ * argv for `sh -c WRAPPER sbx-exec <cwd> <exec id> <seconds> [K=V ...] <command...>`, for a
+ * request already validated (Manager.exec, then validateWrapperExec).
+ */
 export function buildExecArgv(req: ExecRequest, baseEnv: Record<string, string>, execId: string): string[] {
   if (!EXEC_ID.test(execId))
     throw new ValidationError("execId", execId, "use 8-64 letters, digits, '-' or '_' (newExecId() makes one)");
-  if (!req.command.length)
-    throw new ValidationError(
-      "command",
-      req.command,
-      'give at least the program to run, e.g. ["python3", "-c", "print(1)"]',
-    );
   const env = { ...baseEnv, ...(req.env ?? {}) };
-  for (const k of Object.keys(env)) {
-    if (!ENV_NAME.test(k))
-      throw new ValidationError(
-        `env.${k}`,
-        k,
-        "environment variable names are letters, digits and '_', not starting with a digit",
-      );
-    if (k === EXEC_ID_VAR)
-      throw new ValidationError(
-        `env.${k}`,
-        k,
-        `${EXEC_ID_VAR} is set by the runtime to find an exec's processes when it is killed; use another name`,
-      );
-  }
   const cwd = req.cwd ?? WORKSPACE_DIR;
-  if (!cwd.startsWith("/"))
-    throw new ValidationError("cwd", cwd, "use an absolute path inside the sandbox, e.g. /workspace/project");
   const seconds = timeoutSeconds(req.timeoutMs);
   const pairs = Object.entries(env).map(([k, v]) => `${k}=${v}`);
-  // `env` treats a first word containing '=' as an assignment; `--` is not portable across
-  // env implementations, so a command whose program name contains '=' is refused instead.
-  if (req.command[0].includes("="))
-    throw new ValidationError("command[0]", req.command[0], "the program name must not contain '='");
   return ["sh", "-c", WRAPPER, "sbx-exec", cwd, execId, seconds, ...pairs, ...req.command];
 }
 

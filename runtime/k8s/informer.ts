@@ -41,6 +41,7 @@ export interface SupervisedInformer<T> {
   stop(): Promise<void>;
 }
 
+// Over 60 lines on purpose: the informer, its restart backoff and its stop share their state in this closure.
 export function startSupervisedInformer<T extends KubernetesObject>(
   o: SupervisedInformerOptions<T>,
 ): SupervisedInformer<T> {

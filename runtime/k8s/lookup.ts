@@ -27,7 +27,7 @@ export function sandboxLookup(p: Pick<KubernetesParts, "clients" | "namespace" |
         plural: SANDBOX_PLURAL,
         name: id,
       })) as SandboxResource;
-      index.upsertResource(cr);
+      index.own.upsertResource(cr);
       return cr;
     } catch (err) {
       if (!isNotFound(err) || graceMs <= 0) throw toDomainError(err, "get sandbox", { kind: "sandbox", name: id });

@@ -86,6 +86,7 @@ interface Ran {
   stderr: string;
 }
 
+// Over 60 lines on purpose: push, restore and the per-sandbox token flags share the options in this closure.
 export function podLayers(o: PodLayersOptions): DirectLayers {
   /** where this sandbox's pod moves its layers, and the helper's flags and stdin for it */
   const access = (id: string, t: DirectTransfer) => {

@@ -11,11 +11,16 @@ import type { SandboxLookup } from "./lookup.ts";
 import type { KubernetesParts } from "./parts.ts";
 import { listeningProbeArgv, openPodPort, PodPortRefused } from "./portForward.ts";
 
+export interface SandboxPorts {
+  openPort(id: string, port: number): Promise<Duplex>;
+  portStats(): PortPathStats;
+}
+
 export function sandboxPorts(
   p: Pick<KubernetesParts, "clients" | "namespace" | "runInPod">,
   lookup: SandboxLookup,
   channels: Pick<SandboxChannels, "tunnel">,
-): { openPort(id: string, port: number): Promise<Duplex>; portStats(): PortPathStats } {
+): SandboxPorts {
   const counts: PortPathStats = { channel: 0, portForward: 0 };
   return {
     portStats: () => ({ ...counts }),

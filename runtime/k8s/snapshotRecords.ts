@@ -104,7 +104,7 @@ export class SandboxRecordStore implements SnapshotRecordStore {
           },
           mergePatch,
         )) as SandboxResource;
-        this.o.index.upsertResource(updated);
+        this.o.index.own.upsertResource(updated);
         this.seen.set(id, next);
         return;
       } catch (err) {
@@ -119,7 +119,7 @@ export class SandboxRecordStore implements SnapshotRecordStore {
   private async read(id: string): Promise<SandboxResource> {
     try {
       const cr = (await this.o.custom.getNamespacedCustomObject({ ...this.crApi, name: id })) as SandboxResource;
-      this.o.index.upsertResource(cr);
+      this.o.index.own.upsertResource(cr);
       return cr;
     } catch (err) {
       if (isNotFound(err)) throw new NotFoundError("sandbox", id);
@@ -138,7 +138,7 @@ export class SandboxRecordStore implements SnapshotRecordStore {
         { ...this.crApi, name: id, body: { status: { snapshot: want ?? null } } },
         mergePatch,
       )) as SandboxResource;
-      this.o.index.upsertResource(updated);
+      this.o.index.own.upsertResource(updated);
     } catch (err) {
       if (!isNotFound(err)) throw toDomainError(err, "write status.snapshot", { kind: "sandbox", name: id });
     }

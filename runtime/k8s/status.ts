@@ -27,6 +27,8 @@ const PERMANENT_WAITING = new Set([
   "ErrImageNeverPull",
 ]);
 
+// Over 60 lines on purpose: one decision cascade (container state before pod phase), read top to bottom; table-
+// tested.
 export function observePod(pod: V1Pod): ObservedPod {
   const node = pod.spec?.nodeName || undefined;
   const cs = containerStatus(pod);

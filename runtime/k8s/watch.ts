@@ -32,9 +32,9 @@ export async function startSandboxWatch(o: WatchOptions): Promise<SupervisedInfo
     clock,
     logger,
     transform: trimForCache,
-    onAdd: (p) => index.upsertPod(p),
-    onUpdate: (p) => index.upsertPod(p),
-    onDelete: (p) => index.deletePod(p),
+    onAdd: (p) => index.watched.upsertPod(p),
+    onUpdate: (p) => index.watched.upsertPod(p),
+    onDelete: (p) => index.watched.deletePod(p),
   });
   // Custom objects arrive as plain JSON (timestamps are strings), hence the casts.
   const records = startSupervisedInformer<KubernetesObject>({
@@ -51,11 +51,11 @@ export async function startSandboxWatch(o: WatchOptions): Promise<SupervisedInfo
     clock,
     logger,
     transform: trimForCache,
-    onAdd: (cr) => index.upsertResource(cr as unknown as SandboxResource),
-    onUpdate: (cr) => index.upsertResource(cr as unknown as SandboxResource),
+    onAdd: (cr) => index.watched.upsertResource(cr as unknown as SandboxResource),
+    onUpdate: (cr) => index.watched.upsertResource(cr as unknown as SandboxResource),
     onDelete: (cr) => {
       o.onSandboxGone(cr.metadata!.name!);
-      index.deleteResource(cr.metadata!.name!);
+      index.watched.deleteResource(cr.metadata!.name!);
     },
   });
   const all = [pods, records] as SupervisedInformer<unknown>[];

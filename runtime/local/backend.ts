@@ -60,7 +60,7 @@ export function createLocalBackend(config: RuntimeConfig, deps: LocalBackendDeps
   return new LocalBackend(config, deps);
 }
 
-class LocalBackend implements Backend {
+export class LocalBackend implements Backend {
   readonly name = "local";
   private readonly stateDir: string;
   private readonly images: ImageStore;

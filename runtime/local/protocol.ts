@@ -144,6 +144,7 @@ export function connectUnix(socketPath: string, attempts = 100): Promise<net.Soc
   });
 }
 
+// Over 60 lines on purpose: one socket's frame loop and its streams share their state in this closure.
 export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: Uint8Array | Readable): HelperExec {
   let sock: net.Socket | undefined;
   let destroyed = false;

@@ -39,6 +39,7 @@ export interface LocalRegistryOptions {
   token?: { certPem: string; issuer: string; service: string };
 }
 
+// Over 60 lines on purpose: config, spawn, readiness wait and stop of one child process, in the order they happen.
 export async function startLocalRegistry(opts: LocalRegistryOptions = {}): Promise<LocalRegistry> {
   const purpose = opts.purpose ?? "snapshot registry";
   const binary = opts.binary ?? REGISTRY_BINARY;

@@ -135,6 +135,8 @@ function requestHistogram(registry: Registry): Histogram<"route" | "method" | "s
   });
 }
 
+// Over 60 lines on purpose: the composition root: fastify options, hooks and plugins in the order fastify applies
+// them.
 export function buildApp(opts: AppOptions): FastifyInstance {
   const limits: ServerLimits = { ...DEFAULT_LIMITS, ...opts.limits };
   const app = Fastify({

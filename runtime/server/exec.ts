@@ -5,7 +5,6 @@ import { PassThrough, type Readable } from "node:stream";
 import { finished } from "node:stream/promises";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { SbxError, TooLargeError, ValidationError } from "../core/errors.ts";
-import { validateExecInput } from "../core/exec-input.ts";
 import type { Logger } from "../core/log.ts";
 import type { ExecRequest, ExecSession, Manager } from "../core/types.ts";
 
@@ -18,12 +17,12 @@ export interface ExecBody {
 }
 
 /**
- * The request body (already shape-checked by the route's schema) as an ExecRequest; what the
- * schema cannot express is checked here: NUL bytes, the kernel's argv/env byte limits, base64
- * padding and the decoded stdin size. Everything refused is a 4xx naming the field.
+ * The request body (already shape-checked by the route's schema) as an ExecRequest, with stdin
+ * decoded: its base64 padding and decoded size are checked here, since only this wire carries
+ * stdin as base64. The command, env, cwd and timeout are checked once, by Manager.exec
+ * (core/exec-input.ts). Everything refused is a 4xx naming the field.
  */
 export function execRequestFrom(body: ExecBody, stdinLimitBytes: number): ExecRequest {
-  validateExecInput(body);
   const req: ExecRequest = { command: body.command, env: body.env, cwd: body.cwd, timeoutMs: body.timeoutMs };
   if (body.stdin !== undefined) {
     // Buffer.from skips what is not base64 instead of failing: check the framing first

@@ -9,7 +9,7 @@ import type { RuntimeConfig } from "../config/schema.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { SandboxManager } from "../core/manager.ts";
-import type { Backend } from "../core/types.ts";
+import type { Platform } from "../platform.ts";
 import type { SnapshotGc } from "../snapshot/gc.ts";
 import { buildApp, type Authenticator } from "./app.ts";
 import { e2bOptionsFor } from "./e2b/plugin.ts";
@@ -21,8 +21,8 @@ export interface ServiceOptions {
   tokens: Authenticator;
   logger: Logger;
   clock: Clock;
-  /** an already built backend (tests); default: the one config.platform names */
-  backend?: Backend;
+  /** an already built platform (tests); default: the one config.platform names */
+  platform?: Platform;
   host?: string;
   port?: number;
   limits?: Partial<ServerLimits>;
@@ -45,6 +45,7 @@ export interface Service {
   close(): Promise<void>;
 }
 
+// Over 60 lines on purpose: process wiring in start order (manager, app, listen) with close() undoing it in reverse.
 export async function startService(opts: ServiceOptions): Promise<Service> {
   const role = opts.role ?? "all";
   validateRoleForPlatform(role, opts.config.platform);
@@ -52,7 +53,7 @@ export async function startService(opts: ServiceOptions): Promise<Service> {
   const { manager } = await buildManager(opts.config, {
     logger: opts.logger,
     clock: opts.clock,
-    backend: opts.backend,
+    platform: opts.platform,
     processMetrics: true,
     reaperIntervalMs: opts.reaperIntervalMs,
     snapshotGc: opts.snapshotGc,

@@ -21,6 +21,7 @@ import type {
   PauseResumeService,
   Sandbox,
   SandboxEvent,
+  SandboxForCall,
   SandboxPhase,
   SandboxView,
   TransitionOptions,
@@ -106,6 +107,12 @@ export class PauseResume implements PauseResumeService, SandboxView {
     return decideAutoResume(await this.o.snapshotter.status(id), what) === "wake";
   }
 
+  /** describe() and wakeNeeded() from one read of the record: the exec path reads it once. */
+  async describeForCall(id: string): Promise<SandboxForCall> {
+    const rec = await this.o.snapshotter.status(id);
+    return { sandbox: await this.viewOf(id, rec), wake: (what) => decideAutoResume(rec, what) === "wake" };
+  }
+
   /** Deletes the snapshot and the record (the caller deletes the sandbox itself). */
   remove(id: string): Promise<void> {
     return this.removeWith(id, async () => undefined);
@@ -154,7 +161,11 @@ export class PauseResume implements PauseResumeService, SandboxView {
   // ---- the view ----------------------------------------------------------------------------
 
   async describe(id: string): Promise<Sandbox | undefined> {
-    const rec = await this.o.snapshotter.status(id);
+    return this.viewOf(id, await this.o.snapshotter.status(id));
+  }
+
+  /** The sandbox as callers see it, given its record (undefined: never paused). */
+  private async viewOf(id: string, rec: SnapshotRecord | undefined): Promise<Sandbox | undefined> {
     if (!rec || rec.state === "running") return this.o.backend.describe(id);
     return overlay(rec, this.keepsMetadata ? await this.o.backend.describe(id) : undefined);
   }
@@ -192,8 +203,9 @@ export class PauseResume implements PauseResumeService, SandboxView {
 
   // ---- internals ---------------------------------------------------------------------------
 
-  private get keepsMetadata(): boolean {
-    return this.o.backend.compute?.keepsMetadata === true;
+  /** true when the sandbox object keeps its metadata while paused (ComputeRelease.keepsMetadata) */
+  get keepsMetadata(): boolean {
+    return this.o.snapshotter.keepsMetadata;
   }
 
   private async transition<T>(

@@ -60,6 +60,8 @@ export type ResumeStep =
 
 export interface SnapshotterOptions {
   backend: Backend;
+  /** how the platform gives compute back and takes it again (runtime/platform.ts PauseSupport) */
+  compute: ComputeRelease;
   oci: OciClient;
   /** registry repository holding every sandbox's snapshots, e.g. sbx-snapshots */
   repository: string;
@@ -146,14 +148,9 @@ export class Snapshotter {
     );
   }
 
-  /** The backend's compute capability; a backend without it cannot pause. */
-  private compute(what: string): ComputeRelease {
-    const c = this.o.backend.compute;
-    if (!c)
-      throw new ConflictError(
-        `${what}: the ${this.o.backend.name} backend cannot release compute; kill the sandbox instead`,
-      );
-    return c;
+  /** true when the sandbox object keeps its metadata while paused (ComputeRelease.keepsMetadata) */
+  get keepsMetadata(): boolean {
+    return this.o.compute.keepsMetadata === true;
   }
 
   /** Idempotent: pausing a paused sandbox resolves with its record. */
@@ -166,7 +163,6 @@ export class Snapshotter {
       throw new ConflictError(
         `pause: sandbox ${id} is ${sandbox.phase} (${sandbox.reason ?? "finished"}); only a running sandbox can be paused`,
       );
-    this.compute("pause");
     const spec = await this.o.specFor(sandbox);
     const generation = (rec?.generation ?? 0) + 1;
     const tag = snapshotTag(id, generation);
@@ -218,7 +214,7 @@ export class Snapshotter {
   private async release(rec: SnapshotRecord): Promise<SnapshotRecord> {
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.compute("pause").releaseCompute(rec.id);
+        await this.o.compute.releaseCompute(rec.id);
         return await this.put({ ...rec, computeReleased: true });
       } catch (err) {
         if (attempt >= 3) {
@@ -250,7 +246,7 @@ export class Snapshotter {
     try {
       const spec = fromStoredSpec(rec.spec);
       const { backend } = this.o;
-      await this.compute("resume").adopt(spec);
+      await this.o.compute.adopt(spec);
       signal.throwIfAborted();
       await backend.awaitReady(id, { timeoutMs: this.o.readyTimeoutMs ?? 120_000, signal });
       await this.step(id, "slot-acquired");
@@ -267,8 +263,8 @@ export class Snapshotter {
       await this.step(id, "post-resume-hook");
     } catch (err) {
       // The snapshot is untouched; throw the half-restored slot away so a retry starts clean.
-      await this.o.backend.compute
-        ?.releaseCompute(id)
+      await this.o.compute
+        .releaseCompute(id)
         .catch((e: unknown) =>
           this.o.logger.warn({ sandbox: id, op: "resume", err: e }, "releasing a failed resume's compute failed"),
         );
@@ -346,7 +342,7 @@ export class Snapshotter {
         return this.release(rec);
       case "discard-resume":
         log.warn("resume was interrupted; discarding the half-restored compute, the snapshot is intact");
-        await this.o.backend.compute?.releaseCompute(rec.id);
+        await this.o.compute.releaseCompute(rec.id);
         return this.put({ ...rec, state: "paused", computeReleased: true });
     }
   }

@@ -1,15 +1,16 @@
-// Assembly of the pause/resume service for a backend that offers the ComputeRelease capability:
-// the Snapshotter (registry, record store, steps) under the PauseResume service the Manager owns.
+// Assembly of the pause/resume service for a platform that offers pause support (runtime/platform.ts
+// PauseSupport: compute release, specs, records, layer paths, registry address): the Snapshotter
+// (registry, record store, steps) under the PauseResume service the Manager owns.
 import { join } from "node:path";
 import type { RuntimeConfig } from "../config/schema.ts";
 import type { Clock } from "../core/clock.ts";
 import { ValidationError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Backend, Sandbox, SandboxSpec } from "../core/types.ts";
+import type { PauseSupport } from "../platform.ts";
 import type { RegistryAuth } from "./auth.ts";
 import { CollectingOciClient, type SnapshotGc } from "./gc.ts";
 import { OciClient } from "./oci.ts";
-import type { DirectLayers } from "./layers.ts";
 import { FileRecordStore, type SnapshotRecordStore } from "./record.ts";
 import { PauseResume } from "./service.ts";
 import { Snapshotter, type SnapshotterOptions } from "./snapshotter.ts";
@@ -28,34 +29,17 @@ export interface SnapshotWiring {
   writablePaths?: string[];
   autoResumeDefault?: boolean;
   onStep?: SnapshotterOptions["onStep"];
-  /** this process's name, for stores shared by several replicas (default: the backend's, if any) */
+  /** this process's name, for stores shared by several replicas (default: the platform's, if any) */
   holder?: string;
   /** override of the in-flight grace for shared stores (tests of replica takeover) */
   inFlightGraceMs?: number;
 }
 
-/**
- * What a backend may offer the snapshot layer beyond the Backend seam (not part of Backend:
- * the wiring looks for them on the concrete backend): a record store that lives with its
- * sandboxes (Kubernetes: the Sandbox object, shared by every replica) and the exact spec a
- * sandbox was created with (so a resume keeps its env).
- */
-export interface SnapshotAwareBackend extends Backend {
-  snapshotRecords?: SnapshotRecordStore;
-  /** set when several processes share snapshotRecords: see SnapshotterOptions.holder */
-  snapshotHolder?: string;
-  specOf?(id: string): Promise<SandboxSpec | undefined>;
-  /** its sandboxes push and pull their own snapshot layers when they can */
-  directLayers?: DirectLayers;
-  /** where snapshots.registry is right now, when that is not its name (an in-cluster Service's pod) */
-  snapshotRegistryAddress?: () => string;
-}
-
 /** How long another replica's in-flight pause or resume is left alone before it counts as abandoned. */
 const SHARED_STORE_IN_FLIGHT_GRACE_MS = 10 * 60_000;
 
-/** The pause/resume service over `backend` (its ComputeRelease capability, records and specs). */
-export function createPauseResume(backend: Backend, w: SnapshotWiring): PauseResume {
+/** The pause/resume service over a platform's backend and its pause support. */
+export function createPauseResume(platform: { backend: Backend; pause: PauseSupport }, w: SnapshotWiring): PauseResume {
   const snap = w.config.snapshots;
   if (!snap)
     throw new ValidationError(
@@ -63,23 +47,24 @@ export function createPauseResume(backend: Backend, w: SnapshotWiring): PauseRes
       undefined,
       "set snapshots.registry (e.g. http://127.0.0.1:5000 or <account>.dkr.ecr.<region>.amazonaws.com) to enable pause and resume",
     );
-  const aware = backend as SnapshotAwareBackend;
-  const shared = !w.store && !!aware.snapshotRecords;
+  const { backend, pause } = platform;
+  const shared = !w.store && !!pause.records;
   // with a collector, every manifest delete schedules a garbage collection of the registry
   const target = {
     registry: snap.registry,
     auth: w.auth,
-    ...(aware.snapshotRegistryAddress ? { address: aware.snapshotRegistryAddress } : {}),
+    ...(pause.registryAddress ? { address: () => pause.registryAddress!() } : {}),
   };
   const oci = w.gc ? new CollectingOciClient(target, w.gc) : new OciClient(target);
-  const holder = w.holder ?? aware.snapshotHolder;
+  const holder = w.holder ?? pause.records?.holder;
   const snapshotter = new Snapshotter({
     backend,
+    compute: pause.compute,
     oci,
     repository: snap.repository,
     store:
       w.store ??
-      aware.snapshotRecords ??
+      pause.records?.store ??
       new FileRecordStore(join(w.config.local.stateDir, "snapshot-records"), { soleWriter: true }),
     ...(holder ? { holder } : {}),
     ...(shared ? { inFlightGraceMs: w.inFlightGraceMs ?? SHARED_STORE_IN_FLIGHT_GRACE_MS } : {}),
@@ -90,15 +75,15 @@ export function createPauseResume(backend: Backend, w: SnapshotWiring): PauseRes
     autoResumeDefault: w.autoResumeDefault,
     onStep: w.onStep,
     gc: w.gc,
-    direct: aware.directLayers,
-    specFor: async (s) => (await aware.specOf?.(s.id)) ?? specFromSandbox(s, w),
+    direct: pause.directLayers,
+    specFor: async (s) => (await pause.specOf(s.id)) ?? specFromSandbox(s, w),
   });
   return new PauseResume({ backend, snapshotter, logger: w.logger });
 }
 
 /**
  * The spec to start a paused sandbox's compute again. Sandbox carries everything but env;
- * env is empty after a resume unless the backend records it (docs/pause-resume.md).
+ * used only when the platform's specOf no longer knows the sandbox: env is then empty (docs/pause-resume.md).
  */
 export function specFromSandbox(s: Sandbox, w: Pick<SnapshotWiring, "config" | "imageFor">): SandboxSpec {
   const size = w.config.sizeClasses[s.size];

@@ -8,7 +8,7 @@ import { buildManager } from "../../runtime/backends.ts";
 import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
-import { createLocalBackend } from "../../runtime/local/backend.ts";
+import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { serveWithE2b } from "../support/e2b.ts";
 import { localConfig, TOKENS } from "../support/local.ts";
 
@@ -21,8 +21,8 @@ afterAll(async () => {
 async function start(stateDir: string) {
   const config = validateRuntimeConfig({ local: { stateDir }, listen: { host: "127.0.0.1", port: 0 } });
   const logger = silentLogger();
-  const backend = createLocalBackend(config, { logger, clock: systemClock });
-  const { manager } = await buildManager(config, { logger, clock: systemClock, backend });
+  const platform = createLocalPlatform(config, { logger, clock: systemClock });
+  const { manager } = await buildManager(config, { logger, clock: systemClock, platform });
   return { manager, ...(await serveWithE2b(config, manager, logger, systemClock)) };
 }
 

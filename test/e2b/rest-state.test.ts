@@ -10,7 +10,7 @@ import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { type Clock, systemClock } from "../../runtime/core/clock.ts";
 import { NotFoundError } from "../../runtime/core/errors.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
-import { createLocalBackend } from "../../runtime/local/backend.ts";
+import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { RESERVED } from "../../runtime/server/e2b/shape.ts";
 import { serveWithE2b, skewedClock } from "../support/e2b.ts";
 import { auth, localConfig, TOKENS } from "../support/local.ts";
@@ -24,8 +24,8 @@ afterAll(async () => {
 async function start(stateDir: string, clock: Clock) {
   const config = validateRuntimeConfig({ local: { stateDir }, listen: { host: "127.0.0.1", port: 0 } });
   const logger = silentLogger();
-  const backend = createLocalBackend(config, { logger, clock: systemClock });
-  const { manager } = await buildManager(config, { logger, clock: systemClock, backend });
+  const platform = createLocalPlatform(config, { logger, clock: systemClock });
+  const { manager } = await buildManager(config, { logger, clock: systemClock, platform });
   return { manager, ...(await serveWithE2b(config, manager, logger, clock)) };
 }
 

@@ -11,7 +11,7 @@ import { buildManager } from "../../runtime/backends.ts";
 import { ManualClock, systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import type { SandboxManager } from "../../runtime/core/manager.ts";
-import { createLocalBackend } from "../../runtime/local/backend.ts";
+import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { buildApp } from "../../runtime/server/app.ts";
 import { type E2bLayer, registerE2b } from "../../runtime/server/e2b/plugin.ts";
 import { localConfig, TOKENS, testTokens } from "../support/local.ts";
@@ -46,8 +46,8 @@ beforeAll(async () => {
   });
   cleanup = made.cleanup;
   const logger = silentLogger();
-  const backend = createLocalBackend(made.config, { logger, clock: systemClock });
-  ({ manager } = await buildManager(made.config, { logger, clock: systemClock, backend }));
+  const platform = createLocalPlatform(made.config, { logger, clock: systemClock });
+  ({ manager } = await buildManager(made.config, { logger, clock: systemClock, platform }));
   app = buildApp({ manager, tokens: testTokens(), logger, e2b: false });
   app.addHook("onResponse", async (req, reply) => {
     if (req.url === "/v2/sandboxes" && req.method === "POST" && reply.statusCode === 429) rejectedCreates++;

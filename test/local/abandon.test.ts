@@ -7,7 +7,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
-import { createLocalBackend } from "../../runtime/local/backend.ts";
+import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { helperExec } from "../../runtime/local/protocol.ts";
 import type { SandboxRecord } from "../../runtime/local/records.ts";
 import { startService, type Service } from "../../runtime/server/service.ts";
@@ -28,13 +28,12 @@ beforeAll(async () => {
   cleanup = made.cleanup;
   stateDir = made.stateDir;
   const logger = silentLogger();
-  const backend = createLocalBackend(made.config, { logger, clock: systemClock });
   svc = await startService({
     config: made.config,
     tokens: testTokens(),
     logger,
     clock: systemClock,
-    backend,
+    platform: createLocalPlatform(made.config, { logger, clock: systemClock }),
     port: 0,
     drainMs: 2000,
   });

@@ -106,7 +106,6 @@ describe("local exec", () => {
     await expect(h.backend.exec(id, { command: ["pwd"], cwd: "/no/such/dir" })).rejects.toThrow(
       /cwd: invalid value "\/no\/such\/dir"/,
     );
-    await expect(h.backend.exec(id, { command: [] })).rejects.toThrow(/command: invalid value/);
   });
 
   it("runs commands concurrently", async () => {

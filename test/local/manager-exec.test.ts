@@ -58,6 +58,16 @@ describe("Manager.exec validates its input", () => {
     expect(entry).toMatchObject({ op: "exec", owner: "alice", sandbox: id, outcome: "error", error: "validation" });
   });
 
+  // the one check of a request (the local backend has none of its own since the exec path was
+  // made to validate once): what the backend used to refuse is refused here
+  it.each([
+    [{ command: [] }, "command: invalid value []"],
+    [{ command: ["true"], timeoutMs: 0 }, "timeoutMs: invalid value 0: use a positive number of milliseconds"],
+    [{ command: ["true"], cwd: "relative" }, 'cwd: invalid value "relative"'],
+  ])("refuses %j before it reaches the backend", async (req, msg) => {
+    await expect(rt.manager.exec("alice", id, req)).rejects.toThrow(msg);
+  });
+
   it("the sandbox still runs a valid command afterwards", async () => {
     const session = await rt.manager.exec("alice", id, { command: ["echo", "ok"] });
     const out: Buffer[] = [];

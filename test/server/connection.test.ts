@@ -6,7 +6,7 @@ import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
-import { createLocalBackend } from "../../runtime/local/backend.ts";
+import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { startService, type Service } from "../../runtime/server/service.ts";
 import { localConfig, testTokens, TOKENS } from "../support/local.ts";
 
@@ -23,7 +23,7 @@ beforeAll(async () => {
     tokens: testTokens(),
     logger,
     clock: systemClock,
-    backend: createLocalBackend(made.config, { logger, clock: systemClock }),
+    platform: createLocalPlatform(made.config, { logger, clock: systemClock }),
     port: 0,
     drainMs: 2000,
   });

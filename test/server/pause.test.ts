@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { finished } from "node:stream/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildManager } from "../../runtime/backends.ts";
+import { MemoryStatusStore } from "../../runtime/autopause/controller.ts";
 import { HttpManager } from "../../runtime/client/http.ts";
 import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import type { Admission } from "../../runtime/core/admission.ts";
@@ -346,7 +347,8 @@ describe("auto-resume passes admission", () => {
     const { manager } = await buildManager(config, {
       logger: silentLogger(),
       clock: systemClock,
-      backend: f.backend,
+      // the directory backend as a platform; pause/resume is the fixture's own service
+      platform: { backend: f.backend, autoPauseStatus: new MemoryStatusStore(), close: () => f.backend.close() },
       pauseResume: f.snapshotter,
     });
     await manager.start({ reaper: false });

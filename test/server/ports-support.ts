@@ -11,7 +11,7 @@ import type { RuntimeConfigInput } from "../../runtime/config/schema.ts";
 import { systemClock, type Clock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import type { SandboxManager } from "../../runtime/core/manager.ts";
-import { createLocalBackend } from "../../runtime/local/backend.ts";
+import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { buildApp } from "../../runtime/server/app.ts";
 import type { PortOptions } from "../../runtime/server/ports/service.ts";
 import { auth, localConfig, parseExecFrames, testTokens, type TOKENS } from "../support/local.ts";
@@ -37,8 +37,8 @@ export async function startPortRuntime(
   const stateDir = config.local.stateDir;
   const logger = silentLogger();
   const clock = opts.clock ?? systemClock;
-  const backend = createLocalBackend(config, { logger, clock });
-  const { manager } = await buildManager(config, { logger, clock, backend });
+  const platform = createLocalPlatform(config, { logger, clock });
+  const { manager } = await buildManager(config, { logger, clock, platform });
   const app = buildApp({
     manager,
     tokens: testTokens(),

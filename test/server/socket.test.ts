@@ -9,7 +9,7 @@ import { systemClock } from "../../runtime/core/clock.ts";
 import { CapacityError, SbxError } from "../../runtime/core/errors.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import type { Sandbox } from "../../runtime/core/types.ts";
-import { createLocalBackend } from "../../runtime/local/backend.ts";
+import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { startService, type Service } from "../../runtime/server/service.ts";
 import { localConfig, testTokens, TOKENS } from "../support/local.ts";
 
@@ -39,7 +39,7 @@ beforeAll(async () => {
     tokens: testTokens(),
     logger,
     clock: systemClock,
-    backend: createLocalBackend(config, { logger, clock: systemClock }),
+    platform: createLocalPlatform(config, { logger, clock: systemClock }),
     port: 0,
     drainMs: 2000,
   });
@@ -140,7 +140,7 @@ describe("graceful shutdown", () => {
       tokens: testTokens(),
       logger,
       clock: systemClock,
-      backend: createLocalBackend(made.config, { logger, clock: systemClock }),
+      platform: createLocalPlatform(made.config, { logger, clock: systemClock }),
       port: 0,
       drainMs: 500,
     });

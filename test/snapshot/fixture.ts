@@ -56,6 +56,7 @@ export function makeFixture(
   const specs = new Map<string, SandboxSpec>();
   const engine = new Snapshotter({
     backend,
+    compute: backend.compute,
     oci,
     repository: "sbx-snapshots",
     store,

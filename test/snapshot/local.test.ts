@@ -12,7 +12,7 @@ import { ConflictError } from "../../runtime/core/errors.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import type { SandboxManager } from "../../runtime/core/manager.ts";
 import type { Manager } from "../../runtime/core/types.ts";
-import { createLocalBackend } from "../../runtime/local/backend.ts";
+import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import type { PauseResume } from "../../runtime/snapshot/service.ts";
 import { startRegistry, type TestRegistry } from "../support/registry.ts";
 
@@ -56,7 +56,7 @@ beforeAll(async () => {
   const parts = await buildManager(config, {
     logger,
     clock: systemClock,
-    backend: createLocalBackend(config, { logger, clock: systemClock }),
+    platform: createLocalPlatform(config, { logger, clock: systemClock }),
   });
   manager = parts.manager;
   backend = parts.pauseResume!;

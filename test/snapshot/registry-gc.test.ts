@@ -15,7 +15,7 @@ import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import type { SandboxManager } from "../../runtime/core/manager.ts";
-import { createLocalBackend } from "../../runtime/local/backend.ts";
+import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { collectRegistryGarbage } from "../../runtime/local/registryGc.ts";
 import { SnapshotGc } from "../../runtime/snapshot/gc.ts";
 import { startRegistry, type TestRegistry } from "../support/registry.ts";
@@ -87,7 +87,7 @@ beforeAll(async () => {
   const parts = await buildManager(config, {
     logger,
     clock: systemClock,
-    backend: createLocalBackend(config, { logger, clock: systemClock }),
+    platform: createLocalPlatform(config, { logger, clock: systemClock }),
     snapshotGc: gc,
   });
   manager = parts.manager;

@@ -10,7 +10,7 @@ import { systemClock, type Clock } from "../../runtime/core/clock.ts";
 import { silentLogger, type Logger } from "../../runtime/core/log.ts";
 import type { SandboxManager } from "../../runtime/core/manager.ts";
 import { hashToken, TokenStore } from "../../runtime/core/tokens.ts";
-import { createLocalBackend } from "../../runtime/local/backend.ts";
+import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { buildApp } from "../../runtime/server/app.ts";
 import type { ServerLimits } from "../../runtime/server/routes.ts";
 
@@ -58,8 +58,8 @@ export async function startLocalRuntime(
   const config = made?.config ?? validateRuntimeConfig({ ...input, local: { stateDir } });
   const logger = opts.logger ?? silentLogger();
   const clock = opts.clock ?? systemClock;
-  const backend = createLocalBackend(config, { logger, clock });
-  const { manager } = await buildManager(config, { logger, clock, backend, reaperIntervalMs: opts.reaperIntervalMs });
+  const platform = createLocalPlatform(config, { logger, clock });
+  const { manager } = await buildManager(config, { logger, clock, platform, reaperIntervalMs: opts.reaperIntervalMs });
   const app = buildApp({
     manager,
     tokens: testTokens(),

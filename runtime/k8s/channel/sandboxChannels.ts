@@ -8,7 +8,6 @@ import type { Logger } from "../../core/log.ts";
 import type { ExecRequest } from "../../core/types.ts";
 import { ensureHelperBinary } from "../../local/helper-binary.ts";
 import type { RunInSandbox } from "../archive.ts";
-import { buildExecArgv } from "../execCommand.ts";
 import { newExecId } from "../execKill.ts";
 import type { RunInPod } from "../podExec.ts";
 import { WORKSPACE_DIR } from "../podTemplate.ts";
@@ -78,6 +77,8 @@ export interface SandboxChannels {
   close(): void;
 }
 
+// Over 60 lines on purpose: exec, transfers, list/attach and the helper run share one pool and one helper load
+// (closure).
 export function createSandboxChannels(o: {
   runInPod: RunInPod;
   clock: Clock;
@@ -117,8 +118,6 @@ export function createSandboxChannels(o: {
 
     async exec(id, pod, req, baseEnv) {
       const execId = newExecId();
-      // the same rules as the websocket path's argv, so both refuse the same requests
-      buildExecArgv(req, baseEnv, execId);
       return pool.with(
         id,
         pod,

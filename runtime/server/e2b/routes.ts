@@ -56,6 +56,7 @@ async function list(d: RouteDeps, req: FastifyRequest, reply: FastifyReply, defa
   return page.items.map((s) => toE2b(s, d.domain));
 }
 
+// Over 60 lines on purpose: the E2B route table, one short route each, as SDK 2.51's sandboxApi.ts lists them.
 export function registerRoutes(app: FastifyInstance, d: RouteDeps): void {
   const { lifecycle, manager } = d;
 

@@ -15,7 +15,7 @@ import { terminateContainer, waitFor } from "../../support/cluster.ts";
 import {
   startTestBackend,
   type TestBackend,
-  testBackend,
+  testPlatform,
   testSandboxSpec,
   type TestNamespaces,
 } from "../runtime/support.ts";
@@ -65,7 +65,7 @@ describe("command channel", () => {
     });
     expect(r).toMatchObject({ stdout: "in\nrecord call /tmp\n", stderr: "e\n", exitCode: 4, timedOut: false });
     expect((await backend.describe("ch-1"))?.commandChannel).toBe("helper");
-    const channel = backend.channels.pool.current("ch-1");
+    const channel = t.platform.testing.channels.pool.current("ch-1");
     expect(channel).toBeDefined();
 
     const timed = await run(backend, "ch-1", ["sh", "-c", "sleep 3405 & sleep 3406"], { timeoutMs: 1000 });
@@ -89,13 +89,13 @@ describe("command channel", () => {
       },
       10_000,
     );
-    expect(backend.channels.pool.current("ch-1"), "every command used the same channel").toBe(channel);
+    expect(t.platform.testing.channels.pool.current("ch-1"), "every command used the same channel").toBe(channel);
   });
 
   it("carries 200 concurrent commands, each with its own output and exit code", async () => {
     await ready(backend, "ch-200");
     await run(backend, "ch-200", ["true"]); // open the channel first, so all 200 share it
-    const channel = backend.channels.pool.current("ch-200");
+    const channel = t.platform.testing.channels.pool.current("ch-200");
     const results = await Promise.all(
       Array.from({ length: 200 }, (_, i) =>
         run(backend, "ch-200", ["sh", "-c", `echo out-${i}; echo err-${i} >&2; exit $((${i} % 9))`]),
@@ -103,7 +103,7 @@ describe("command channel", () => {
     );
     for (const [i, r] of results.entries())
       expect(r).toMatchObject({ stdout: `out-${i}\n`, stderr: `err-${i}\n`, exitCode: i % 9 });
-    expect(backend.channels.pool.current("ch-200")).toBe(channel);
+    expect(t.platform.testing.channels.pool.current("ch-200")).toBe(channel);
   });
 
   it("leaves the channel's own directory out of archives of /tmp, so out of snapshots and downloads", async () => {
@@ -126,7 +126,7 @@ describe("command channel", () => {
   it("a killed channel process fails the call in flight, retryably; the next call opens a new channel", async () => {
     await ready(backend, "ch-break");
     await run(backend, "ch-break", ["true"]);
-    const first = backend.channels.pool.current("ch-break")!;
+    const first = t.platform.testing.channels.pool.current("ch-break")!;
     const { channelPid } = await first.hello;
     const streaming = await backend.exec("ch-break", { command: ["sh", "-c", "echo begin; sleep 600"] });
     void collect(streaming.stdout);
@@ -141,7 +141,7 @@ describe("command channel", () => {
     // what the service answers for it: 503 with Retry-After (runtime/server/app.ts), not a 502
     expect(HTTP_STATUS[(broke as SbxError).code]).toBe(503);
     expect(await run(backend, "ch-break", ["echo", "again"])).toMatchObject({ stdout: "again\n", exitCode: 0 });
-    const second = backend.channels.pool.current("ch-break")!;
+    const second = t.platform.testing.channels.pool.current("ch-break")!;
     expect(second).not.toBe(first);
 
     // a dropped exec stream (the websocket closed under it) is the same to a caller
@@ -149,7 +149,7 @@ describe("command channel", () => {
     second.close("test dropped the websocket");
     await expect(next.result).rejects.toMatchObject({ details: { retryable: true } });
     expect(await run(backend, "ch-break", ["echo", "third"])).toMatchObject({ stdout: "third\n" });
-    expect(backend.channels.pool.current("ch-break")).not.toBe(second);
+    expect(t.platform.testing.channels.pool.current("ch-break")).not.toBe(second);
   });
 
   it("a command whose container is OOM-killed under it ends 137 with oomKilled, from the container status", async () => {
@@ -158,7 +158,7 @@ describe("command channel", () => {
     const out = collect(streaming.stdout);
     void collect(streaming.stderr);
     await new Promise((r) => streaming.stdout.once("readable", r));
-    expect(backend.channels.pool.current("ch-oom"), "the command went over the channel").toBeDefined();
+    expect(t.platform.testing.channels.pool.current("ch-oom"), "the command went over the channel").toBeDefined();
     // the test kubelet marks the container OOMKilled and kills its init: the PID namespace, the
     // helper's daemon and the command with it, so the channel breaks as on a node
     await terminateContainer(clients.kc, ns.sandboxes, "ch-oom", { container: SANDBOX_CONTAINER });
@@ -168,10 +168,11 @@ describe("command channel", () => {
   });
 
   it("moves archives both ways over the channel when transfers are on", async () => {
-    const withTransfers = testBackend(config, clients, {
+    const transferPlatform = testPlatform(config, clients, {
       identity: "transfer-replica",
       commandChannel: { transfers: true },
     });
+    const withTransfers = transferPlatform.backend;
     await withTransfers.start();
     try {
       await ready(backend, "ch-tar");
@@ -186,7 +187,7 @@ describe("command channel", () => {
       const tar = await withTransfers.getArchive("ch-tar", "/tmp/src");
       await withTransfers.putArchive("ch-tar", "/workspace/copy", tar);
       expect(await sum("/workspace/copy/src/blob")).toBe(await sum("/tmp/src/blob"));
-      const channel = withTransfers.channels.pool.current("ch-tar");
+      const channel = transferPlatform.testing.channels.pool.current("ch-tar");
       expect(channel, "the transfers used the channel").toBeDefined();
       expect((await channel!.list()).filter((c) => c.exit === "exit:0").length).toBeGreaterThanOrEqual(4);
     } finally {
@@ -196,10 +197,11 @@ describe("command channel", () => {
 
   it("falls back to one exec per command where the helper cannot run, and says so in the status", async () => {
     // /proc is no place for a directory: as in an image with a read-only or noexec /tmp
-    const fallback = testBackend(config, clients, {
+    const fallbackPlatform = testPlatform(config, clients, {
       identity: "fallback-replica",
       commandChannel: { dir: "/proc/sbx-helper-cannot-be-here" },
     });
+    const fallback = fallbackPlatform.backend;
     await fallback.start();
     try {
       await ready(backend, "ch-fallback");
@@ -207,7 +209,7 @@ describe("command channel", () => {
       const r = await run(fallback, "ch-fallback", ["sh", "-c", "echo $FROM_RECORD; exit 5"]);
       expect(r).toMatchObject({ stdout: "record\n", exitCode: 5 });
       expect((await fallback.describe("ch-fallback"))?.commandChannel).toBe("exec");
-      expect(fallback.channels.pool.current("ch-fallback")).toBeUndefined();
+      expect(fallbackPlatform.testing.channels.pool.current("ch-fallback")).toBeUndefined();
     } finally {
       await fallback.close();
     }

@@ -46,7 +46,7 @@ it("answers a call whose channel broke under it with 503, Retry-After and code u
   opened.stdout.resume();
   opened.stderr.resume();
   await opened.result;
-  const channel = backend.channels.pool.current(id)!;
+  const channel = t.platform.testing.channels.pool.current(id)!;
   const { channelPid } = await channel.hello;
 
   // the start of a real archive: tar in the sandbox waits for the rest while the channel breaks
@@ -88,5 +88,5 @@ it("answers a call whose channel broke under it with 503, Retry-After and code u
     body: tar,
   });
   expect(again.status, await again.text()).toBeLessThan(300);
-  expect(backend.channels.pool.current(id)).not.toBe(channel);
+  expect(t.platform.testing.channels.pool.current(id)).not.toBe(channel);
 });

@@ -3,11 +3,11 @@
 // {"commandId": ...} and then every output line it reads as JSON lines, until it is SIGKILLed.
 // argv: <kubeconfig path> <sandboxes namespace> <runtime namespace> <sandbox id>
 import { PassThrough } from "node:stream";
-import { adminClients, testBackend, testConfig } from "../runtime/support.ts";
+import { adminClients, testPlatform, testConfig } from "../runtime/support.ts";
 
 const [kubeconfig, sandboxes, runtime, id] = process.argv.slice(2);
 const config = testConfig({ sandboxes, runtime, cleanup: async () => undefined });
-const backend = testBackend(config, adminClients(kubeconfig), { identity: "doomed-manager" }, "manager");
+const { backend } = testPlatform(config, adminClients(kubeconfig), { identity: "doomed-manager" }, "manager");
 await backend.start();
 await backend.awaitReady(id, { timeoutMs: 60_000 });
 // stdin stays open (a stream that never ends) for the manager that re-attaches: a reader in the

@@ -10,7 +10,7 @@ import type { KubernetesBackend } from "../../../runtime/kubernetes.ts";
 import type { E2bLayer } from "../../../runtime/server/e2b/plugin.ts";
 import { serveWithE2b, skewedClock } from "../../support/e2b.ts";
 import { TOKENS } from "../../support/local.ts";
-import { adminClients, testBackend, testKubeconfigPath } from "../runtime/support.ts";
+import { adminClients, testPlatform, testKubeconfigPath } from "../runtime/support.ts";
 
 export interface Replica {
   url: string;
@@ -28,8 +28,9 @@ export interface Replica {
 /** One service replica as startService wires it, with its own backend, identity and layer clock. */
 export async function startReplica(config: RuntimeConfig, identity: string): Promise<Replica> {
   const logger = silentLogger();
-  const backend = testBackend(config, adminClients(await testKubeconfigPath()), { identity });
-  const { manager } = await buildManager(config, { logger, clock: systemClock, backend, reaperIntervalMs: 60_000 });
+  const platform = testPlatform(config, adminClients(await testKubeconfigPath()), { identity });
+  const { backend } = platform;
+  const { manager } = await buildManager(config, { logger, clock: systemClock, platform, reaperIntervalMs: 60_000 });
   const { skew, clock } = skewedClock();
   const { app, url, layer } = await serveWithE2b(config, manager, logger, clock);
   let crashed = false;
@@ -43,11 +44,11 @@ export async function startReplica(config: RuntimeConfig, identity: string): Pro
     manager,
     layer,
     skew,
-    leads: () => backend.controller.isLeader(),
+    leads: () => platform.testing.controller.isLeader(),
     async crash() {
       crashed = true;
       await stopServing();
-      await backend.crash(); // killed: no drain, no goodbye
+      await platform.testing.crash(); // killed: no drain, no goodbye
     },
     async close() {
       if (!crashed) await stopServing();

@@ -55,7 +55,7 @@ const cr = async (id: string) =>
 describe("automatic pause and wake on Kubernetes", () => {
   it("pauses on an idle probe, keeps the wake time in the Sandbox status across a restart, and wakes on schedule", async () => {
     rt = await startPauseManager(args);
-    await waitFor("leadership", async () => rt!.backend.leads(), 20_000);
+    await waitFor("leadership", async () => rt!.platform.replicas.leads(), 20_000);
     // The probe reports a task a day away, so the first replica can never wake the sandbox
     // however slowly this test runs; once that replica is gone, the test moves the recorded
     // wake time to a few seconds from now (as an operator editing the status would). The wake
@@ -136,7 +136,7 @@ describe("automatic pause and wake on Kubernetes", () => {
 
     // a new replica finds the wake time in the Sandbox and wakes it then, not before
     rt = await startPauseManager({ ...args, identity: "replica-2" });
-    await waitFor("new leader", async () => rt!.backend.leads(), 20_000);
+    await waitFor("new leader", async () => rt!.platform.replicas.leads(), 20_000);
     await waitFor("woken on schedule", async () => (await rt!.manager.get(OWNER, id)).phase === "Running", 60_000);
     expect(Date.now() / 1000).toBeGreaterThanOrEqual(wakeAt - 1);
     const r = await output(

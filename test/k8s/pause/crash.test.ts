@@ -50,7 +50,7 @@ beforeAll(async () => {
   rt = await startPauseRuntime({ ...base, identity: "replica-a", inFlightGraceMs: GRACE_MS });
   childArgs = { ...base, identity: "replica-b" };
   oci = new OciClient({ registry: registryUrl() });
-  await waitFor("leadership", async () => rt.backend.controller.isLeader(), 20_000);
+  await waitFor("leadership", async () => rt.platform.testing.controller.isLeader(), 20_000);
 }, 120_000);
 
 afterAll(async () => {

@@ -3,8 +3,9 @@
 // pause and a resume onto a warm pod and onto a cold pod; the pod really gone while paused and
 // the Sandbox object kept with status.snapshot; env kept; auto-resume on exec; the snapshot
 // deleted with the sandbox.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { SandboxManager } from "../../../runtime/core/manager.ts";
+import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { API_GROUP, API_VERSION, LABELS, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
@@ -27,6 +28,7 @@ let ns: TestNamespaces;
 let rt: Awaited<ReturnType<typeof startPauseManager>>;
 let manager: SandboxManager;
 let backend: KubernetesBackend;
+let platform: KubernetesPlatform;
 let oci: OciClient;
 const OWNER = "alice";
 
@@ -42,9 +44,9 @@ beforeAll(async () => {
     identity: "pause-test",
     warm: 2,
   });
-  ({ manager, backend } = rt);
+  ({ manager, backend, platform } = rt);
   oci = new OciClient({ registry: registryUrl() });
-  await waitFor("leadership", async () => backend.controller.isLeader(), 20_000);
+  await waitFor("leadership", async () => platform.testing.controller.isLeader(), 20_000);
   await waitFor("2 ready warm pods", async () => (await backend.poolStatus!())[0]?.ready === 2, 60_000);
 }, 120_000);
 
@@ -112,7 +114,7 @@ describe("pause and resume on Kubernetes", () => {
     const id = created.id;
     await manager.wait(OWNER, id, { timeoutMs: 60_000 });
     await sh(id, FILL_SCRIPT(24));
-    await backend.records.settled(id); // a warm claim answers before its object is written
+    await platform.testing.records.settled(id); // a warm claim answers before its object is written
     const before = await sh(id, TREE_DIGEST_SCRIPT);
     const firstPod = (await cr(id)).spec.podName ?? id;
 
@@ -178,6 +180,38 @@ describe("pause and resume on Kubernetes", () => {
     );
     expect(await oci.headManifest(record.snapshot!.repository, record.snapshot!.digest)).toBeUndefined();
     await expect(manager.get(OWNER, id)).rejects.toMatchObject({ code: "not_found" });
+  }, 240_000);
+
+  // The exec path reads the pause record once: the owner check and the auto-resume decision
+  // share one read (Manager.usable -> describeForCall); before, each read it on its own. Only
+  // reads made under Manager.exec count (its frame, sync or async, is on the read's stack): the
+  // watch events an exec causes (the activity annotation) read the record too, in the background.
+  it("reads the pause record once per exec, before and after a pause", async () => {
+    const id = (await manager.create({ owner: OWNER, profile: "base", size: "nano" })).id;
+    await manager.wait(OWNER, id, { timeoutMs: 60_000 });
+    let execReads = 0;
+    const store = platform.pause.records.store;
+    const read = store.get.bind(store);
+    const reads = vi.spyOn(store, "get").mockImplementation((of) => {
+      const limit = Error.stackTraceLimit;
+      Error.stackTraceLimit = 100;
+      const stack = new Error().stack ?? "";
+      Error.stackTraceLimit = limit;
+      if (of === id && stack.includes("SandboxManager.exec")) execReads++;
+      return read(of);
+    });
+    try {
+      expect(await sh(id, "echo one")).toBe("one");
+      expect(execReads).toBe(1);
+      await manager.pause!(OWNER, id);
+      await manager.resume!(OWNER, id);
+      execReads = 0;
+      expect(await sh(id, "echo two")).toBe("two");
+      expect(execReads).toBe(1);
+    } finally {
+      reads.mockRestore();
+    }
+    await manager.kill(OWNER, id);
   }, 240_000);
 
   it("refuses to pause a sandbox of another owner with not found", async () => {

@@ -11,8 +11,7 @@ import { buildManager } from "../../../runtime/backends.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { type Logger, silentLogger } from "../../../runtime/core/log.ts";
 import type { SandboxManager } from "../../../runtime/core/manager.ts";
-import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
-import { createKubernetesBackend } from "../../../runtime/kubernetes.ts";
+import { createKubernetesPlatform, type KubernetesPlatform } from "../../../runtime/kubernetes.ts";
 import { captureLogger } from "../../support/logs.ts";
 import { layerCounts } from "../../support/metrics.ts";
 import { expectLayersInSandboxRepository } from "../../support/tokenRegistry.ts";
@@ -52,7 +51,7 @@ async function runtime(
   podRegistry: string | undefined,
   logger: Logger = silentLogger(),
   tokens = false,
-): Promise<{ manager: SandboxManager; backend: KubernetesBackend; moved: { out: number; in: number } }> {
+): Promise<{ manager: SandboxManager; platform: KubernetesPlatform; moved: { out: number; in: number } }> {
   const tr = tokenRegistry();
   const registry = tokens ? tr.url : registryUrl();
   const config = pauseConfig({ namespaces: ns, registry, podRegistry });
@@ -67,11 +66,12 @@ async function runtime(
         ttlSeconds: 900,
       },
     };
-  const backend = createKubernetesBackend(
+  const platform = createKubernetesPlatform(
     config,
     { logger, clock: systemClock },
     { clients: adminClients(kubeconfigPath), identity, retryPeriodMs: 500, leaseDurationMs: 4000 },
   );
+  const { backend } = platform;
   // counts what the replica's own archive path carries (the fallback)
   const moved = { out: 0, in: 0 };
   const getArchive = backend.getArchive.bind(backend);
@@ -84,10 +84,10 @@ async function runtime(
     moved.in++;
     return putArchive(id, dir, tar);
   };
-  const { manager } = await buildManager(config, { logger, clock: systemClock, backend, reaperIntervalMs: 3_600_000 });
+  const { manager } = await buildManager(config, { logger, clock: systemClock, platform, reaperIntervalMs: 3_600_000 });
   await manager.start({ reaper: false, maintenance: false });
   closers.push(() => manager.close());
-  return { manager, backend, moved };
+  return { manager, platform, moved };
 }
 
 async function run(m: SandboxManager, id: string, script: string): Promise<string> {
@@ -99,8 +99,8 @@ async function run(m: SandboxManager, id: string, script: string): Promise<strin
 
 describe("pods moving their own snapshot layers", () => {
   it("pause and a cold resume keep the tree byte for byte, and the replica's archive path carries nothing", async () => {
-    const { manager, backend, moved } = await runtime("pod-layers", registryUrl());
-    await waitFor("leadership", async () => backend.controller.isLeader(), 20_000);
+    const { manager, platform, moved } = await runtime("pod-layers", registryUrl());
+    await waitFor("leadership", async () => platform.testing.controller.isLeader(), 20_000);
     const { id } = await manager.create({ owner: OWNER, profile: "base", size: "nano" });
     await manager.wait(OWNER, id, { timeoutMs: 60_000 });
     await run(manager, id, FILL_SCRIPT(8));
@@ -108,7 +108,7 @@ describe("pods moving their own snapshot layers", () => {
 
     await manager.pause!(OWNER, id);
     expect((await manager.get(OWNER, id)).phase).toBe("Paused");
-    const layers = (await backend.snapshotRecords!.get(id))?.snapshot?.layers ?? [];
+    const layers = (await platform.pause.records.store.get(id))?.snapshot?.layers ?? [];
     await manager.resume!(OWNER, id);
     expect(await run(manager, id, TREE_DIGEST_SCRIPT)).toBe(before);
     expect(moved).toEqual({ out: 0, in: 0 });
@@ -156,14 +156,14 @@ describe("pods moving their own snapshot layers", () => {
 
   it("with tokenAuth each pod moves its layers in its own repository, with a token for it alone", async () => {
     const { logger, lines } = captureLogger();
-    const { manager, backend, moved } = await runtime("token-layers", tokenRegistry().url, logger, true);
+    const { manager, platform, moved } = await runtime("token-layers", tokenRegistry().url, logger, true);
     const { id } = await manager.create({ owner: OWNER, profile: "base", size: "nano" });
     await manager.wait(OWNER, id, { timeoutMs: 60_000 });
     await run(manager, id, FILL_SCRIPT(4));
     const before = await run(manager, id, TREE_DIGEST_SCRIPT);
 
     await manager.pause!(OWNER, id);
-    const snapshot = (await backend.snapshotRecords!.get(id))?.snapshot;
+    const snapshot = (await platform.pause.records.store.get(id))?.snapshot;
     expect(moved).toEqual({ out: 0, in: 0 });
     // each layer is in the sandbox's own repository and mounted into the snapshot repository;
     // without a token the registry answers nothing

@@ -4,7 +4,7 @@
 // status.snapshot are visible to the other replica, and deleting the record leaves the
 // Sandbox alone.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
+import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { mergePatch } from "../../../runtime/k8s/client.ts";
 import { API_GROUP, API_VERSION, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
@@ -15,7 +15,7 @@ import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testBackend,
+  testPlatform,
   testConfig,
   testKubeconfigPath,
   type TestNamespaces,
@@ -24,17 +24,17 @@ import { sandboxSpec } from "./runtime.ts";
 
 let clients: KubeClients;
 let ns: TestNamespaces;
-let a: KubernetesBackend;
-let b: KubernetesBackend;
+let a: KubernetesPlatform;
+let b: KubernetesPlatform;
 
 beforeAll(async () => {
   clients = adminClients(await testKubeconfigPath());
   await installSandboxCrd(clients.kc);
   ns = await freshNamespaces(clients.core, "pzr");
   const config = testConfig(ns);
-  a = testBackend(config, clients, { identity: "replica-a" });
-  b = testBackend(config, clients, { identity: "replica-b" });
-  await Promise.all([a.start(), b.start()]);
+  a = testPlatform(config, clients, { identity: "replica-a" });
+  b = testPlatform(config, clients, { identity: "replica-b" });
+  await Promise.all([a.backend.start(), b.backend.start()]);
 }, 60_000);
 
 afterAll(async () => {
@@ -42,7 +42,7 @@ afterAll(async () => {
   await ns?.cleanup();
 });
 
-const store = (x: KubernetesBackend): SnapshotRecordStore => x.snapshotRecords!;
+const store = (x: KubernetesPlatform): SnapshotRecordStore => x.pause.records.store;
 const crApi = () => ({ group: API_GROUP, version: API_VERSION, namespace: ns.sandboxes, plural: SANDBOX_PLURAL });
 
 function record(id: string, state: SnapshotRecord["state"], over: Partial<SnapshotRecord> = {}): SnapshotRecord {
@@ -75,9 +75,9 @@ function record(id: string, state: SnapshotRecord["state"], over: Partial<Snapsh
 describe("SandboxRecordStore (the record in the Sandbox object)", () => {
   it("lets only the replica that saw the current record replace it", async () => {
     const id = "rec-cas";
-    await a.provision(sandboxSpec(testConfig(ns), id));
-    await a.records.settled(id);
-    await waitFor("replica b sees the sandbox", async () => !!(await b.describe(id)), 10_000);
+    await a.backend.provision(sandboxSpec(testConfig(ns), id));
+    await a.testing.records.settled(id);
+    await waitFor("replica b sees the sandbox", async () => !!(await b.backend.describe(id)), 10_000);
 
     expect(await store(a).get(id)).toBeUndefined();
     expect(await store(b).get(id)).toBeUndefined();
@@ -129,7 +129,7 @@ describe("SandboxRecordStore (the record in the Sandbox object)", () => {
     const after = (await clients.custom.getNamespacedCustomObject({ ...crApi(), name: id })) as SandboxResource;
     expect(after.metadata.annotations?.["sbx.dev/snapshot-record"]).toBeUndefined();
     expect(after.status?.snapshot).toBeUndefined();
-    await a.delete(id);
+    await a.backend.delete(id);
   }, 60_000);
 
   it("answers not found for a record of a sandbox that does not exist, and deleting it is a no-op", async () => {

@@ -9,11 +9,12 @@ import { systemClock } from "../../../runtime/core/clock.ts";
 import { createLogger, silentLogger } from "../../../runtime/core/log.ts";
 import type { SandboxManager } from "../../../runtime/core/manager.ts";
 import type { ExecSession, SandboxSpec } from "../../../runtime/core/types.ts";
+import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { SnapshotterOptions } from "../../../runtime/snapshot/snapshotter.ts";
 import { createPauseResume } from "../../../runtime/snapshot/wire.ts";
 import { pauseCaller, type PauseCaller } from "../../support/pause.ts";
-import { adminClients, testBackend, testConfig, testSandboxSpec } from "../runtime/support.ts";
+import { adminClients, testPlatform, testConfig, testSandboxSpec } from "../runtime/support.ts";
 
 export interface PauseRuntimeArgs {
   kubeconfigPath: string;
@@ -33,6 +34,7 @@ export interface PauseRuntimeArgs {
 
 export interface PauseRuntime {
   config: RuntimeConfig;
+  platform: KubernetesPlatform;
   backend: KubernetesBackend;
   snap: PauseCaller;
   close(): Promise<void>;
@@ -57,8 +59,9 @@ export function pauseConfig(
 /** Backend + snapshots, started (informers synced); no Manager. */
 export async function startPauseRuntime(a: PauseRuntimeArgs): Promise<PauseRuntime> {
   const config = pauseConfig(a);
-  const backend = testBackend(config, adminClients(a.kubeconfigPath), { identity: a.identity });
-  const pr = createPauseResume(backend, {
+  const platform = testPlatform(config, adminClients(a.kubeconfigPath), { identity: a.identity });
+  const { backend } = platform;
+  const pr = createPauseResume(platform, {
     config,
     clock: systemClock,
     logger: silentLogger(),
@@ -67,19 +70,23 @@ export async function startPauseRuntime(a: PauseRuntimeArgs): Promise<PauseRunti
   });
   const snap = pauseCaller(backend, pr);
   await snap.start();
-  return { config, backend, snap, close: () => snap.close() };
+  return { config, platform, backend, snap, close: () => snap.close() };
 }
 
 /** The whole runtime as the service runs it: Manager (admission, audit) over the snapshotting backend. */
-export async function startPauseManager(
-  a: PauseRuntimeArgs,
-): Promise<{ config: RuntimeConfig; backend: KubernetesBackend; manager: SandboxManager; close(): Promise<void> }> {
+export async function startPauseManager(a: PauseRuntimeArgs): Promise<{
+  config: RuntimeConfig;
+  platform: KubernetesPlatform;
+  backend: KubernetesBackend;
+  manager: SandboxManager;
+  close(): Promise<void>;
+}> {
   const config = pauseConfig(a);
-  const backend = testBackend(config, adminClients(a.kubeconfigPath), { identity: a.identity });
+  const platform = testPlatform(config, adminClients(a.kubeconfigPath), { identity: a.identity });
   const logger = process.env.SBX_TEST_LOG ? createLogger({ level: process.env.SBX_TEST_LOG }) : silentLogger();
-  const { manager } = await buildManager(config, { logger, clock: systemClock, backend, reaperIntervalMs: 3_600_000 });
+  const { manager } = await buildManager(config, { logger, clock: systemClock, platform, reaperIntervalMs: 3_600_000 });
   await manager.start({ reaper: false, maintenance: a.maintenance ?? false });
-  return { config, backend, manager, close: () => manager.close() };
+  return { config, platform, backend: platform.backend, manager, close: () => manager.close() };
 }
 
 export function sandboxSpec(config: RuntimeConfig, id: string, over: Partial<SandboxSpec> = {}): SandboxSpec {

@@ -16,7 +16,7 @@ let id: string;
 
 beforeAll(async () => {
   rt = await startK8sPortRuntime("kexpo");
-  await waitFor("leadership", async () => rt.backend.controller.isLeader(), 20_000);
+  await waitFor("leadership", async () => rt.platform.testing.controller.isLeader(), 20_000);
   b = await rt.replica("kexpo-b");
   id = await sandbox(rt);
   await startServer(rt, id, 8000);

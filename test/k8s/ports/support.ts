@@ -10,6 +10,7 @@ import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
 import type { SandboxManager } from "../../../runtime/core/manager.ts";
+import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { KubernetesBackendOverrides } from "../../../runtime/kubernetes.ts";
 import { buildApp } from "../../../runtime/server/app.ts";
@@ -22,7 +23,7 @@ import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testBackend,
+  testPlatform,
   testKubeconfigPath,
   type TestNamespaces,
 } from "../runtime/support.ts";
@@ -30,6 +31,7 @@ import {
 export interface K8sPortReplica {
   url: string;
   port: number;
+  platform: KubernetesPlatform;
   backend: KubernetesBackend;
   manager: SandboxManager;
   app: ReturnType<typeof buildApp>;
@@ -62,8 +64,9 @@ async function startReplica(
   overrides: KubernetesBackendOverrides = {},
 ): Promise<K8sPortReplica> {
   const logger = silentLogger();
-  const backend = testBackend(config, adminClients(await testKubeconfigPath()), { ...overrides, identity });
-  const { manager } = await buildManager(config, { logger, clock: systemClock, backend, reaperIntervalMs: 3_600_000 });
+  const platform = testPlatform(config, adminClients(await testKubeconfigPath()), { ...overrides, identity });
+  const { backend } = platform;
+  const { manager } = await buildManager(config, { logger, clock: systemClock, platform, reaperIntervalMs: 3_600_000 });
   const app = buildApp({
     manager,
     tokens: testTokens(),
@@ -77,6 +80,7 @@ async function startReplica(
   return {
     url,
     port: Number(new URL(url).port),
+    platform,
     backend,
     manager,
     app,
@@ -133,7 +137,7 @@ export async function startK8sPortSandbox(
 ): Promise<{ rt: K8sPortRuntime; id: string }> {
   const rt = await startK8sPortRuntime(prefix, o);
   try {
-    await waitFor("leadership", async () => rt.backend.controller.isLeader(), 20_000);
+    await waitFor("leadership", async () => rt.platform.testing.controller.isLeader(), 20_000);
     const id = await sandbox(rt);
     await startServer(rt, id, 8000);
     return { rt, id };

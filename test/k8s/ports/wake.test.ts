@@ -17,7 +17,7 @@ beforeAll(async () => {
     ports: { wakeHoldMs: 120_000, connectRetryMs: 60_000 },
     maintenance: true,
   });
-  await waitFor("leadership", async () => rt.backend.controller.isLeader(), 20_000);
+  await waitFor("leadership", async () => rt.platform.testing.controller.isLeader(), 20_000);
 }, 300_000);
 
 afterAll(async () => {

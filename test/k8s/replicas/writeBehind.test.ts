@@ -6,6 +6,7 @@ import type { V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import type { SandboxSpec } from "../../../runtime/core/types.ts";
+import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { Reservation } from "../../../runtime/k8s/claims/writeBehind.ts";
 import { type KubeClients, mergePatch } from "../../../runtime/k8s/client.ts";
@@ -18,12 +19,13 @@ let clients: KubeClients;
 let ns: TestNamespaces;
 let config: RuntimeConfig;
 let backend: KubernetesBackend;
+let platform: KubernetesPlatform;
 
 const spec = (id: string): SandboxSpec => testSandboxSpec(config, id, { owner: `owner-${id}`, ttlSeconds: 600 });
 
 /** Wraps the next reservation's write: `before` runs (and may be waited on) before the real patch is sent. */
 function holdNextWrite(before: (podName: string) => Promise<void>): void {
-  const pool = backend.warmPool as unknown as { reserve: (...a: unknown[]) => Reservation | undefined };
+  const pool = platform.testing.warmPool as unknown as { reserve: (...a: unknown[]) => Reservation | undefined };
   const real = pool.reserve.bind(pool);
   pool.reserve = (...args: unknown[]) => {
     pool.reserve = real;
@@ -59,7 +61,7 @@ beforeAll(async () => {
     { identity: "replica-wb" },
     { awaitLeader: false }, // the pods it waits for below come from the leader anyway
   );
-  ({ clients, ns, config, backend } = t);
+  ({ clients, ns, config, backend, platform } = t);
   await waitFor("2 ready warm pods", async () => (await backend.poolStatus!())[0].ready === 2, 120_000);
 }, 180_000);
 
@@ -80,7 +82,7 @@ describe("write-behind warm claims", () => {
     });
     const sb = await backend.claim(spec("wb-1"));
     expect(sb).toMatchObject({ id: "wb-1", ready: true, warm: true, phase: "Running" });
-    expect(backend.warmClaims.stats()).toMatchObject({ pending: 1, landed: 0 });
+    expect(platform.testing.warmClaims.stats()).toMatchObject({ pending: 1, landed: 0 });
     // the API server still has the pod unclaimed: the claim did not wait for its write
     expect((await livePod(claimedName)).metadata?.labels?.[LABELS.pool]).toBe(POOL.warm);
 
@@ -136,7 +138,7 @@ describe("write-behind warm claims", () => {
     expect(await exec).toBe("ran");
     expect(doneAt).toBeGreaterThan(rivalAt);
     expect(await backend.describe("wb-2")).toMatchObject({ ready: true, warm: false });
-    expect(backend.warmClaims.stats().lost).toBe(1);
+    expect(platform.testing.warmClaims.stats().lost).toBe(1);
     expect(backend.claimStats?.().lost, "the stats /metrics reads (runtime/core/metrics.ts)").toBe(1);
     const record = (await clients.custom.getNamespacedCustomObject({
       group: "sbx.dev",

@@ -11,6 +11,7 @@ import { silentLogger } from "../../../runtime/core/log.ts";
 import { parseMemory } from "../../../runtime/core/quantity.ts";
 import type { SandboxManager } from "../../../runtime/core/manager.ts";
 import type { Sandbox } from "../../../runtime/core/types.ts";
+import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { waitFor } from "../../support/cluster.ts";
@@ -19,7 +20,7 @@ import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testBackend,
+  testPlatform,
   testConfig,
   testKubeconfigPath,
   type TestNamespaces,
@@ -32,6 +33,7 @@ let clients: KubeClients;
 let ns: TestNamespaces;
 let config: RuntimeConfig;
 let backend: KubernetesBackend;
+let platform: KubernetesPlatform;
 let manager: SandboxManager;
 let removeNodes: () => Promise<void>;
 
@@ -52,15 +54,16 @@ beforeAll(async () => {
     budget: { cpu: "100", memory: "125Gi" },
     defaults: { size: "nano", idleTimeoutSeconds: 0 },
   });
-  backend = testBackend(config, clients);
+  platform = testPlatform(config, clients);
+  backend = platform.backend;
   ({ manager } = await buildManager(config, {
     logger: silentLogger(),
     clock: systemClock,
-    backend,
+    platform,
     reaperIntervalMs: 60_000,
   }));
   await manager.start({ reaper: false });
-  await waitFor("leadership", async () => backend.controller.isLeader(), 15_000);
+  await waitFor("leadership", async () => platform.testing.controller.isLeader(), 15_000);
 }, 600_000);
 
 afterAll(async () => {
@@ -151,7 +154,7 @@ describe("1,500 concurrent creates against capacity for 1,000", () => {
         rejected: rejected.length,
         acceptAllMs: acceptMs,
         allReadyMs: readyMs,
-        durableLagP99Ms: p99(backend.records.lagMs),
+        durableLagP99Ms: p99(platform.testing.records.lagMs),
       }),
     );
 

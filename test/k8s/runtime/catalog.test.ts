@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ImageCatalog } from "../../../runtime/core/catalog.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
-import { createKubernetesBackend, type KubernetesBackend } from "../../../runtime/kubernetes.ts";
+import { createKubernetesPlatform, type KubernetesPlatform } from "../../../runtime/kubernetes.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { LABELS, POOL } from "../../../runtime/k8s/contract.ts";
 import { waitFor } from "../../support/cluster.ts";
@@ -27,7 +27,7 @@ const FILE_IMAGE = "registry.local/sbx/extra:1";
 let clients: KubeClients;
 let ns: TestNamespaces;
 let dir: string;
-let backend: KubernetesBackend;
+let platform: KubernetesPlatform;
 
 beforeAll(async () => {
   clients = adminClients(await testKubeconfigPath());
@@ -46,24 +46,25 @@ beforeAll(async () => {
   });
   const logger = silentLogger();
   const catalog = new ImageCatalog({ inline: config.catalog, path: config.catalogPath, logger });
-  backend = createKubernetesBackend(
+  platform = createKubernetesPlatform(
     config,
     { logger, clock: systemClock, catalog },
     { clients, retryPeriodMs: 500, leaseDurationMs: 4000, activityFlushMs: 500 },
   );
-  await backend.start();
-  await waitFor("leadership", async () => backend.controller.isLeader(), 15_000);
+  await platform.backend.start();
+  await waitFor("leadership", async () => platform.testing.controller.isLeader(), 15_000);
 });
 
 afterAll(async () => {
-  await backend?.close();
+  await platform?.close();
   await ns?.cleanup();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 describe("the Kubernetes backend reads the one catalog", () => {
   it("warm pools fill for an inline profile and for a catalogPath profile, with their images", async () => {
-    const ready = async () => Object.fromEntries((await backend.poolStatus!()).map((p) => [p.profile, p.ready]));
+    const ready = async () =>
+      Object.fromEntries((await platform.backend.poolStatus()).map((p) => [p.profile, p.ready]));
     // generous: pod start on a busy 2-core machine
     await waitFor(
       "one ready warm pod per pool",

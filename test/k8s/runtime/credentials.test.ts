@@ -9,6 +9,7 @@ import { STSClient } from "@aws-sdk/client-sts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import type { SandboxSpec } from "../../../runtime/core/types.ts";
+import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { createStsCredentialBroker } from "../../../runtime/k8s/credentials.ts";
@@ -17,7 +18,7 @@ import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testBackend,
+  testPlatform,
   testConfig,
   testKubeconfigPath,
   type TestNamespaces,
@@ -29,6 +30,7 @@ let clients: KubeClients;
 let ns: TestNamespaces;
 let config: RuntimeConfig;
 let backend: KubernetesBackend;
+let platform: KubernetesPlatform;
 
 beforeAll(async () => {
   sts = createServer((req, res) => {
@@ -59,9 +61,10 @@ beforeAll(async () => {
     credentials,
     new STSClient({ region: "us-east-1", endpoint, credentials: { accessKeyId: "AKIAMANAGER", secretAccessKey: "x" } }),
   );
-  backend = testBackend(config, clients, { broker });
+  platform = testPlatform(config, clients, { broker });
+  backend = platform.backend;
   await backend.start();
-  await waitFor("leader", async () => backend.controller.isLeader(), 15_000);
+  await waitFor("leader", async () => platform.testing.controller.isLeader(), 15_000);
 });
 
 afterAll(async () => {
@@ -110,12 +113,16 @@ describe("credential delivery", () => {
   it("warm sandbox: delivered at claim time, so the claimed pod is ready with its own credentials", async () => {
     await waitFor("warm pod", async () => (await backend.poolStatus!())[0].ready === 1, 60_000);
     // the warm pod's channel is open before the claim, and the claim writes the credentials over it
-    const primedKey = () => backend.channels.pool.keys().find((k) => k.startsWith("warm:"));
-    await waitFor("primed channel", async () => !!primedKey() && !!backend.channels.pool.current(primedKey()!), 60_000);
-    const primed = backend.channels.pool.current(primedKey()!)!;
+    const primedKey = () => platform.testing.channels.pool.keys().find((k) => k.startsWith("warm:"));
+    await waitFor(
+      "primed channel",
+      async () => !!primedKey() && !!platform.testing.channels.pool.current(primedKey()!),
+      60_000,
+    );
+    const primed = platform.testing.channels.pool.current(primedKey()!)!;
     const sb = await backend.claim(spec("cred-warm"));
     expect(sb).toMatchObject({ ready: true, warm: true });
-    expect(backend.channels.pool.current("cred-warm"), "the claim used the primed channel").toBe(primed);
+    expect(platform.testing.channels.pool.current("cred-warm"), "the claim used the primed channel").toBe(primed);
     expect(primedKey()).toBeUndefined();
     const inside = await readInside("cred-warm");
     expect(inside).toContain("aws_session_token = tok-sbx-cred-warm");

@@ -7,6 +7,7 @@ import { CoreV1Api, type KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import type { SandboxSpec } from "../../../runtime/core/types.ts";
+import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import { clientsFor, PooledKubeConfig, statusCode, type KubeClients } from "../../../runtime/k8s/client.ts";
 import { roleRules, type PolicyRule } from "../../../runtime/k8s/contract.ts";
@@ -15,7 +16,7 @@ import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testBackend,
+  testPlatform,
   testConfig,
   testKubeconfigPath,
   type TestNamespaces,
@@ -25,6 +26,7 @@ let admin: KubeClients;
 let ns: TestNamespaces;
 let config: RuntimeConfig;
 let backend: KubernetesBackend;
+let platform: KubernetesPlatform;
 let saKc: KubeConfig;
 
 async function grant(
@@ -68,15 +70,23 @@ beforeAll(async () => {
   const sa = await serviceAccountKubeConfig(admin.kc, ns.runtime, "sbx-manager");
   saKc = new PooledKubeConfig();
   saKc.loadFromString(sa.exportConfig());
-  backend = testBackend(config, clientsFor(saKc));
+  platform = testPlatform(config, clientsFor(saKc));
+  backend = platform.backend;
   await backend.start();
-  await waitFor("leadership with the contract's Lease rules", async () => backend.controller.isLeader(), 20_000);
-  await waitFor("a budget share written with the contract's rules", async () => !backend.budgetShares!.ledger.fenced());
+  await waitFor(
+    "leadership with the contract's Lease rules",
+    async () => platform.testing.controller.isLeader(),
+    20_000,
+  );
+  await waitFor(
+    "a budget share written with the contract's rules",
+    async () => !platform.testing.budgetShares!.ledger.fenced(),
+  );
   // warm pods become this replica's to claim one phase (half the 3 s lease) after it first saw
   // itself in the shares (runtime/k8s/claims/partition.ts); before that a claim finds none
   await new Promise((r) => setTimeout(r, 2_000));
   // renewals (a JSON patch of its own entry, every 375 ms at this lease) kept landing meanwhile
-  expect(backend.budgetShares!.ledger.snapshot().renewedAgoMs).toBeLessThan(1_000);
+  expect(platform.testing.budgetShares!.ledger.snapshot().renewedAgoMs).toBeLessThan(1_000);
 });
 
 afterAll(async () => {

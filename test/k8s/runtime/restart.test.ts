@@ -13,6 +13,7 @@ import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
 import type { SandboxManager } from "../../../runtime/core/manager.ts";
+import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { waitFor } from "../../support/cluster.ts";
@@ -21,7 +22,7 @@ import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testBackend,
+  testPlatform,
   testConfig,
   testKubeconfigPath,
   type TestNamespaces,
@@ -32,19 +33,20 @@ let clients: KubeClients;
 let ns: TestNamespaces;
 let config: RuntimeConfig;
 let removeNodes: () => Promise<void>;
-const managers: { manager: SandboxManager; backend: KubernetesBackend }[] = [];
+const managers: { manager: SandboxManager; platform: KubernetesPlatform; backend: KubernetesBackend }[] = [];
 
 async function startManager(identity: string) {
-  const backend = testBackend(config, adminClients(await testKubeconfigPath()), { identity });
+  const platform = testPlatform(config, adminClients(await testKubeconfigPath()), { identity });
+  const { backend } = platform;
   const { manager } = await buildManager(config, {
     logger: silentLogger(),
     clock: systemClock,
-    backend,
+    platform,
     reaperIntervalMs: 60_000,
   });
   await manager.start({ reaper: false });
-  managers.push({ manager, backend });
-  return { manager, backend };
+  managers.push({ manager, platform, backend });
+  return { manager, platform, backend };
 }
 
 beforeAll(async () => {
@@ -96,8 +98,8 @@ describe("manager restarted in the middle of a burst", () => {
     });
 
     await waitFor("mid-burst", async () => accepted >= CAPACITY / 2, 60_000);
-    await current.backend.crash(); // killed: no drain, no goodbye
-    const lostWindow = current.backend.records.size;
+    await current.platform.testing.crash(); // killed: no drain, no goodbye
+    const lostWindow = current.platform.testing.records.size;
     current = await startManager("second");
     const rebuilt = current.manager.admission.usage();
     const listed = await current.backend.list();
@@ -108,7 +110,7 @@ describe("manager restarted in the middle of a burst", () => {
     await new Promise((r) => setTimeout(r, 3000)); // the burst goes on against the new manager
     stop = true;
     await Promise.all(clientsLoop);
-    await current.backend.records.drain();
+    await current.platform.testing.records.drain();
     await waitFor(
       "informer caught up",
       async () => (await recordsInCluster()).length === (await current.backend.list()).length,

@@ -10,7 +10,8 @@ import type { Role } from "../../../runtime/config/role.ts";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
-import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
+import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
+
 import { clientsFor, isNotFound, PooledKubeConfig, statusCode, type KubeClients } from "../../../runtime/k8s/client.ts";
 import { LABELS, POOL, roleRules, type PolicyRule } from "../../../runtime/k8s/contract.ts";
 import { startService, type Service } from "../../../runtime/server/service.ts";
@@ -20,7 +21,7 @@ import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testBackend,
+  testPlatform,
   testConfig,
   testKubeconfigPath,
   type TestNamespaces,
@@ -32,7 +33,7 @@ let ns: TestNamespaces;
 let config: RuntimeConfig;
 let controller: Service | undefined;
 let manager: Service;
-let managerBackend: KubernetesBackend;
+let managerPlatform: KubernetesPlatform;
 const kcs: Partial<Record<"manager" | "controller", KubeConfig>> = {};
 
 async function grant(namespace: string, name: string, rules: PolicyRule[], sa: string): Promise<void> {
@@ -60,22 +61,22 @@ async function roleIdentity(role: "manager" | "controller"): Promise<KubeConfig>
   return kc;
 }
 
-async function startRole(role: Role, identity: string, kc: KubeConfig): Promise<[Service, KubernetesBackend]> {
-  // short lease timings (testBackend) so a takeover, if the split broke, shows within seconds
-  const backend = testBackend(config, clientsFor(kc), { identity }, role);
+async function startRole(role: Role, identity: string, kc: KubeConfig): Promise<[Service, KubernetesPlatform]> {
+  // short lease timings (testPlatform) so a takeover, if the split broke, shows within seconds
+  const platform = testPlatform(config, clientsFor(kc), { identity }, role);
   const svc = await startService({
     config,
     tokens: testTokens(),
     logger: silentLogger(),
     clock: systemClock,
-    backend,
+    platform,
     role,
     identity,
     host: "127.0.0.1",
     port: 0,
     reaperIntervalMs: 500,
   });
-  return [svc, backend];
+  return [svc, platform];
 }
 
 async function leaseHolder(): Promise<string | undefined> {
@@ -161,7 +162,7 @@ beforeAll(async () => {
   kcs.manager = await roleIdentity("manager");
   kcs.controller = await roleIdentity("controller");
   [controller] = await startRole("controller", "ctl-1", kcs.controller);
-  [manager, managerBackend] = await startRole("manager", "mgr-1", kcs.manager);
+  [manager, managerPlatform] = await startRole("manager", "mgr-1", kcs.manager);
 }, 120_000);
 
 afterAll(async () => {
@@ -251,7 +252,7 @@ describe("manager role with a controller", () => {
   });
 
   it("never campaigns: the controller keeps the Lease, without a transition", async () => {
-    expect(managerBackend.leads()).toBe(false);
+    expect(managerPlatform.replicas.leads()).toBe(false);
     expect(await leaseHolder()).toBe("ctl-1");
     const lease = await admin.coordination.readNamespacedLease({
       name: config.kubernetes.leaseName,
@@ -280,7 +281,7 @@ describe("manager role with no controller", () => {
 
   it("never takes the Lease nor refills the pool, even with the rights to", async () => {
     // RBAC alone keeps the service-account manager off the Lease; one with the admin's rights
-    // shows the code itself does not campaign. Lease retry is 500 ms (testBackend): a
+    // shows the code itself does not campaign. Lease retry is 500 ms (testPlatform): a
     // campaigning manager would hold the released Lease, and refill the pool, within these 5 s.
     const [unrestricted] = await startRole("manager", "mgr-admin", admin.kc);
     try {

@@ -6,16 +6,17 @@ import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
-import type { KubernetesBackend, KubernetesBackendOverrides } from "../../../runtime/kubernetes.ts";
+import type { KubernetesBackend, KubernetesBackendOverrides, KubernetesPlatform } from "../../../runtime/kubernetes.ts";
 import { type Service, startService } from "../../../runtime/server/service.ts";
 import { waitFor } from "../../support/cluster.ts";
 import { testTokens } from "../../support/local.ts";
-import { prepareTestCluster, type TestConfigOverride, testBackend, type TestNamespaces } from "./support.ts";
+import { prepareTestCluster, type TestConfigOverride, testPlatform, type TestNamespaces } from "./support.ts";
 
 export interface TestService {
   ns: TestNamespaces;
   clients: KubeClients;
   config: RuntimeConfig;
+  platform: KubernetesPlatform;
   backend: KubernetesBackend;
   service: Service;
   /** closes the service (and its backend), then deletes the namespaces */
@@ -36,23 +37,24 @@ export async function startTestService(
     listen: { host: "127.0.0.1", port: 0 },
     ...(typeof over === "function" ? over(ns) : over),
   }));
-  const backend = testBackend(config, clients, backendOverrides);
+  const platform = testPlatform(config, clients, backendOverrides);
   const service = await startService({
     config,
     tokens: testTokens(),
     logger: silentLogger(),
     clock: systemClock,
-    backend,
+    platform,
     host: "127.0.0.1",
     port: 0,
     reaperIntervalMs: 60_000,
   });
-  await waitFor("leader", async () => backend.controller.isLeader(), 15_000);
+  await waitFor("leader", async () => platform.testing.controller.isLeader(), 15_000);
   return {
     ns,
     clients,
     config,
-    backend,
+    platform,
+    backend: platform.backend,
     service,
     close: async () => {
       await service.close();

@@ -31,7 +31,7 @@ it("hands over a started, leading backend that beforeStart saw first; close() de
   );
   try {
     expect(seen).toBe(t.backend);
-    expect(t.backend.controller.isLeader()).toBe(true);
+    expect(t.platform.testing.controller.isLeader()).toBe(true);
     expect(t.config.kubernetes.namespace).toBe(t.ns.sandboxes);
     expect((await newSince(before)).sort()).toEqual([t.ns.sandboxes, t.ns.runtime].sort());
   } finally {

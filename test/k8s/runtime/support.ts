@@ -10,8 +10,9 @@ import { systemClock } from "../../../runtime/core/clock.ts";
 import { createLogger, silentLogger } from "../../../runtime/core/log.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import {
-  createKubernetesBackend,
+  createKubernetesPlatform,
   type KubernetesBackend,
+  type KubernetesPlatform,
   type KubernetesBackendOverrides,
 } from "../../../runtime/kubernetes.ts";
 import {
@@ -58,15 +59,15 @@ export function testSandboxSpec(config: RuntimeConfig, id: string, over: Partial
   };
 }
 
-export function testBackend(
+export function testPlatform(
   config: RuntimeConfig,
   clients: KubeClients,
   overrides: KubernetesBackendOverrides = {},
   /** the process role (runtime/config/role.ts); default all */
   role?: Role,
-): KubernetesBackend {
+): KubernetesPlatform {
   const logger = process.env.SBX_TEST_LOG ? createLogger({ level: process.env.SBX_TEST_LOG }) : silentLogger();
-  return createKubernetesBackend(
+  return createKubernetesPlatform(
     config,
     { logger, clock: systemClock, role },
     { clients, retryPeriodMs: 500, leaseDurationMs: 4000, activityFlushMs: 500, ...overrides },
@@ -98,6 +99,8 @@ export async function prepareTestCluster(prefix: string, over: TestConfigOverrid
 }
 
 export interface TestBackend extends TestCluster {
+  platform: KubernetesPlatform;
+  /** platform.backend */
   backend: KubernetesBackend;
   /** closes the backend, then deletes the namespaces */
   close(): Promise<void>;
@@ -122,7 +125,8 @@ export async function startTestBackend(
   options: TestBackendOptions = {},
 ): Promise<TestBackend> {
   const cluster = await prepareTestCluster(prefix, over);
-  const backend = testBackend(cluster.config, cluster.clients, backendOverrides);
+  const platform = testPlatform(cluster.config, cluster.clients, backendOverrides);
+  const { backend } = platform;
   const close = async () => {
     await backend.close();
     await cluster.ns.cleanup();
@@ -133,7 +137,7 @@ export async function startTestBackend(
     if (options.awaitLeader ?? true) {
       // loaded here: test/support/cluster.ts imports vitest, and manager-child.ts runs this module outside it
       const { waitFor } = await import("../../support/cluster.ts");
-      await waitFor("leadership", async () => backend.controller.isLeader(), 15_000);
+      await waitFor("leadership", async () => platform.testing.controller.isLeader(), 15_000);
     }
   } catch (err) {
     await close().catch((cleanup: unknown) => {
@@ -141,5 +145,5 @@ export async function startTestBackend(
     });
     throw err;
   }
-  return { ...cluster, backend, close };
+  return { ...cluster, platform, backend, close };
 }

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import type { Sandbox, SandboxSpec } from "../../../runtime/core/types.ts";
+import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { LABELS, POOL } from "../../../runtime/k8s/contract.ts";
@@ -14,7 +15,7 @@ import {
   adminClients,
   startTestBackend,
   type TestBackend,
-  testBackend,
+  testPlatform,
   testSandboxSpec,
   type TestNamespaces,
 } from "./support.ts";
@@ -28,6 +29,8 @@ let ns: TestNamespaces;
 let config: RuntimeConfig;
 let a: KubernetesBackend;
 let b: KubernetesBackend;
+let platformA: KubernetesPlatform;
+let platformB: KubernetesPlatform;
 
 const spec = (id: string): SandboxSpec => testSandboxSpec(config, id, { owner: `owner-${id}`, ttlSeconds: 600 });
 
@@ -42,8 +45,9 @@ beforeAll(async () => {
     },
     { identity: "replica-a" },
   );
-  ({ clients, ns, config, backend: a } = t);
-  b = testBackend(config, adminClients(t.kubeconfig), { identity: "replica-b" });
+  ({ clients, ns, config, backend: a, platform: platformA } = t);
+  platformB = testPlatform(config, adminClients(t.kubeconfig), { identity: "replica-b" });
+  b = platformB.backend;
   await b.start();
   await waitFor(`${POOL_SIZE} ready warm pods`, async () => (await a.poolStatus!())[0].ready === POOL_SIZE, 120_000);
   await waitFor("replica b sees the pool", async () => (await b.poolStatus!())[0].ready === POOL_SIZE, 30_000);
@@ -58,7 +62,7 @@ afterAll(async () => {
 
 describe("warm pool claims", () => {
   it("40 concurrent claimers over two replicas: no pod claimed twice, every claim ready at once", async () => {
-    expect(b.controller.isLeader()).toBe(false);
+    expect(platformB.testing.controller.isLeader()).toBe(false);
     const results = await Promise.all(
       Array.from({ length: CLAIMERS }, async (_, i): Promise<{ id: string; sb?: Sandbox; ms: number }> => {
         const id = `claim-${i}`;
@@ -102,7 +106,7 @@ describe("warm pool claims", () => {
     const bySandbox = new Map(claimedPods.map((p) => [p.metadata!.labels![LABELS.sandbox], p.metadata!.name!]));
     expect(bySandbox.size).toBe(won.length);
     for (const r of records) expect(bySandbox.get(r.metadata.name)).toBe(r.spec.podName);
-    const stats = { a: a.warmPool.stats, b: b.warmPool.stats };
+    const stats = { a: platformA.testing.warmPool.stats, b: platformB.testing.warmPool.stats };
     expect(stats.a.claims + stats.b.claims).toBe(won.length);
     console.log(
       JSON.stringify({

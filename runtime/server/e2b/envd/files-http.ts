@@ -143,6 +143,8 @@ function uploadBody(req: FastifyRequest, limitBytes: number): Readable {
   return src.pipe(limiter);
 }
 
+// Over 60 lines on purpose: the multipart parts, the per-file command and the error replies share one request's
+// state.
 export async function uploadFiles(
   s: EnvdServices,
   caller: EnvdCaller,

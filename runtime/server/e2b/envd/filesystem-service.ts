@@ -62,6 +62,7 @@ function callerFor(ctx: HandlerContext): EnvdCaller {
   return callerOf(ctx);
 }
 
+// Over 60 lines on purpose: the Connect service as one object of its RPC handlers, each a few lines.
 export function filesystemService(s: EnvdServices): Partial<ServiceImpl<typeof Filesystem>> {
   const log = s.logger.child({ op: "envd.filesystem" });
   const polled = new PolledWatchers();

@@ -87,6 +87,7 @@ export class MultipartReader extends Writable {
   }
 
   /** consume as much of buf as the state allows; cb once the current part accepted its bytes */
+  // Over 60 lines on purpose: the parser's state machine in one loop; split, its states would be spread over methods.
   private advance(cb: (err?: Error | null) => void): void {
     for (;;) {
       if (this.state === "done") {

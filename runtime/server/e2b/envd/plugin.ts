@@ -48,6 +48,7 @@ function e2bBody(reply: FastifyReply, status: number, message: string): FastifyR
   return reply.code(status).type("application/json").send({ code: status, message });
 }
 
+// Over 60 lines on purpose: the envd routes in one fastify scope that shares its error handler and body parsing.
 export function registerEnvd(app: FastifyInstance, deps: E2bDeps, opts: EnvdOptions = {}): void {
   const watch = { ...DEFAULT_WATCH_LIMITS, ...opts.watch };
   const services: EnvdServices = {

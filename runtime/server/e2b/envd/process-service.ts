@@ -91,6 +91,7 @@ async function* events(
   }
 }
 
+// Over 60 lines on purpose: the Connect service as one object of its RPC handlers, each a few lines.
 export function processService(s: EnvdServices): Partial<ServiceImpl<typeof Process>> {
   const log = s.logger.child({ op: "envd.process" });
   const lookup = async (ctx: HandlerContext, sel: WireSelector | undefined): Promise<TrackedProcess> => {
