@@ -15,7 +15,9 @@ interface Row {
   tr: HTMLTableRowElement;
   cells: HTMLTableCellElement[];
   texts: string[];
-  actions: HTMLTableCellElement;
+  meta: HTMLTableCellElement;
+  metaKey: string;
+  buttons: { pause: HTMLButtonElement; resume: HTMLButtonElement; kill: HTMLButtonElement };
   phase: string;
 }
 
@@ -42,30 +44,18 @@ export function listPage(ctx: PageContext): () => void {
   const tbody = h("tbody");
   const pager = h("div", { class: "pager" });
 
-  const rowActions = (s: Sandbox) => {
-    const act = (label: string, run: () => Promise<unknown>, cls = "") =>
-      h(
-        "button",
-        {
-          class: cls,
-          data: { action: label },
-          on: {
-            click: (ev) => {
-              (ev.target as HTMLButtonElement).disabled = true;
-              run()
-                .catch((e) => fail(err, e))
-                .finally(refresh);
-            },
-          },
-        },
-        label,
-      );
-    return [
-      s.phase === "Running" ? act("pause", () => pause(s.id)) : null,
-      s.phase === "Paused" ? act("resume", () => resume(s.id)) : null,
-      act("kill", () => kill(s.id), "danger"),
-    ];
-  };
+  // one listener for every row's buttons: a thousand rows need no thousand closures
+  const ACTIONS: Record<string, (id: string) => Promise<unknown>> = { pause, resume, kill };
+  tbody.addEventListener("click", (ev) => {
+    const button = (ev.target as HTMLElement).closest("button");
+    const id = button?.closest("tr")?.dataset.id;
+    const run = button && ACTIONS[button.dataset.action ?? ""];
+    if (!button || !id || !run) return;
+    button.disabled = true;
+    run(id)
+      .catch((e) => fail(err, e))
+      .finally(refresh);
+  });
 
   const textsOf = (s: Sandbox, now: number): string[] => [
     s.phase,
@@ -79,11 +69,33 @@ export function listPage(ctx: PageContext): () => void {
     const link = h("a", { href: `#/sandbox/${encodeURIComponent(s.id)}` }, s.id);
     const cells = [0, 1, 2, 3, 4].map((i) => h("td", { class: i >= 3 ? "num" : i === 0 ? "phase" : "" }));
     const meta = h("td");
-    for (const [k, v] of Object.entries(s.metadata ?? {}))
-      meta.appendChild(h("span", { class: "meta", title: `${k}=${v}` }, `${k}=${v}`));
-    const actions = h("td", { class: "actions" });
+    const button = (action: string, cls = "") => h("button", { class: cls, data: { action } }, action);
+    const buttons = { pause: button("pause"), resume: button("resume"), kill: button("kill", "danger") };
+    const actions = h("td", { class: "actions" }, buttons.pause, buttons.resume, buttons.kill);
     const tr = h("tr", { data: { id: s.id } }, h("td", {}, link), ...cells, meta, actions);
-    return { tr, cells, texts: ["", "", "", "", ""], actions, phase: "" };
+    return { tr, cells, texts: ["", "", "", "", ""], meta, metaKey: "", buttons, phase: "" };
+  }
+
+  function update(row: Row, s: Sandbox, now: number): void {
+    const texts = textsOf(s, now);
+    for (let i = 0; i < texts.length; i++)
+      if (row.texts[i] !== texts[i]) {
+        row.texts[i] = texts[i];
+        row.cells[i].textContent = texts[i];
+      }
+    if (row.phase !== s.phase) {
+      row.cells[0].className = `phase phase-${s.phase}`;
+      row.buttons.pause.hidden = s.phase !== "Running";
+      row.buttons.resume.hidden = s.phase !== "Paused";
+      for (const b of Object.values(row.buttons)) b.disabled = false;
+      row.phase = s.phase;
+    }
+    const entries = Object.entries(s.metadata ?? {});
+    const metaKey = JSON.stringify(entries);
+    if (row.metaKey !== metaKey) {
+      row.metaKey = metaKey;
+      replace(row.meta, ...entries.map(([k, v]) => h("span", { class: "meta", title: `${k}=${v}` }, `${k}=${v}`)));
+    }
   }
 
   function render(): void {
@@ -97,17 +109,7 @@ export function listPage(ctx: PageContext): () => void {
       keep.add(s.id);
       const row = rows.get(s.id) ?? makeRow(s);
       rows.set(s.id, row);
-      const texts = textsOf(s, now);
-      for (let i = 0; i < texts.length; i++)
-        if (row.texts[i] !== texts[i]) {
-          row.texts[i] = texts[i];
-          row.cells[i].textContent = texts[i];
-        }
-      if (row.phase !== s.phase) {
-        row.cells[0].className = `phase phase-${s.phase}`;
-        replace(row.actions, ...rowActions(s));
-        row.phase = s.phase;
-      }
+      update(row, s, now);
       // move only rows out of place
       const want: Element | null = prev ? prev.nextElementSibling : tbody.firstElementChild;
       if (want !== row.tr) tbody.insertBefore(row.tr, want);
@@ -243,7 +245,12 @@ export function listPage(ctx: PageContext): () => void {
       err,
       h(
         "table",
-        { data: { test: "sandboxes" } },
+        { class: "list", data: { test: "sandboxes" } },
+        h(
+          "colgroup",
+          {},
+          ...["id", "state", "profile", "size", "age", "ends", "meta", "actions"].map((c) => h("col", { class: c })),
+        ),
         h(
           "thead",
           {},
