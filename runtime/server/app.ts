@@ -66,6 +66,8 @@ export interface AppOptions {
   api?: boolean;
   /** the E2B-compatible layer (runtime/server/e2b, docs/e2b.md) beside the API; false: off */
   e2b?: E2bOptions | false;
+  /** the web console's static pages at /console (runtime/server/console.ts); false: off. Default on */
+  console?: false;
 }
 
 /** What a process without the API serves: probes and metrics. */
@@ -198,7 +200,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   if ((opts.api ?? true) && opts.e2b !== false)
     void registerE2b(app, { ...opts.e2b, manager: opts.manager, tokens: opts.tokens, logger: opts.logger });
   // the web console's static assets (runtime/server/console.ts); never on a preview host
-  if (opts.api ?? true) registerConsole(app, { previewDomain: ports?.domain });
+  if ((opts.api ?? true) && opts.console !== false) registerConsole(app, { previewDomain: ports?.domain });
 
   for (const r of routes) {
     app.route({
