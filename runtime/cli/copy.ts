@@ -35,7 +35,14 @@ function localTar(args: string[]): LocalTar {
     });
   });
   exited.catch(() => undefined); // awaited by the caller; never an unhandled rejection meanwhile
-  return { stdin: p.stdin, stdout: p.stdout, exited, kill: () => p.kill("SIGKILL") };
+  const kill = () => {
+    p.kill("SIGKILL");
+    // "close" waits for EOF on every pipe: a stdout nobody reads any more (the upload failed,
+    // so it is paused by back-pressure) never reaches it, and the exit would never settle
+    p.stdin.destroy();
+    p.stdout.destroy();
+  };
+  return { stdin: p.stdin, stdout: p.stdout, exited, kill };
 }
 
 /** Local file or directory -> ID:/dir. Returns the resolved local path. */

@@ -9,17 +9,21 @@ import { SbxError, ValidationError } from "./errors.ts";
 
 export const PATH_MISSING_EXIT = 44;
 export const PATH_UNREADABLE_EXIT = 45;
+export const PATH_NOT_FILE_EXIT = 46;
 
 /**
  * POSIX sh reading the path from $p: exits PATH_MISSING_EXIT or PATH_UNREADABLE_EXIT (the
  * offending path on stderr), else falls through, so a caller can append `exec tar ...`.
- * A symlink is archived as a link (tar without -h), so only its own existence matters.
+ * A symlink is archived as a link (tar without -h), so only its own existence matters. The path
+ * itself must be a file or a directory: a device, FIFO or socket would become a node in the
+ * archive that no unprivileged extract recreates (under a directory, tar's own handling stays).
  * find's -readable asks the kernel (access(2)); the shell's `[ -r ]` is only the fallback
  * where find lacks it, because dash answers "readable" to uid 0 even without capabilities
  * (the Kubernetes sandboxes run so), where the kernel refuses the read.
  */
 export const DOWNLOAD_CHECK_SH = [
   `if [ ! -e "$p" ] && [ ! -L "$p" ]; then exit ${PATH_MISSING_EXIT}; fi`,
+  `if [ ! -L "$p" ] && [ ! -d "$p" ] && [ ! -f "$p" ]; then exit ${PATH_NOT_FILE_EXIT}; fi`,
   "sbx_bad=",
   'if [ ! -L "$p" ]; then',
   '  if sbx_bad=$(find "$p" \\( \\( -type f ! -readable \\) -o \\( -type d \\( ! -readable -o ! -executable \\) \\) \\) -print -quit 2>/dev/null) || [ -n "$sbx_bad" ]; then :',
@@ -38,6 +42,12 @@ export function downloadCheckError(exitCode: number, stderr: string, path: strin
       { field: "path", value: path },
     );
   }
+  if (exitCode === PATH_NOT_FILE_EXIT)
+    return new ValidationError(
+      "path",
+      path,
+      "is a device, FIFO or socket, not a file or directory: download a regular file or a directory",
+    );
   if (exitCode === PATH_UNREADABLE_EXIT) {
     const bad = stderr.trim() || path;
     const what = bad === path ? "it is" : `${JSON.stringify(bad)} under it is`;

@@ -113,11 +113,14 @@ export class SandboxFailedError extends SbxError {
 }
 
 export class TooLargeError extends SbxError {
-  constructor(field: string, limitBytes: number) {
+  /** declaredBytes: what the request announced (Content-Length), when it was refused on that alone */
+  constructor(field: string, limitBytes: number, declaredBytes?: number) {
     super(
       "too_large",
-      `${field}: larger than the limit of ${limitBytes} bytes: send less or raise the server's limit`,
-      { field, limitBytes },
+      declaredBytes === undefined
+        ? `${field}: larger than the limit of ${limitBytes} bytes: send less or raise the server's limit`
+        : `${field}: larger than the limit of ${limitBytes} bytes (Content-Length declares ${declaredBytes}): send at most ${limitBytes} bytes (larger data: upload it as files, in parts) or raise the server's limit`,
+      declaredBytes === undefined ? { field, limitBytes } : { field, limitBytes, declaredBytes },
     );
   }
 }

@@ -25,7 +25,7 @@ import { execInSlot } from "./exec.ts";
 import { helperPort } from "./port.ts";
 import { ensureHelperBinary } from "./helper-binary.ts";
 import { ImageStore } from "./images.ts";
-import { claimStateDir, findBwrap, hostTopLevel } from "./host.ts";
+import { claimStateDir, findBwrap, hostEtc, hostTopLevel } from "./host.ts";
 import { followFile, readTail } from "./logs.ts";
 import {
   cgroupRootName,
@@ -120,6 +120,7 @@ class LocalBackend implements Backend {
       helperPath,
       bwrapPath,
       hostTopLevel: hostTopLevel(),
+      hostEtc: hostEtc(),
       workspaces: this.workspaces,
     };
     await recoverSlots({

@@ -58,6 +58,12 @@ export async function execInSlot(
   const dirs = childDirs(slot.dirs, cgroup);
   const env = { ...BASE_ENV, SBX_SANDBOX_ID: sandboxId, ...slot.rec.env, ...req.env };
   const cwd = req.cwd ?? IN_SANDBOX.workspace;
+  const entered = slot.starts.enter();
+  if (!entered) {
+    const { starting, waiting } = slot.starts;
+    throw busyError(sandboxId, `${starting} commands are starting and ${waiting} more wait to`);
+  }
+  const releaseStart = await entered;
   const pidsBefore = readPids(layout, slot.dirs);
   const h = helperExec(slot.paths.socket, { cgroup, cwd, argv: req.command, env }, req.stdin);
   const ender = commandEnder(layout, dirs, h, (err) =>
@@ -68,6 +74,7 @@ export async function execInSlot(
   );
   const timer = req.timeoutMs === undefined ? undefined : setTimeout(() => ender.end("timeout"), req.timeoutMs);
   const start = await h.started;
+  releaseStart();
   if (start.kind === "failed") {
     clearTimeout(timer);
     h.destroy();
@@ -83,6 +90,7 @@ export async function execInSlot(
     const lostAtLimit = start.stage === "connect" && shouldBlamePidsLimit(pidsBefore, readPids(layout, slot.dirs));
     if (start.stage === "fork" || start.errno === 11 || lostAtLimit)
       throw pidsLimitError(sandboxId, slot.rec.size.pids, start.message);
+    if (start.code === "EAGAIN") throw busyError(sandboxId, `its helper's accept queue stayed full (${start.message})`);
     throw new UpstreamError(
       `sandbox ${sandboxId}: the helper could not start the command at ${start.stage}: ${start.message}`,
       { id: sandboxId },
@@ -114,6 +122,15 @@ export function pidsLimitError(sandboxId: string, pids: number, detail: string):
     `sandbox ${sandboxId} is at its pids limit (${pids}): ${detail}; each running command holds its own processes plus one helper process: retry when some have exited, kill them, or use a larger size`,
     1,
     { id: sandboxId, pids },
+  );
+}
+
+/** Capacity, not a fault: the sandbox's helper starts commands one at a time and a burst is over its queue. */
+export function busyError(sandboxId: string, detail: string): CapacityError {
+  return new CapacityError(
+    `sandbox ${sandboxId} is busy: ${detail}; retry after the Retry-After delay, or send fewer commands at once`,
+    1,
+    { id: sandboxId },
   );
 }
 

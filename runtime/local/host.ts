@@ -1,9 +1,11 @@
 // What the local backend needs from the host before it starts: bubblewrap, the shape of the
-// host's root (for the "host" profile), and sole ownership of the state dir.
+// host's root and the /etc paths a sandbox takes (for the "host" profile), and sole ownership of
+// the state dir.
 import fs from "node:fs";
 import path from "node:path";
 import { ConflictError } from "../core/errors.ts";
 import { HOST_SYSTEM_DIRS } from "./launch.ts";
+import { type HostEtc, wantedHostEtc } from "./planEtc.ts";
 
 /**
  * One process per state dir: a second one would adopt and then fight over the first one's
@@ -45,6 +47,23 @@ export function hostTopLevel(): Record<string, string | null> {
       else if (st.isDirectory()) out[name] = null;
     } catch {
       // absent on this host
+    }
+  }
+  return out;
+}
+
+/** What the host has of the /etc paths a sandbox may take (planEtc.ts), read once at start. */
+export function hostEtc(): HostEtc {
+  const out: HostEtc = {};
+  for (const rel of wantedHostEtc(fs.readdirSync("/etc"))) {
+    const p = path.join("/etc", rel);
+    try {
+      const st = fs.lstatSync(p);
+      if (st.isSymbolicLink()) out[rel] = { kind: "symlink", target: fs.readlinkSync(p) };
+      else if (st.isDirectory()) out[rel] = { kind: "dir" };
+      else if (st.isFile()) out[rel] = { kind: "file" };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
     }
   }
   return out;

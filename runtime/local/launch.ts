@@ -22,6 +22,15 @@ export interface LaunchPlan {
   devFd: number;
   /** host top-level entries: name -> symlink target, or null for a directory (host rootfs only) */
   hostTopLevel: Record<string, string | null>;
+  /** the sandbox's own /etc (host rootfs only; planEtc.ts), its files as fds the helper's bwrap reads */
+  etc?: LaunchEtc;
+}
+
+/** A planned /etc (planEtc.ts) whose own files are open fds, paths relative to /etc. */
+export interface LaunchEtc {
+  binds: string[];
+  symlinks: { path: string; target: string }[];
+  files: { path: string; fd: number; mode?: number }[];
 }
 
 /** Paths inside the sandbox. */
@@ -32,8 +41,8 @@ export const IN_SANDBOX = {
   socket: "/.sbx/run/helper.sock",
 } as const;
 
-/** Host directories that make up the read-only system of the "host" profile. */
-export const HOST_SYSTEM_DIRS = ["usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
+/** Host directories that make up the read-only system of the "host" profile; /etc is the sandbox's own. */
+export const HOST_SYSTEM_DIRS = ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
 
 const SHM_BYTES = 64 * 1024 * 1024;
 
@@ -54,6 +63,7 @@ export function planBwrapArgs(p: LaunchPlan): string[] {
       if (target === null) args.push("--ro-bind", `/${name}`, `/${name}`);
       else args.push("--symlink", target, `/${name}`);
     }
+    if (p.etc) args.push(...etcArgs(p.etc));
   } else {
     args.push("--ro-bind", p.rootfs, "/");
   }
@@ -77,5 +87,29 @@ export function planBwrapArgs(p: LaunchPlan): string[] {
   );
   for (const fd of p.cgroupFds) args.push("--cg-fd", String(fd));
   args.push("--workspace-fd", String(p.workspaceFd), "--workspace", IN_SANDBOX.workspace, "--dev-fd", String(p.devFd));
+  // once its socket is bound the helper unmounts both: their sources are host paths (the state
+  // dir, the checkout) that /proc/self/mountinfo would show a tenant
+  args.push("--unmount", IN_SANDBOX.runDir, "--unmount", IN_SANDBOX.helper);
+  return args;
+}
+
+/** /etc in the sandbox's root tmpfs: host paths read-only, symlinks, and its own files copied from fds. */
+function etcArgs(etc: LaunchEtc): string[] {
+  const args = ["--perms", "0755", "--dir", "/etc"];
+  // bwrap makes missing parents root-only (0700): /etc/ssl must be readable for /etc/ssl/certs
+  const paths = [...etc.binds, ...etc.symlinks.map((l) => l.path), ...etc.files.map((f) => f.path)];
+  const parents = new Set(
+    paths.flatMap((p) =>
+      p
+        .split("/")
+        .slice(0, -1)
+        .map((_, i, parts) => parts.slice(0, i + 1).join("/")),
+    ),
+  );
+  for (const dir of [...parents].sort()) args.push("--perms", "0755", "--dir", `/etc/${dir}`);
+  for (const rel of etc.binds) args.push("--ro-bind", `/etc/${rel}`, `/etc/${rel}`);
+  for (const l of etc.symlinks) args.push("--symlink", l.target, `/etc/${l.path}`);
+  for (const f of etc.files)
+    args.push("--perms", (f.mode ?? 0o644).toString(8).padStart(4, "0"), "--file", String(f.fd), `/etc/${f.path}`);
   return args;
 }

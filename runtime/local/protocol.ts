@@ -14,7 +14,7 @@ export interface HelperExecRequest {
 
 export type HelperStart =
   | { kind: "started"; pid: number }
-  | { kind: "failed"; stage: string; errno: number; message: string };
+  | { kind: "failed"; stage: string; errno: number; message: string; code?: string };
 export type HelperExit = { kind: "exit"; code: number } | { kind: "signal"; signal: number } | { kind: "lost" };
 
 export interface HelperExec {
@@ -170,6 +170,8 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
       stage: "connect",
       errno: 0,
       message: err?.message ?? "the sandbox's helper closed the connection",
+      // the socket's error code (EAGAIN: the helper's accept queue stayed full), when a connect failed
+      ...((err as NodeJS.ErrnoException | undefined)?.code ? { code: (err as NodeJS.ErrnoException).code } : {}),
     });
     if (!done) resolveExit({ kind: "lost" });
     stdout.end();

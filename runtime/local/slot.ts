@@ -4,6 +4,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import type net from "node:net";
+import path from "node:path";
 import type { CgroupDirs, CgroupLayout } from "./cgroups.ts";
 import {
   cgroupPids,
@@ -14,9 +15,11 @@ import {
   removeCgroup,
   sandboxDirs,
 } from "./cgroups.ts";
-import { planBwrapArgs } from "./launch.ts";
+import { type LaunchEtc, planBwrapArgs } from "./launch.ts";
+import { type HostEtc, planSandboxEtc } from "./planEtc.ts";
 import { helperWatch } from "./protocol.ts";
 import { slotPaths, type SandboxRecord, type SlotPaths } from "./records.ts";
+import { StartGate } from "./start-gate.ts";
 import type { WorkspaceStore } from "./workspaces.ts";
 
 export interface SlotEnv {
@@ -25,15 +28,29 @@ export interface SlotEnv {
   helperPath: string;
   bwrapPath: string;
   hostTopLevel: Record<string, string | null>;
+  /** what the host has of the /etc paths a sandbox takes (host.ts hostEtc) */
+  hostEtc: HostEtc;
   workspaces: WorkspaceStore;
 }
 
 export type SlotState = "starting" | "ready" | "dead";
 
+/**
+ * Commands starting at once per sandbox, and how many more may wait their turn. 16 connects stay
+ * far below the helper's listen backlog (256). A start in a nano sandbox took about 50 ms during
+ * a 500-exec burst on the shared 2-core machine (test/local/exec-burst.test.ts), so the last of
+ * 128 waiters starts within seconds; a burst past that gets 429 with Retry-After at once rather
+ * than a wait no client would expect.
+ */
+export const START_CONCURRENCY = 16;
+export const START_QUEUE = 128;
+
 export class Slot {
   readonly paths: SlotPaths;
   readonly dirs: CgroupDirs;
   state: SlotState = "starting";
+  /** bounds the commands connecting to the helper at once (exec.ts) */
+  readonly starts = new StartGate(START_CONCURRENCY, START_QUEUE);
   /** set before we kill it ourselves, so the death is not reported as a crash */
   stopping = false;
   /** why it died, when known before the watch closes (e.g. DeadlineExceeded) */
@@ -74,33 +91,39 @@ export class Slot {
     const { rec, paths } = this;
     fs.mkdirSync(paths.run, { recursive: true, mode: 0o700 });
     createSandboxCgroups(this.env.layout, rec.key, rec.size, rec.uid);
+    const hostname = rec.sandbox?.id ?? rec.key;
+    // before the other fds: if writing fails, it closes what it opened and nothing else is open
+    const etc = rec.rootfs === "host" ? this.openEtc(hostname) : undefined;
     const cgFds = openDirFds(this.dirs);
     const wsFd = fs.openSync(paths.workspaceImage, "r+");
     // the helper reaches the loop devices through this fd; /dev is never mounted in the sandbox
     const devFd = fs.openSync("/dev", fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
     const logFd = fs.openSync(paths.log, "a");
+    const etcFds = etc?.files.map((f) => f.fd) ?? [];
     const readyFd = 3;
+    const firstEtcFd = readyFd + 3 + cgFds.length;
     const args = planBwrapArgs({
       rootfs: rec.rootfs,
       runDir: paths.run,
       helperPath: this.env.helperPath,
       uid: rec.uid,
-      hostname: rec.sandbox?.id ?? rec.key,
+      hostname,
       tmpBytes: rec.size.tmpBytes,
       readyFd,
       cgroupFds: cgFds.map((_, i) => readyFd + 1 + i),
       workspaceFd: readyFd + 1 + cgFds.length,
       devFd: readyFd + 2 + cgFds.length,
       hostTopLevel: this.env.hostTopLevel,
+      etc: etc && { ...etc, files: etc.files.map((f, i) => ({ ...f, fd: firstEtcFd + i })) },
     });
     let child: ChildProcess;
     try {
       child = spawn(this.env.bwrapPath, args, {
-        stdio: ["ignore", logFd, logFd, "pipe", ...cgFds, wsFd, devFd],
+        stdio: ["ignore", logFd, logFd, "pipe", ...cgFds, wsFd, devFd, ...etcFds],
         detached: true,
       });
     } finally {
-      for (const fd of [logFd, wsFd, devFd, ...cgFds]) fs.closeSync(fd);
+      for (const fd of [logFd, wsFd, devFd, ...cgFds, ...etcFds]) fs.closeSync(fd);
     }
     child.unref();
     const readyPipe = child.stdio[3] as net.Socket;
@@ -122,6 +145,28 @@ export class Slot {
           `bubblewrap exited (${signal ?? `code ${code}`}) before the sandbox was ready: ${this.logTail()}`,
         );
     });
+  }
+
+  /**
+   * Writes the sandbox's own /etc files (planEtc.ts) into its directory and opens them: bwrap
+   * copies each into the sandbox's root (--file), so no host path of theirs is ever mounted.
+   */
+  private openEtc(hostname: string): LaunchEtc {
+    const plan = planSandboxEtc(this.env.hostEtc, { uid: this.rec.uid, hostname });
+    const dir = path.join(this.paths.dir, "etc");
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const files: LaunchEtc["files"] = [];
+    try {
+      for (const f of plan.files) {
+        const file = path.join(dir, f.path);
+        fs.writeFileSync(file, f.content);
+        files.push({ path: f.path, fd: fs.openSync(file, "r"), mode: f.mode });
+      }
+    } catch (err) {
+      for (const f of files) fs.closeSync(f.fd);
+      throw err;
+    }
+    return { binds: plan.binds, symlinks: plan.symlinks, files };
   }
 
   private async afterReady(): Promise<void> {

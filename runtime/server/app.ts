@@ -29,13 +29,12 @@ import { PortService, type PortOptions } from "./ports/service.ts";
 import { e2bError } from "./e2b/access.ts";
 import { isE2bRestPath } from "./e2b/errors.ts";
 import { registerE2b, type E2bOptions } from "./e2b/plugin.ts";
-import { answerClientError, drainRequest, frameworkFailure, sendError, validationFailure } from "./requestErrors.ts";
+import { DEFAULT_DRAIN, deferContinue, refuseDeclaredOverLimit, settleRefusedBody } from "./requestBody.ts";
+import { answerClientError, frameworkFailure, sendError, validationFailure } from "./requestErrors.ts";
 import { DEFAULT_LIMITS, sandboxRoutes, type RouteContext, type RouteDef, type ServerLimits } from "./routes.ts";
 
 /** Path parameters longer than the id schema allows get the schema's 400 naming the field; far longer ones a 414. */
 const MAX_PARAM_CHARS = 1024;
-/** A refused body is read and dropped up to this much before answering (see drainRequest). */
-const DRAIN = { maxBytes: 64 * 1024 * 1024, maxMs: 10_000 };
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -175,6 +174,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
           opts.ports,
         );
   ports?.register(app);
+  // after the port relay's hook, which hijacks relayed requests (their bodies are the sandbox's)
+  deferContinue(app.server);
+  app.addHook("onRequest", refuseDeclaredOverLimit);
   const routes =
     (opts.api ?? true)
       ? [...sandboxRoutes, ...(ports ? portRoutes(ports) : []), ...systemRoutes(opts, () => doc)]
@@ -207,6 +209,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
       method: r.method,
       url: r.url,
       schema: r.schema,
+      // a raw body (tar upload) is streamed by the handler, up to the upload limit
+      config: r.requestContentType ? { maxBodyBytes: limits.uploadBytes } : {},
       onRequest: r.auth
         ? async (req) => {
             const owner = opts.tokens.authenticate(bearer(req));
@@ -246,8 +250,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   );
 
   app.setErrorHandler(async (err: FastifyError | SbxError | Error, req, reply) => {
-    // a client still sending the body must be able to read the refusal (see drainRequest)
-    if (!req.raw.complete && !(await drainRequest(req, DRAIN))) reply.header("connection", "close");
+    // a client still sending the body must be able to read the refusal (requestBody.ts)
+    await settleRefusedBody(req, reply, DEFAULT_DRAIN);
     const log = opts.logger.child({ op: "http", route: req.routeOptions.url, owner: req.owner || undefined });
     if (err instanceof SbxError) {
       const status = HTTP_STATUS[err.code];

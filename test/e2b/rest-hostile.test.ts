@@ -149,8 +149,8 @@ function cases(): Case[] {
     })),
     {
       ...create,
-      name: "create allow_internet_access",
-      payload: { allow_internet_access: false },
+      name: "create allow_internet_access true",
+      payload: { allow_internet_access: true },
       field: "allow_internet_access",
     },
     {

@@ -246,7 +246,7 @@ describe("timeouts", () => {
 });
 
 describe("the sandbox's pids limit", () => {
-  it("500 parallel execs into a nano sandbox (pids 128): each runs or gets 429 naming the limit, and the sandbox stays usable", async () => {
+  it("500 parallel execs into a nano sandbox (pids 128): each runs or gets 429 naming the limit it met, and the sandbox stays usable", async () => {
     const id = await createSandbox();
     const results = await Promise.all(Array.from({ length: 500 }, () => exec(id, { command: ["sleep", "1"] })));
     const byStatus = new Map<number, number>();
@@ -259,7 +259,8 @@ describe("the sandbox's pids limit", () => {
     for (const r of refused) {
       const err = JSON.parse(r.body).error;
       expect(err.code).toBe("capacity");
-      expect(err.message).toContain("pids limit (128)");
+      // the pids limit, or the start queue in front of the helper (16 starting, 128 waiting) being full
+      expect(err.message).toMatch(/pids limit \(128\)|is busy: 16 commands are starting and 128 more wait/);
       expect(Number(r.headers["retry-after"])).toBeGreaterThan(0);
     }
     expect((await exec(id, { command: ["echo", "still usable"] })).stdout).toBe("still usable\n");

@@ -3,6 +3,7 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { detectCgroups, listSandboxKeys, sandboxDirs } from "../../runtime/local/cgroups.ts";
 import { cgroupRootName, uidBlockBase } from "../../runtime/local/records.ts";
 import { createReady, run, startBackend, type Harness } from "./harness.ts";
 
@@ -120,18 +121,11 @@ describe("local sandbox isolation", () => {
 
   it("contains a fork bomb within the pids limit and stays usable", async () => {
     const id = await createReady(h, { sizeName: "tiny" });
-    const rootDirs = [
-      `/sys/fs/cgroup/pids/${cgroupRootName(h.stateDir)}`,
-      `/sys/fs/cgroup/${cgroupRootName(h.stateDir)}`,
-    ];
-    const keyDirs = rootDirs
-      .filter((d) => fs.existsSync(d))
-      .flatMap((d) =>
-        fs
-          .readdirSync(d, { withFileTypes: true })
-          .filter((e) => e.isDirectory())
-          .map((e) => `${d}/${e.name}`),
-      );
+    // where the pids controller is depends on the machine (v1 pids hierarchy or v2): ask the mounts
+    const layout = detectCgroups(cgroupRootName(h.stateDir));
+    const keyDirs = listSandboxKeys(layout).map(
+      (k) => sandboxDirs(layout, k)[layout.version === 1 ? "pids" : "unified"],
+    );
     const sandboxDir = keyDirs.find((d) => fs.readFileSync(`${d}/pids.max`, "utf8").trim() === "48");
     expect(sandboxDir, "the tiny sandbox's pids cgroup").toBeDefined();
     const bomb = run(h.backend, id, ["bash", "-c", "f() { f | f & }; f; sleep 30"], { timeoutMs: 3000 });

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock } from "../../runtime/core/clock.ts";
 import type { SandboxEvent } from "../../runtime/core/types.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
+import { detectCgroups, listSandboxKeys } from "../../runtime/local/cgroups.ts";
 import { cgroupRootName, readRecords, uidBlockBase } from "../../runtime/local/records.ts";
 import { WorkspaceStore } from "../../runtime/local/workspaces.ts";
 import {
@@ -79,15 +80,15 @@ function holdHelperReap(helperPid: number): Promise<void> {
     .finally(() => process.kill(bwrap, "SIGCONT"));
 }
 
+/** Sandbox keys with a cgroup in any hierarchy (v1 or v2, wherever this machine mounts them). */
 function cgroupSandboxDirs(stateDir: string): string[] {
-  const root = `/sys/fs/cgroup/memory/${cgroupRootName(stateDir)}`;
-  const v2 = `/sys/fs/cgroup/${cgroupRootName(stateDir)}`;
-  const dir = fs.existsSync(root) ? root : v2;
-  if (!fs.existsSync(dir)) return [];
-  return fs
-    .readdirSync(dir, { withFileTypes: true })
-    .filter((e) => e.isDirectory())
-    .map((e) => e.name);
+  return listSandboxKeys(detectCgroups(cgroupRootName(stateDir)));
+}
+
+/** Whether this state dir's root cgroup is still there in any hierarchy. */
+function cgroupRootExists(stateDir: string): boolean {
+  const layout = detectCgroups(cgroupRootName(stateDir));
+  return Object.values(layout.mounts).some((m) => fs.existsSync(path.join(m, layout.rootName)));
 }
 
 describe("local lifecycle", () => {
@@ -303,10 +304,7 @@ describe("local restart and shutdown", () => {
     }
     expect(processesWithUidIn(base, base + 65536)).toEqual([]);
     expect(cgroupSandboxDirs(stateDir)).toEqual([]);
-    expect(
-      fs.existsSync(`/sys/fs/cgroup/memory/${cgroupRootName(stateDir)}`) ||
-        fs.existsSync(`/sys/fs/cgroup/${cgroupRootName(stateDir)}`),
-    ).toBe(false);
+    expect(cgroupRootExists(stateDir)).toBe(false);
     const bwraps = fs
       .readdirSync("/proc")
       .filter((p) => /^\d+$/.test(p))

@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { detectCgroups } from "../../runtime/local/cgroups.ts";
 import { IN_SANDBOX, planBwrapArgs, type LaunchPlan } from "../../runtime/local/launch.ts";
+import { HOST_ETC_KEPT, type HostEtc, planSandboxEtc, wantedHostEtc } from "../../runtime/local/planEtc.ts";
 import { encodeRequest, frame, FrameReader } from "../../runtime/local/protocol.ts";
 import { WarmPool } from "../../runtime/local/warm-pool.ts";
 
@@ -71,7 +72,12 @@ describe("planBwrapArgs", () => {
     cgroupFds: [4, 5],
     workspaceFd: 6,
     devFd: 7,
-    hostTopLevel: { usr: null, etc: null, bin: "usr/bin", lib64: "usr/lib64" },
+    hostTopLevel: { usr: null, bin: "usr/bin", lib64: "usr/lib64" },
+    etc: {
+      binds: ["ssl/certs"],
+      symlinks: [{ path: "os-release", target: "../usr/lib/os-release" }],
+      files: [{ path: "passwd", fd: 8 }],
+    },
   };
   const pairs = (args: string[], flag: string) =>
     args.flatMap((a, i) => (a === flag ? [`${args[i + 1]} ${args[i + 2]}`] : []));
@@ -89,10 +95,18 @@ describe("planBwrapArgs", () => {
     const args = planBwrapArgs(base);
     expect(pairs(args, "--ro-bind")).toEqual([
       "/usr /usr",
-      "/etc /etc",
+      "/etc/ssl/certs /etc/ssl/certs",
       `/repo/.cache/local/sbx-helper ${IN_SANDBOX.helper}`,
     ]);
-    expect(pairs(args, "--symlink")).toEqual(["usr/bin /bin", "usr/lib64 /lib64"]);
+    expect(pairs(args, "--symlink")).toEqual([
+      "usr/bin /bin",
+      "usr/lib64 /lib64",
+      "../usr/lib/os-release /etc/os-release",
+    ]);
+    // the sandbox's own files are copied into its root from fds, never bound from a host path
+    expect(args.join(" ")).toContain("--perms 0644 --file 8 /etc/passwd");
+    // a parent bwrap would make root-only is made readable first
+    expect(args.join(" ")).toContain("--perms 0755 --dir /etc/ssl --ro-bind /etc/ssl/certs");
     expect(pairs(args, "--bind")).toEqual([`/state/s1/run ${IN_SANDBOX.runDir}`]);
     expect(args).not.toContain("--dev-bind");
     expect(args.join(" ")).toContain("--perms 1777 --size 1024 --tmpfs /tmp");
@@ -127,7 +141,70 @@ describe("planBwrapArgs", () => {
       IN_SANDBOX.workspace,
       "--dev-fd",
       "7",
+      "--unmount",
+      IN_SANDBOX.runDir,
+      "--unmount",
+      IN_SANDBOX.helper,
     ]);
+  });
+});
+
+describe("planSandboxEtc", () => {
+  const host: HostEtc = {
+    alternatives: { kind: "dir" },
+    "ssl/certs": { kind: "dir" },
+    "ld.so.cache": { kind: "file" },
+    "os-release": { kind: "symlink", target: "../usr/lib/os-release" },
+  };
+  const etc = planSandboxEtc(host, { uid: 100_000_007, hostname: "sbx-abc" });
+  const file = (p: string) => etc.files.find((f) => f.path === p)?.content;
+
+  it("takes from the host only what it has of the kept paths, symlinks as symlinks", () => {
+    expect(etc.binds).toEqual(["alternatives", "ssl/certs", "ld.so.cache"]);
+    expect(etc.symlinks).toEqual([
+      { path: "localtime", target: "/usr/share/zoneinfo/Etc/UTC" },
+      { path: "mtab", target: "../proc/self/mounts" },
+      { path: "os-release", target: "../usr/lib/os-release" },
+    ]);
+  });
+
+  it("gives the sandbox its own users, names and resolver", () => {
+    expect(etc.files.map((f) => f.path).sort()).toEqual([
+      "group",
+      "hostname",
+      "hosts",
+      "nsswitch.conf",
+      "passwd",
+      "resolv.conf",
+      "shadow",
+      "timezone",
+    ]);
+    expect(etc.files.find((f) => f.path === "shadow")?.mode).toBe(0o640);
+    expect(file("passwd")).toBe(
+      "root:x:0:0:root:/root:/bin/bash\nuser:x:100000007:100000007:sandbox user:/workspace:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+    );
+    expect(file("group")).toBe("root:x:0:\nuser:x:100000007:\nnogroup:x:65534:\n");
+    expect(file("hosts")).toContain("127.0.1.1\tsbx-abc\n");
+    expect(file("hostname")).toBe("sbx-abc\n");
+  });
+
+  it.each([
+    [["python3", "python3.11", "python3.12", "java-17-openjdk", "passwd", "machine-id", "pip.conf", "python3-x"]],
+  ])("keeps language runtimes' directories by pattern and nothing else of the host's: %j", (top) => {
+    const wanted = wantedHostEtc(top);
+    expect(wanted).toEqual([...HOST_ETC_KEPT, "java-17-openjdk", "python3", "python3.11", "python3.12"]);
+    for (const secret of [
+      "passwd",
+      "group",
+      "shadow",
+      "gshadow",
+      "machine-id",
+      "hostname",
+      "hosts",
+      "resolv.conf",
+      "pip.conf",
+    ])
+      expect(wanted).not.toContain(secret);
   });
 });
 

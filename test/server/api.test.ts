@@ -252,7 +252,7 @@ describe("validation", () => {
     });
     expect(res.statusCode).toBe(413);
     expect(res.json().error.message).toBe(
-      "body: larger than the limit of 65536 bytes: send less or raise the server's limit",
+      "body: larger than the limit of 65536 bytes (Content-Length declares 102400): send at most 65536 bytes (larger data: upload it as files, in parts) or raise the server's limit",
     );
   });
 });

@@ -3,7 +3,9 @@
 // kube-scheduler), kwok with simulated nodes, sbx-kubelet (exec/logs into per-pod bubblewrap
 // sandboxes) and an OCI registry. Tests get the admin kubeconfig and the registry through
 // inject("kubeconfigPath") / inject("registryUrl") or SBX_TEST_KUBECONFIG / SBX_TEST_REGISTRY.
-// Every process is stopped by PID in teardown, on SIGINT, and when the runner exits.
+// Every process is stopped by PID in teardown, on SIGINT, and when the runner exits; the
+// teardown fails the run if a container outlived its pod or a process outlived the stop
+// (hygiene.ts).
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -12,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
 import { ProcessGroup } from "../../tools/control-plane/processes.ts";
 import { reapStaleRuns, RUN_DIR_PREFIX } from "./reap.ts";
+import { hygieneReport, orphanedContainers } from "./hygiene.ts";
 import { bootCluster, type Cluster } from "../../tools/control-plane/boot.ts";
 
 declare module "vitest" {
@@ -76,24 +79,40 @@ async function startRun(bin: string, keep: boolean): Promise<Run> {
   process.once("SIGTERM", onSignal);
   process.once("exit", cleanupNow);
 
+  let booted: Cluster | undefined;
   const teardown = async () => {
     if (stopped) return;
     stopped = true;
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
     process.off("exit", cleanupNow);
+    // the check must not keep the stop from running: its own failure is reported after it
+    const orphans = booted
+      ? await orphanedContainers(booted.kubeconfigPath, join(dir, "pods")).catch((err: unknown) => err as Error)
+      : [];
     await group.stopAll();
     if (keep) {
       rmSync(join(dir, "owner.pid"), { force: true }); // so a later run's reaper leaves it alone
       console.log(`control plane: kept ${dir} (SBX_TEST_KEEP_CONTROL_PLANE=1)`);
     } else rmSync(dir, { recursive: true, force: true });
+    const report =
+      orphans instanceof Error
+        ? `control plane hygiene: could not list pods to look for orphaned containers: ${orphans.message}`
+        : hygieneReport(dir, orphans, group.leftovers);
+    if (report) {
+      // vitest only logs an error thrown here; the exit code is what fails the run
+      console.error(report);
+      process.exitCode = 1;
+      throw new Error(report);
+    }
   };
 
   try {
-    return { dir, cluster: await bootCluster({ bin, dir }, group), teardown };
+    booted = await bootCluster({ bin, dir }, group);
+    return { dir, cluster: booted, teardown };
   } catch (err) {
     if (existsSync(dir)) writeFileSync(join(dir, "logs", "setup-error.txt"), String(err));
-    await teardown();
+    await teardown().catch((hygiene: unknown) => console.error(String(hygiene))); // the boot's error comes first
     throw err;
   }
 }

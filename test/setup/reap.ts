@@ -1,9 +1,11 @@
 // Safety net for runs that died without teardown (the runner was SIGKILLed): each run dir
 // records its owner's PID and its children's PIDs; a later run stops the children of runs
-// whose owner is gone and removes their directories. A PID is only signalled when its
-// command line still names that run's directory, so a reused PID is never hit.
+// whose owner is gone, then every process still tied to the directory (leftovers.ts), and
+// removes the directories. A PID is only signalled when its command line still names that run's
+// directory (or it is in the PID namespace of one that does), so a reused PID is never hit.
 import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
+import { killProcessesUnder } from "../../tools/control-plane/leftovers.ts";
 
 export const RUN_DIR_PREFIX = "sbx-control-plane-";
 
@@ -44,6 +46,8 @@ export function reapStaleRuns(tmp: string): string[] {
         }
       }
     }
+    // what those left: a sandbox whose bubblewrap outlived its kubelet names the run's pods dir
+    killProcessesUnder([dir]);
     rmSync(dir, { recursive: true, force: true });
     reaped.push(dir);
   }

@@ -132,6 +132,9 @@ export async function bootCluster(l: plan.Layout, group: ProcessGroup): Promise<
   // The real nodes' pod network; removed once every process (sbx-kubelet first) has stopped.
   const podNet = setupPodNetwork(l.dir);
   group.onStopped(() => teardownPodNetwork(podNet.bridge));
+  // registered after the network, so it runs before: a sandbox that outlived sbx-kubelet dies
+  // with the run, and the suite hears of it (test/setup/hygiene.ts)
+  group.sweepOnStop(l.dir);
 
   const kwokConfigPath = join(l.dir, "kwok.yaml");
   writeFileSync(kwokConfigPath, plan.kwokConfig(STAGES, p));

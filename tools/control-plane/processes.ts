@@ -1,8 +1,10 @@
 // Child processes of the test control plane: started with their output in a log file,
-// tracked by PID, and stopped by PID (TERM, then KILL) in reverse start order.
+// tracked by PID, and stopped by PID (TERM, then KILL) in reverse start order; then whatever
+// is still tied to the run's directory (a process one of them started and leaked) is killed.
 import { spawn, type ChildProcess } from "node:child_process";
 import { appendFileSync, createWriteStream, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { killProcessesUnder, type Leftover } from "./leftovers.ts";
 
 export interface Started {
   name: string;
@@ -16,6 +18,11 @@ export class ProcessGroup {
   private readonly started: Started[] = [];
   /** Synchronous clean-ups run after every process has stopped (e.g. the pod network). */
   private readonly cleanups: (() => void)[] = [];
+  /**
+   * What the stop found still alive under the swept directory once every started process had
+   * stopped, and killed: a leak of one of them (the suite's teardown fails on it).
+   */
+  readonly leftovers: Leftover[] = [];
 
   /** Logs go to `logDir`; every PID is also appended to `pidsFile` (see test/setup/reap.ts). */
   constructor(
@@ -59,6 +66,14 @@ export class ProcessGroup {
   /** Registers a synchronous clean-up for after the processes (stopAll and killAllNow). */
   onStopped(fn: () => void): void {
     this.cleanups.push(fn);
+  }
+
+  /**
+   * After the processes stop (before the clean-ups registered until now), kills every process
+   * still tied to `dir` (leftovers.ts) and records it in `leftovers`.
+   */
+  sweepOnStop(dir: string): void {
+    this.onStopped(() => this.leftovers.push(...killProcessesUnder([dir])));
   }
 
   private runCleanups(): void {

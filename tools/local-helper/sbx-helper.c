@@ -47,6 +47,7 @@
 #include "seccomp.h"
 
 #define MAX_CG 8
+#define MAX_UNMOUNT 4
 #define MAX_REQUEST (1 << 20)
 #define CHUNK 65536
 // Largest frame either side sends (the host refuses nothing; this relay refuses larger stdin
@@ -544,7 +545,8 @@ int main(int argc, char **argv) {
   uid_t uid = 0;
   gid_t gid = 0;
   const char *sock_path = NULL, *ws_target = NULL;
-  int ready_fd = -1, ws_fd = -1, dev_fd = -1;
+  int ready_fd = -1, ws_fd = -1, dev_fd = -1, n_unmount = 0;
+  const char *unmount_paths[MAX_UNMOUNT];
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--uid")) uid = (uid_t)strtoul(argv[i + 1], NULL, 10);
     else if (!strcmp(argv[i], "--gid")) gid = (gid_t)strtoul(argv[i + 1], NULL, 10);
@@ -554,13 +556,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--workspace-fd")) ws_fd = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--workspace")) ws_target = argv[i + 1];
     else if (!strcmp(argv[i], "--dev-fd")) dev_fd = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--unmount") && n_unmount < MAX_UNMOUNT) unmount_paths[n_unmount++] = argv[i + 1];
     else {
       fprintf(stderr, "sbx-helper: unknown argument %s\n", argv[i]);
       return 64;
     }
   }
   if (!uid || !gid || !sock_path) {
-    fprintf(stderr, "usage: sbx-helper --uid UID --gid GID --socket PATH [--ready-fd FD] [--cg-fd FD]... [--workspace-fd FD --workspace DIR --dev-fd FD]\n");
+    fprintf(stderr, "usage: sbx-helper --uid UID --gid GID --socket PATH [--ready-fd FD] [--cg-fd FD]... [--workspace-fd FD --workspace DIR --dev-fd FD] [--unmount PATH]...\n");
     return 64;
   }
   // setup is the platform's work, not the tenant's: it runs before the helper joins the sandbox's
@@ -600,6 +603,11 @@ int main(int argc, char **argv) {
   unlink(sock_path);
   if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) < 0) die("bind");
   if (listen(lfd, 256) < 0) die("listen");
+  // the socket stays reachable at its host path (it is bound to the host's inode) after its
+  // directory's mount goes; a running helper needs its own binary's mount no more. Their sources
+  // are host paths (the state dir, the checkout): gone, /proc/self/mountinfo shows them to no one
+  for (int i = 0; i < n_unmount; i++)
+    if (umount2(unmount_paths[i], MNT_DETACH) < 0) die(unmount_paths[i]);
   drop_privileges(uid, gid);
 
   struct sigaction sa;

@@ -5,6 +5,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { CapacityError, HTTP_STATUS, SbxError, UnavailableError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
+import { DEFAULT_DRAIN, settleRefusedBody } from "../requestBody.ts";
 import { frameworkFailure, validationFailure } from "../requestErrors.ts";
 import { e2bError } from "./access.ts";
 
@@ -27,7 +28,8 @@ function statusOf(err: SbxError): number {
 }
 
 export function e2bErrorHandler(logger: Logger) {
-  return (err: FastifyError | Error, req: FastifyRequest, reply: FastifyReply) => {
+  return async (err: FastifyError | Error, req: FastifyRequest, reply: FastifyReply) => {
+    await settleRefusedBody(req, reply, DEFAULT_DRAIN);
     if (err instanceof SbxError) {
       const status = statusOf(err);
       if (status >= 500) logger.warn({ op: "e2b", route: req.routeOptions.url, err }, "request failed upstream");

@@ -66,11 +66,21 @@ const UNSUPPORTED: [keyof CreateBody, string][] = [
   ["mcp", "sbx does not run an MCP gateway in sandboxes; remove it"],
   ["volumeMounts", "sbx has no E2B volumes; upload files with files.write instead"],
   ["iam", "sbx does not issue workload identities; remove it"],
-  ["allow_internet_access", "sbx has no per-sandbox internet switch; remove it"],
 ];
+
+/**
+ * `false` is what every sbx sandbox is (no network), so it is accepted; `true` is refused with
+ * the setting that would decide it: internet access is granted by an operator-defined egress
+ * policy, not by the caller.
+ */
+const NO_INTERNET =
+  "sbx sandboxes have no internet access, and a caller cannot ask for it: an operator-defined egress policy " +
+  "(the service's `egress` config, sbx:egress.policies) is what would grant it, and this service defines none; " +
+  "omit allowInternetAccess or pass false";
 
 function refuseUnsupported(b: CreateBody): void {
   for (const [field, fix] of UNSUPPORTED) if (b[field] !== undefined) throw new ValidationError(field, b[field], fix);
+  if (b.allow_internet_access === true) throw new ValidationError("allow_internet_access", true, NO_INTERNET);
   if (b.autoPauseMemory === true)
     throw new ValidationError(
       "autoPauseMemory",

@@ -1,8 +1,8 @@
 // The platform as deployed (issue 16, docs/deploy.md "The deploy suite"): the real Pulumi
 // engine deploys the local stack onto the test control plane with its awaits on, the deployed
-// runtime serves the CLI through a port-forward, a second `up` is a no-op, a new runtime
-// bundle and a new budget roll both Deployments without losing a sandbox, the policy pack runs
-// in the engine, and `destroy` leaves nothing. One up…destroy cycle; the steps run in order.
+// runtime serves the CLI and the real e2b SDK (e2b.ts) through a port-forward, a second `up`
+// is a no-op, a new runtime bundle and a new budget roll both Deployments without losing a
+// sandbox, the policy pack runs in the engine, and `destroy` leaves nothing. One up…destroy cycle; the steps run in order.
 // Over 400 lines on purpose: it is one ordered story whose steps share the deployed stack; its
 // helpers (port-forward, CLI, diagnosis) are already in support.ts.
 import { createHash, randomBytes } from "node:crypto";
@@ -30,6 +30,7 @@ import { locateEngine, REPO } from "../../../tools/deploy/paths.ts";
 import { tokenKeyPair } from "../../../runtime/snapshot/registryToken.ts";
 import { tokenRegistry, waitFor } from "../../support/cluster.ts";
 import { layerCounts } from "../../support/metrics.ts";
+import { e2bStory } from "./e2b.ts";
 import { expectLayersInSandboxRepository } from "../../support/tokenRegistry.ts";
 import {
   diagnose,
@@ -421,6 +422,12 @@ describe("the platform as deployed by the real engine", () => {
           await fwd.stop();
         }
       }),
+    STEP,
+  );
+
+  it(
+    "the real e2b SDK against the deployed runtime: commands, every file call, missing paths, pause, connect",
+    (ctx) => step(ctx, () => e2bStory({ url: manager!.url, apiKey: token })),
     STEP,
   );
 

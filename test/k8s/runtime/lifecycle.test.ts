@@ -7,11 +7,12 @@ import { mkdtempSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough, Readable } from "node:stream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { SandboxEvent, SandboxSpec } from "../../../runtime/core/types.ts";
 import { LABELS, SANDBOX_CONTAINER } from "../../../runtime/k8s/contract.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import { terminateContainer, waitFor } from "../../support/cluster.ts";
+import { describeLeftovers, processesUnder } from "../../../tools/control-plane/leftovers.ts";
 import { startTestBackend, type TestBackend, testSandboxSpec, type TestNamespaces } from "./support.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
@@ -305,6 +306,7 @@ describe("Kubernetes backend lifecycle", () => {
       });
       return c.status?.podName === "ext-1";
     });
+    const { metadata } = await clients.core.readNamespacedPod({ name: "ext-1", namespace: ns.sandboxes });
     await clients.core.deleteNamespacedPod({ name: "ext-1", namespace: ns.sandboxes, gracePeriodSeconds: 0 });
     await waitFor("delete event", async () => events.some((e) => e.type === "delete" && e.id === "ext-1"), 30_000);
     expect(await backend.describe("ext-1")).toBeUndefined();
@@ -313,6 +315,12 @@ describe("Kubernetes backend lifecycle", () => {
       labelSelector: `${LABELS.sandbox}=ext-1`,
     });
     expect(pods.items).toHaveLength(0); // not resurrected
+    // and nothing of it runs on, as a kubelet kills a deleted pod's containers (issue 39: its
+    // bubblewrap and `sleep` once outlived the suite); the test kubelet reconciles every 5 s
+    const podDir = join(inject("podsDir"), metadata!.uid!);
+    await waitFor("no process of the deleted pod", async () => processesUnder([podDir]).length === 0).catch(() => {
+      throw new Error(`processes of the deleted pod ext-1 still run:\n${describeLeftovers(processesUnder([podDir]))}`);
+    });
   });
 
   it("a wait on an unknown id answers NotFound", async () => {

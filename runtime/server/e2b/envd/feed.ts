@@ -1,6 +1,9 @@
 // One reader's view of a process's output: a queue the process fills and a stream handler
 // drains. Bounded: past HIGH_WATER_BYTES queued, the feed reports itself full and the process
-// pauses its output (backpressure reaches the command through the pipe) until it drains.
+// pauses its output (backpressure reaches the command through the pipe) until it drains to
+// half of that. Full is a latch, set above the high mark and cleared at the low one: the
+// resume must come from the read that crosses the low mark, whichever read that is, because
+// while paused no new output arrives to prompt another look.
 export type ProcessUpdate =
   | { kind: "data"; stream: "stdout" | "stderr"; data: Uint8Array }
   | { kind: "end"; end: ProcessEnd };
@@ -23,6 +26,8 @@ export const IDLE = "idle" as const;
 export class OutputFeed {
   private readonly queue: ProcessUpdate[] = [];
   private queuedBytes = 0;
+  /** set once more than HIGH_WATER_BYTES were queued; cleared once the queue fell to half of it */
+  private holding = false;
   private wake?: () => void;
   closed = false;
 
@@ -30,13 +35,16 @@ export class OutputFeed {
   constructor(private readonly onDrained: () => void) {}
 
   get full(): boolean {
-    return this.queuedBytes > HIGH_WATER_BYTES;
+    return this.holding;
   }
 
   push(u: ProcessUpdate): void {
     if (this.closed) return;
     this.queue.push(u);
-    if (u.kind === "data") this.queuedBytes += u.data.length;
+    if (u.kind === "data") {
+      this.queuedBytes += u.data.length;
+      if (this.queuedBytes > HIGH_WATER_BYTES) this.holding = true;
+    }
     this.wake?.();
   }
 
@@ -62,9 +70,11 @@ export class OutputFeed {
     const u = this.queue.shift();
     if (!u) return IDLE;
     if (u.kind === "data") {
-      const wasFull = this.full;
       this.queuedBytes -= u.data.length;
-      if (wasFull && this.queuedBytes <= HIGH_WATER_BYTES / 2) this.onDrained();
+      if (this.holding && this.queuedBytes <= HIGH_WATER_BYTES / 2) {
+        this.holding = false;
+        this.onDrained();
+      }
     }
     return u;
   }
@@ -74,6 +84,7 @@ export class OutputFeed {
     this.closed = true;
     this.queue.length = 0;
     this.queuedBytes = 0;
+    this.holding = false;
     this.wake?.();
     this.onDrained();
   }

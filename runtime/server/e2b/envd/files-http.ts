@@ -8,6 +8,7 @@ import type { Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { NotFoundError, type SbxError, TooLargeError, ValidationError } from "../../../core/errors.ts";
+import type { ExecSession } from "../../../core/types.ts";
 import type { EnvdCaller } from "../access.ts";
 import { resolveSandboxPath, validateUser } from "./caller.ts";
 import type { EnvdServices } from "./context.ts";
@@ -18,6 +19,7 @@ import { ByteLimit } from "../../files.ts";
 const READ = `
 if [ ! -e "$1" ]; then exit ${EXIT.missing}; fi
 if [ -d "$1" ]; then exit ${EXIT.isDirectory}; fi
+if [ ! -f "$1" ]; then exit ${EXIT.notFile}; fi
 if [ ! -r "$1" ]; then exit ${EXIT.unreadable}; fi
 exec cat -- "$1"
 `;
@@ -39,8 +41,34 @@ function readFailure(path: string, exitCode: number, stderr: string): SbxError {
   if (exitCode === EXIT.missing) return new NotFoundError("file", path);
   if (exitCode === EXIT.isDirectory)
     return new ValidationError("path", path, "is a directory: read a file (list a directory with files.list)");
+  if (exitCode === EXIT.notFile)
+    return new ValidationError(
+      "path",
+      path,
+      "is a device, FIFO or socket, not a file: its bytes never end (or never come); read a regular file",
+    );
   if (exitCode === EXIT.unreadable) return new ValidationError("path", path, "is not readable by the sandbox user");
   return new ValidationError("path", path, `read failed in the sandbox: ${stderr.trim().slice(0, 500) || exitCode}`);
+}
+
+/**
+ * Whichever comes first: a byte of output (the checks passed) or the command's end (a refusal,
+ * or an empty file). Only bytes count: a Readable emits 'readable' at its end too, and stdout
+ * can end before the exit code arrives (the Kubernetes channel does), so an empty 'readable'
+ * waits for the result instead of passing a refusal off as data.
+ */
+export function firstOutcome(session: ExecSession): Promise<"data" | "end"> {
+  return new Promise((resolve) => {
+    const onReadable = () => {
+      if (session.stdout.readableLength > 0) resolve("data");
+      else if (!session.stdout.readableEnded) session.stdout.once("readable", onReadable);
+    };
+    session.stdout.once("readable", onReadable);
+    session.result.then(
+      () => resolve("end"),
+      () => resolve("end"),
+    );
+  });
 }
 
 /**
@@ -54,15 +82,7 @@ export async function downloadFile(s: EnvdServices, caller: EnvdCaller, q: Files
   const session = await startScript(s.manager, caller, READ, [path]);
   const stderr: Buffer[] = [];
   session.stderr.on("data", (c: Buffer) => stderr.push(c));
-  // whichever comes first: output (the checks passed) or the end (a refusal, or an empty file)
-  const first = await new Promise<"data" | "end">((resolve) => {
-    session.stdout.once("readable", () => resolve("data"));
-    session.result.then(
-      () => resolve("end"),
-      () => resolve("end"),
-    );
-  });
-  if (first === "end") {
+  if ((await firstOutcome(session)) === "end") {
     const r = await session.result;
     if (r.exitCode !== 0) {
       session.stdout.resume();
@@ -106,7 +126,20 @@ function uploadBody(req: FastifyRequest, limitBytes: number): Readable {
     req.raw.pipe(gunzip);
     src = gunzip;
   }
-  src.on("error", (err) => limiter.destroy(err));
+  src.on("error", (err: NodeJS.ErrnoException) =>
+    // zlib's errors (Z_DATA_ERROR, Z_BUF_ERROR...) are the client's bytes, not ours: a 400
+    limiter.destroy(
+      src !== req.raw && err.code?.startsWith("Z_")
+        ? new ValidationError(
+            "content-encoding",
+            "gzip",
+            `the body is not valid gzip (${err.message}): send gzip bytes or drop the header`,
+          )
+        : err,
+    ),
+  );
+  // its failure is read from body.errored (writeOne) or by the multipart reader, not from here
+  limiter.on("error", () => undefined);
   return src.pipe(limiter);
 }
 

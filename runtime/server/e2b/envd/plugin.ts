@@ -12,6 +12,7 @@ import { createContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { HTTP_STATUS, SbxError } from "../../../core/errors.ts";
 import type { E2bDeps, EnvdCaller } from "../access.ts";
+import { DEFAULT_DRAIN, settleRefusedBody } from "../../requestBody.ts";
 import { accessTokenFrom, sandboxIdFrom } from "./caller.ts";
 import { CALLER, type EnvdServices } from "./context.ts";
 import { downloadFile, type FilesQuery, uploadFiles } from "./files-http.ts";
@@ -83,7 +84,7 @@ export function registerEnvd(app: FastifyInstance, deps: E2bDeps, opts: EnvdOpti
     scope.addContentTypeParser("*", (_req, _payload, done) => done(null, undefined));
 
     scope.setErrorHandler(async (err, req, reply) => {
-      if (!req.raw.complete) req.raw.resume(); // a refused upload: let the client finish sending, then answer
+      await settleRefusedBody(req, reply, DEFAULT_DRAIN); // a refused upload: what the client still sends
       if (err instanceof SbxError) {
         const status = HTTP_STATUS[err.code];
         if (status >= 500) log.warn({ err, route: req.routeOptions.url }, "envd request failed upstream");
@@ -96,25 +97,26 @@ export function registerEnvd(app: FastifyInstance, deps: E2bDeps, opts: EnvdOpti
     const connectRoute = async (req: FastifyRequest, reply: FastifyReply) => {
       const caller = await authorize(req);
       if (!caller) {
-        req.raw.resume();
+        await settleRefusedBody(req, reply, DEFAULT_DRAIN);
         return reply.code(401).type("application/json").send({ code: "unauthenticated", message: UNAUTHENTICATED });
       }
       callers.set(req.raw, caller);
       reply.hijack();
       rpc(req.raw, reply.raw);
     };
-    scope.post("/process.Process/:method", connectRoute);
-    scope.post("/filesystem.Filesystem/:method", connectRoute);
+    const rpcBody = { config: { maxBodyBytes: RPC_READ_MAX_BYTES } };
+    scope.post("/process.Process/:method", rpcBody, connectRoute);
+    scope.post("/filesystem.Filesystem/:method", rpcBody, connectRoute);
 
     scope.get("/files", async (req, reply) => {
       const caller = await authorize(req);
       if (!caller) return e2bBody(reply, 401, UNAUTHENTICATED);
       return downloadFile(services, caller, req.query as FilesQuery, reply);
     });
-    scope.post("/files", async (req, reply) => {
+    scope.post("/files", { config: { maxBodyBytes: uploadBytes } }, async (req, reply) => {
       const caller = await authorize(req);
       if (!caller) {
-        req.raw.resume();
+        await settleRefusedBody(req, reply, DEFAULT_DRAIN);
         return e2bBody(reply, 401, UNAUTHENTICATED);
       }
       return uploadFiles(services, caller, req.query as FilesQuery, req, uploadBytes);

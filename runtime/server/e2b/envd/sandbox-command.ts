@@ -8,7 +8,14 @@ import type { ExecSession, Manager } from "../../../core/types.ts";
 import type { EnvdCaller } from "../access.ts";
 
 /** Exit codes our scripts use to say why they refused; far from what sh, cat or find return. */
-export const EXIT = { missing: 93, isDirectory: 94, unreadable: 95, notDirectory: 96, exists: 97 } as const;
+export const EXIT = {
+  missing: 93,
+  isDirectory: 94,
+  unreadable: 95,
+  notDirectory: 96,
+  exists: 97,
+  notFile: 98,
+} as const;
 
 export interface CommandOutput {
   exitCode: number;

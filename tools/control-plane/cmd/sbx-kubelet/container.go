@@ -148,15 +148,39 @@ func (c *container) running() (int, error) {
 	}
 }
 
-// kill ends the main process; --die-with-parent takes the sandbox's PID 1 with it, and the
-// kernel then kills every process in the PID namespace, execs included.
+// stoppedContainer stands for a container that will not run; err says why an exec cannot.
+func stoppedContainer(err error) *container {
+	c := &container{ready: make(chan struct{}), exited: make(chan struct{}), err: err}
+	close(c.ready)
+	close(c.exited)
+	return c
+}
+
+// kill ends the main process and the sandbox's PID 1, when it is known; the kernel then
+// kills every process in the PID namespace, execs included. Killing bubblewrap alone is not
+// enough: --die-with-parent takes the sandbox's PID 1 with it only once that child has set
+// it up, so a kill while the sandbox is starting can leave the PID 1 (and its command)
+// behind. The reconcile loop kills such a PID 1 when it was not known yet (reconcile.go).
 func (c *container) kill() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.proc != nil && c.proc.Process != nil && !c.killed {
-		c.killed = true
-		_ = c.proc.Process.Signal(syscall.SIGKILL)
+	if c.proc == nil || c.proc.Process == nil || c.killed {
+		return
 	}
+	c.killed = true
+	select {
+	case <-c.exited: // reaped: its PID (and the sandbox's) may belong to another process now
+		return
+	default:
+	}
+	select {
+	case <-c.ready:
+		if c.pid > 0 {
+			_ = syscall.Kill(c.pid, syscall.SIGKILL)
+		}
+	default:
+	}
+	_ = c.proc.Process.Signal(syscall.SIGKILL)
 }
 
 // exitCodeOf is a process's exit status as a container runtime reports it.

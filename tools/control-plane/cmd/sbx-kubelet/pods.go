@@ -24,8 +24,15 @@ type podDirs struct {
 	root  string
 	bwrap string
 	mu    sync.Mutex
-	// main holds each started container (its main process), keyed by pod UID.
+	// main holds each started container (its main process), keyed by pod UID; refs names
+	// their pods, for reconcile's check against the API server (reconcile.go).
 	main map[types.UID]map[string]*container
+	refs map[types.UID]podRef
+	// gone holds the UIDs of deleted pods and when the delete was seen: no container of
+	// theirs is ever started again (an exec that read the pod just before its delete would).
+	gone map[types.UID]time.Time
+	// kick asks the reconcile loop for a round now.
+	kick chan struct{}
 	// real runs the pods on the real nodes (nil: every pod is kwok-played).
 	real *realPods
 	// loopback: host loopback ports each kwok-played container also sees on its own
@@ -39,7 +46,8 @@ type podDirs struct {
 }
 
 func newPodDirs(root, bwrap string) *podDirs {
-	return &podDirs{root: root, bwrap: bwrap, main: map[types.UID]map[string]*container{}}
+	return &podDirs{root: root, bwrap: bwrap, main: map[types.UID]map[string]*container{},
+		refs: map[types.UID]podRef{}, gone: map[types.UID]time.Time{}, kick: make(chan struct{}, 1)}
 }
 
 func (d *podDirs) dir(uid types.UID) string { return filepath.Join(d.root, string(uid)) }
@@ -57,7 +65,8 @@ func (d *podDirs) ensure(pod *corev1.Pod) (string, error) {
 }
 
 // watch follows every scheduled pod: it starts a container's main process once the
-// simulated kubelet (kwok) reports the container running, and cleans up on deletion.
+// simulated kubelet (kwok) reports the container running, and cleans up on deletion; the
+// reconcile loop catches what the events miss.
 func (d *podDirs) watch(ctx context.Context, client kubernetes.Interface) {
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName!=" }))
@@ -72,14 +81,15 @@ func (d *podDirs) watch(ctx context.Context, client kubernetes.Interface) {
 			if pod, ok := obj.(*corev1.Pod); ok {
 				if d.real.owns(pod) {
 					d.real.gone(pod.UID)
-					return
+				} else {
+					d.remove(pod.UID)
 				}
-				d.remove(pod.UID)
 			}
+			d.kickReconcile()
 		},
 	})
 	factory.Start(ctx.Done())
-	<-ctx.Done()
+	d.reconcileLoop(ctx, client, inf.GetStore())
 }
 
 func (d *podDirs) sync(obj any) {
@@ -117,18 +127,20 @@ func (d *podDirs) container(pod *corev1.Pod, c *corev1.Container) *container {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if !d.gone[pod.UID].IsZero() {
+		return stoppedContainer(fmt.Errorf("pod %s/%s was deleted", pod.Namespace, pod.Name))
+	}
 	if d.main[pod.UID] == nil {
 		d.main[pod.UID] = map[string]*container{}
 	}
 	if ctr, started := d.main[pod.UID][c.Name]; started {
 		return ctr
 	}
+	d.refs[pod.UID] = podRef{uid: pod.UID, namespace: pod.Namespace, name: pod.Name}
 	ctr, err := d.startMain(pod, c)
 	if err != nil {
 		d.appendLog(pod.UID, c.Name, fmt.Sprintf("sbx-kubelet: cannot start container: %v\n", err))
-		ctr = &container{ready: make(chan struct{}), exited: make(chan struct{}), err: err}
-		close(ctr.ready)
-		close(ctr.exited)
+		ctr = stoppedContainer(err)
 	}
 	d.main[pod.UID][c.Name] = ctr
 	return ctr
@@ -216,11 +228,7 @@ func (d *podDirs) realContainer(pod *corev1.Pod, name string) *container {
 			return ctr
 		}
 	}
-	ctr := &container{ready: make(chan struct{}), exited: make(chan struct{}),
-		err: fmt.Errorf("container %q has not started yet", name)}
-	close(ctr.ready)
-	close(ctr.exited)
-	return ctr
+	return stoppedContainer(fmt.Errorf("container %q has not started yet", name))
 }
 
 func (d *podDirs) stopMain(uid types.UID, container string) {
@@ -243,10 +251,16 @@ func (d *podDirs) appendLog(uid types.UID, container, line string) {
 	_, _ = f.WriteString(line)
 }
 
+// remove stops a deleted pod's containers and removes its directory. The tombstone is set
+// under the same lock as the map is read, so no container of the pod starts after this.
 func (d *podDirs) remove(uid types.UID) {
 	d.mu.Lock()
 	procs := d.main[uid]
 	delete(d.main, uid)
+	delete(d.refs, uid)
+	if d.gone[uid].IsZero() {
+		d.gone[uid] = time.Now()
+	}
 	d.mu.Unlock()
 	for _, ctr := range procs {
 		ctr.kill()
@@ -254,18 +268,24 @@ func (d *podDirs) remove(uid types.UID) {
 	_ = os.RemoveAll(d.dir(uid))
 }
 
+// stopAll is the kubelet's exit: the sandbox pods' containers are killed at once (so the
+// real pods' graceful stops, which can take seconds, cannot delay them past the caller's
+// patience), then the real pods stop, then every process left under the pods' directories
+// is killed, whoever started it.
 func (d *podDirs) stopAll() {
-	if d.real != nil {
-		d.real.shutdown()
-	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	for uid, procs := range d.main {
 		for _, ctr := range procs {
 			ctr.kill()
 		}
 		delete(d.main, uid)
+		delete(d.refs, uid)
 	}
+	d.mu.Unlock()
+	if d.real != nil {
+		d.real.shutdown()
+	}
+	d.sweep(2 * time.Second)
 }
 
 // waitForFile is used by log following: it gives a just-started container a moment to
