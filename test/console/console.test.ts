@@ -85,7 +85,7 @@ describe("the console in Chromium, on the local platform", () => {
     await page.fill("[data-create=size]", "nano");
     await page.fill("[data-create=metadata]", "purpose=console-test");
     await page.click("[data-action=create]");
-    const row = await page.waitForSelector("[data-test=sandboxes] tbody tr");
+    const row = await page.waitForSelector("[data-test=sandboxes] tbody tr[data-id]");
     id = (await row.getAttribute("data-id"))!;
     expect(id).toBeTruthy();
     await page.waitForFunction(
@@ -147,7 +147,7 @@ describe("the console in Chromium, on the local platform", () => {
       () => (globalThis as any).document.querySelector("[data-test=list-status]")?.textContent !== "",
     );
     expect(await bob.textContent("[data-test=list-status]")).toMatch(/^0 sandboxes/);
-    expect(await bob.$$("[data-test=sandboxes] tbody tr")).toHaveLength(0);
+    expect(await bob.$$("[data-test=sandboxes] tbody tr[data-id]")).toHaveLength(0);
     await bob.goto(`${base}/console/#/sandbox/${id}`); // same tab: still signed in (hash change)
     await bob.waitForFunction(
       () => (globalThis as any).document.querySelector("[data-test=sandbox-error]")?.textContent !== "",

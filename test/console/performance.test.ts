@@ -1,8 +1,9 @@
 // The console's speed, measured in the browser's own Performance API (paint timing, and the
 // console's own performance.measure around each list update, which includes the forced layout):
 // a console page's first load (target: first meaningful paint <= 500 ms on loopback) and an
-// update of the sandbox list showing 1,000 sandboxes (target <= 100 ms). The numbers are printed;
-// the assertions are generous bounds only (a shared 2-core machine can stretch anything).
+// update of the sandbox list showing 1,000 sandboxes (target <= 100 ms). The numbers are printed,
+// not asserted (a shared 2-core machine can stretch anything); what is asserted is what makes the
+// update fast (only the rows in view are in the DOM) and that what is drawn is right.
 //
 // The 1,000 sandboxes are a route-level stub IN THE BROWSER (Playwright's route interception of
 // GET /v1/sandboxes): a thousand real local sandboxes would need a thousand bubblewrap trees on
@@ -65,6 +66,32 @@ function fakeList(n: number, round: number) {
   };
 }
 
+interface DrawnRow {
+  id: string;
+  phase: string;
+  meta: string;
+}
+
+async function drawnRows(page: Page): Promise<DrawnRow[]> {
+  return page.evaluate(() =>
+    [...(globalThis as any).document.querySelectorAll("[data-test=sandboxes] tr[data-id]")].map((tr: any) => ({
+      id: tr.dataset.id,
+      phase: tr.querySelector("td.phase").textContent,
+      meta: tr.children[6].textContent,
+    })),
+  );
+}
+
+/** every drawn row shows the phase and metadata of one and the same poll (fakeList's round) */
+function expectOnePoll(rows: DrawnRow[]): void {
+  const round = Number(/run=(\d+)/.exec(rows[0].meta)?.[1]);
+  expect(Number.isInteger(round)).toBe(true);
+  for (const r of rows) {
+    const want = fakeList(1000, round).sandboxes[Number(r.id.slice("sbx-perf-".length))];
+    expect(r).toEqual({ id: want.id, phase: want.phase, meta: `team=${want.metadata.team}run=${round}` });
+  }
+}
+
 describe("console performance in Chromium", () => {
   it("first meaningful paint of a console page on loopback", async () => {
     const page = await browser.page();
@@ -75,8 +102,8 @@ describe("console performance in Chromium", () => {
       `console first load (5 loads, /console/ on loopback): FCP median ${median(runs.map((r) => r.fcp)).toFixed(0)} ms, ` +
         `first meaningful paint median ${fmp.toFixed(0)} ms, each ${runs.map((r) => r.meaningful.toFixed(0)).join("/")} ms (target <= 500)`,
     );
-    expect(Number.isFinite(fmp)).toBe(true);
-    expect(fmp).toBeLessThan(5000); // 10x the target: a bound, not the measurement
+    // the number is the result (printed); what is asserted is that each load reached its sign-in form
+    for (const r of runs) expect(Number.isFinite(r.meaningful)).toBe(true);
     await page.close();
   });
 
@@ -93,9 +120,7 @@ describe("console performance in Chromium", () => {
     });
     await signIn(page, base, TOKENS.alice);
     await page.selectOption("[data-test=page-size]", "1000");
-    await page.waitForFunction(
-      () => (globalThis as any).document.querySelectorAll("[data-test=sandboxes] tbody tr").length === 1000,
-    );
+    await page.waitForSelector("[data-test=sandboxes][data-rows='1000'] tr[data-id]");
     const before = await page.evaluate(
       () => (globalThis as any).performance.getEntriesByName("sbx:list-update").length,
     );
@@ -111,11 +136,30 @@ describe("console performance in Chromium", () => {
     const build = all[before - 1];
     const updates = all.slice(before);
     console.log(
-      `sandbox list, 1,000 rows shown: first render ${build.toFixed(1)} ms; updates (each poll) median ${median(updates).toFixed(1)} ms, ` +
-        `max ${Math.max(...updates).toFixed(1)} ms over ${updates.length} (target <= 100; includes layout)`,
+      `sandbox list, a 1,000-sandbox page: first render ${build.toFixed(1)} ms; updates (each poll) median ${median(updates).toFixed(1)} ms, ` +
+        `max ${Math.max(...updates).toFixed(1)} ms over ${updates.length} (target <= 100; performance.measure, includes layout)`,
     );
     await browser.screenshot(page, "07-list-1000");
-    expect(median(updates)).toBeLessThan(1000); // 10x the target: a bound, not the measurement
+
+    // what makes it fast: only the rows in view are in the DOM, yet the page holds all 1,000
+    const drawn = await drawnRows(page);
+    expect(await page.getAttribute("[data-test=sandboxes]", "data-rows")).toBe("1000");
+    expect(drawn.length).toBeGreaterThan(10);
+    expect(drawn.length).toBeLessThan(100);
+    // and what is drawn is right: newest first, every cell from one poll's answer
+    expect(drawn[0].id).toBe("sbx-perf-0999");
+    expectOnePoll(drawn);
+
+    // scrolled to the end, the oldest sandbox is drawn, with the same poll's values
+    await page.evaluate(() => {
+      const el = (globalThis as any).document.querySelector(".list-scroll");
+      el.scrollTop = el.scrollHeight;
+    });
+    await page.waitForSelector("tr[data-id='sbx-perf-0000']");
+    const end = await drawnRows(page);
+    expect(end.at(-1)?.id).toBe("sbx-perf-0000");
+    expectOnePoll(end);
+    await browser.screenshot(page, "08-list-1000-scrolled");
     await page.close();
   }, 120_000);
 });
