@@ -194,6 +194,24 @@ module.exports = {
       to: { path: "^(runtime/main|runtime/cli/main|infra/index)\\.ts$" },
     },
 
+    // ---- the web console ----
+    {
+      name: "console-is-browser-code",
+      severity: "error",
+      comment:
+        "console/src runs in the browser: it imports only console/src (no node built-ins, no runtime/ module; it talks to the service over HTTP).",
+      from: { path: "^console/src/" },
+      to: { pathNot: "^console/src/" },
+    },
+    {
+      name: "runtime-not-to-console",
+      severity: "error",
+      comment:
+        "The service serves the console's build (dist/console, or the bundle's copy); it never imports console/ (its build step uses esbuild at build time only).",
+      from: { path: "^runtime/" },
+      to: { path: "^console/" },
+    },
+
     // ---- tests, benchmarks, tools ----
     {
       name: "nothing-imports-tests",

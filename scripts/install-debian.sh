@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Debian packages the local backend and the test suite use. Idempotent: does nothing
+# Debian packages the local backend and the test suite use (chromium: the console's browser tests,
+# test/console, drive it headless through playwright-core; no browser is downloaded). Idempotent: does nothing
 # when every command is already there. Needs root (apt-get); otherwise says what to install.
 set -euo pipefail
-declare -A need=([bwrap]=bubblewrap [docker-registry]=docker-registry [umoci]=umoci [tar]=tar [ip]=iproute2 [gcc]=gcc [mkfs.ext4]=e2fsprogs)
+declare -A need=([bwrap]=bubblewrap [docker-registry]=docker-registry [umoci]=umoci [tar]=tar [ip]=iproute2 [gcc]=gcc [mkfs.ext4]=e2fsprogs [chromium]=chromium)
 missing=()
 for cmd in "${!need[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/bin/$cmd" ] || [ -x "/usr/sbin/$cmd" ] || [ -x "/sbin/$cmd" ] || missing+=("${need[$cmd]}")

@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
+import { buildConsoleAssets } from "../../console/build.ts";
 import { ValidationError } from "../../runtime/core/errors.ts";
 
 /** ConfigMaps hold at most 1 MiB; keep 16 KiB of each for metadata and the key name. */
@@ -51,6 +52,8 @@ const BANNER =
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 /** the global the runtime reads the helper from (runtime/k8s/channel/embedded.ts) */
 const HELPER_GLOBAL = "__sbxHelperGz";
+/** the global the runtime serves the web console from (runtime/server/console.ts) */
+const CONSOLE_GLOBAL = "__sbxConsoleAssets";
 
 export type BundledHelper = { bytes: Buffer; sha256: string } | { missing: string };
 
@@ -74,12 +77,17 @@ export function bundleRuntime(entry: string, helper: BundledHelper = helperForBu
     : { ...packed, helperSha256: helper.sha256 };
 }
 
-/** The bundled code itself, before the ConfigMap size check (tests run it; a prebuilt image ships it). */
+/**
+ * The bundled code itself, before the ConfigMap size check (tests run it; a prebuilt image ships
+ * it). Its banner carries the helper (when given) and the web console's assets.
+ */
 export function buildRuntimeCode(entry: string, helper?: BundledHelper): string {
   const carried =
     helper && !("missing" in helper)
       ? `globalThis.${HELPER_GLOBAL}=${JSON.stringify(gzipSync(helper.bytes, { level: 9 }).toString("base64"))};`
       : "";
+  // the web console's assets: a deployed runtime has no dist/ beside it (a few tens of KiB)
+  const consoleAssets = `globalThis.${CONSOLE_GLOBAL}=${JSON.stringify(buildConsoleAssets())};`;
   const result = buildSync({
     entryPoints: [entry],
     bundle: true,
@@ -90,7 +98,7 @@ export function buildRuntimeCode(entry: string, helper?: BundledHelper): string 
     // minified identifiers, but Function.name/class names survive (error names, plugin names)
     keepNames: true,
     legalComments: "none",
-    banner: { js: BANNER + carried },
+    banner: { js: BANNER + carried + consoleAssets },
     write: false,
     logLevel: "silent",
   });

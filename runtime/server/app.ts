@@ -22,6 +22,7 @@ import {
 import type { Logger } from "../core/log.ts";
 import type { Manager } from "../core/types.ts";
 import { systemClock } from "../core/clock.ts";
+import { registerConsole } from "./console.ts";
 import { buildOpenApi } from "./openapi.ts";
 import { portRoutes } from "./ports/routes.ts";
 import { PortService, type PortOptions } from "./ports/service.ts";
@@ -64,6 +65,8 @@ export interface AppOptions {
   api?: boolean;
   /** the E2B-compatible layer (runtime/server/e2b, docs/e2b.md) beside the API; false: off */
   e2b?: E2bOptions | false;
+  /** the web console's static pages at /console (runtime/server/console.ts); false: off. Default on */
+  console?: false;
 }
 
 /** What a process without the API serves: probes and metrics. */
@@ -200,6 +203,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   // E2B's paths (/v2/sandboxes, /sandboxes/..., envd's) never meet ours; it has its own auth and error body
   if ((opts.api ?? true) && opts.e2b !== false)
     void registerE2b(app, { ...opts.e2b, manager: opts.manager, tokens: opts.tokens, logger: opts.logger });
+  // the web console's static assets (runtime/server/console.ts); never on a preview host
+  if ((opts.api ?? true) && opts.console !== false) registerConsole(app, { previewDomain: ports?.domain });
 
   for (const r of routes) {
     app.route({

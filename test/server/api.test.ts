@@ -63,8 +63,15 @@ describe("OpenAPI", () => {
       for (const m of Object.keys(ops)) documented.add(`${m.toUpperCase()} ${path}`);
     }
     // what fastify actually routes: printRoutes draws a tree; rebuild each full path from it.
-    // Our API alone: the E2B layer's routes are E2B's (docs/e2b.md), so this app leaves it out.
-    const ours = buildApp({ manager: rt.manager, tokens: testTokens(), logger: silentLogger(), e2b: false });
+    // Our API alone: the E2B layer's routes are E2B's (docs/e2b.md), and the console's are static
+    // pages, not API (runtime/server/console.ts), so this app leaves both out.
+    const ours = buildApp({
+      manager: rt.manager,
+      tokens: testTokens(),
+      logger: silentLogger(),
+      e2b: false,
+      console: false,
+    });
     await ours.ready();
     const tree = ours.printRoutes({ commonPrefix: false });
     await ours.close();
