@@ -10,15 +10,15 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
-import { nearestRank } from "./lib/percentile.ts";
 import { HttpManager } from "../runtime/client/http.ts";
 import { validateRuntimeConfig } from "../runtime/config/schema.ts";
 import { systemClock } from "../runtime/core/clock.ts";
-import { freePort } from "../runtime/core/ports.ts";
 import { silentLogger } from "../runtime/core/log.ts";
+import { freePort } from "../runtime/core/ports.ts";
 import { hashToken, TokenStore } from "../runtime/core/tokens.ts";
 import { createLocalPlatform } from "../runtime/local/platform.ts";
 import { startService } from "../runtime/server/service.ts";
+import { nearestRank } from "./lib/percentile.ts";
 
 const repo = resolve(import.meta.dirname, "..");
 const arg = (name: string, dflt: number) => {

@@ -28,7 +28,7 @@ import { rawThroughput } from "./lib/rawRegistry.ts";
 import { BENCH_SEED, shakeStream } from "./lib/shake.ts";
 import { exitCodeFor, formatTable, summarize, type TrialRecord } from "./lib/summary.ts";
 import { singleFileTar } from "./lib/tar.ts";
-import { flags, intFlag, openTarget, runnerEnvironment, targetArgs, type BenchTarget } from "./lib/target.ts";
+import { type BenchTarget, flags, intFlag, openTarget, runnerEnvironment, targetArgs } from "./lib/target.ts";
 
 const GiB = 1 << 30;
 interface Variant {

@@ -14,24 +14,23 @@
 //       [--paths channel]         (only these relay paths, comma-separated: e.g. to profile one)
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
-import { performance } from "node:perf_hooks";
-import { nearestRank } from "./lib/percentile.ts";
-import { flags, intFlag, runnerEnvironment, targetArgs } from "./lib/target.ts";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { performance } from "node:perf_hooks";
 import { buildManager } from "../runtime/backends.ts";
 import { validateRuntimeConfig } from "../runtime/config/schema.ts";
 import { systemClock } from "../runtime/core/clock.ts";
 import { silentLogger } from "../runtime/core/log.ts";
+import type { SandboxManager } from "../runtime/core/manager.ts";
 import { hashToken, TokenStore } from "../runtime/core/tokens.ts";
 import { createLocalPlatform } from "../runtime/local/platform.ts";
 import { startLocalRegistry } from "../runtime/local/registry.ts";
-import type { SandboxManager } from "../runtime/core/manager.ts";
 import { buildApp } from "../runtime/server/app.ts";
 import { portOptionsFrom } from "../runtime/server/ports/service.ts";
+import { nearestRank } from "./lib/percentile.ts";
+import { flags, intFlag, runnerEnvironment, targetArgs } from "./lib/target.ts";
 
 const SERVER_FILE = new URL("../test/server/fixtures/port-server.py", import.meta.url).pathname;
 const SERVER_PY = readFileSync(SERVER_FILE);

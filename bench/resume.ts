@@ -21,7 +21,7 @@ import { performance } from "node:perf_hooks";
 import { finished } from "node:stream/promises";
 import { openResults } from "./lib/jsonl.ts";
 import { exitCodeFor, formatTable, summarize, type TrialRecord } from "./lib/summary.ts";
-import { flags, intFlag, openTarget, runnerEnvironment, targetArgs, type BenchTarget } from "./lib/target.ts";
+import { type BenchTarget, flags, intFlag, openTarget, runnerEnvironment, targetArgs } from "./lib/target.ts";
 
 const METRICS = ["api_ack_ms", "running_ms", "ready_ms", "command_ms"] as const;
 const MARKER_PATH = "/workspace/.sbx-bench-marker";

@@ -3,10 +3,11 @@
 // `prepare` script) and `npm run build:console`, writing dist/console, which the service serves
 // (runtime/server/console.ts); the runtime bundle (components/runtime/bundle.ts) carries the same
 // assets in memory, so a deployed runtime serves them with no file beside it.
-import { buildSync } from "esbuild";
+
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { buildSync } from "esbuild";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const SRC = "console/src";

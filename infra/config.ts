@@ -1,9 +1,9 @@
 // The only place that reads stack config. Collects every `sbx:*` key, parses JSON values,
 // and hands them to the pure schema; secrets stay Outputs and never reach the schema.
 import * as pulumi from "@pulumi/pulumi";
+import { checkTokenKey } from "../components/runtime/config.ts";
 import type { PlatformConfig } from "../components/shared/platformConfig.ts";
 import type { Raw } from "./readers.ts";
-import { checkTokenKey } from "../components/runtime/config.ts";
 import { SECRET_CONFIG_KEYS, validatePlatformConfig } from "./schema.ts";
 
 export interface StackConfig {

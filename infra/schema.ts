@@ -4,12 +4,8 @@
 // Over 400 lines on purpose: it is the one place that knows every stack key (docs/stack-config.md
 // mirrors it); splitting it by section would scatter the unknown-key check across files.
 import { X509Certificate } from "node:crypto";
-import { ValidationError } from "../runtime/core/errors.ts";
-import { parseCpu, parseMemory } from "../runtime/core/quantity.ts";
-import { DEFAULT_SIZE_CLASSES, TOKEN_AUTH_DEFAULTS, TOKEN_NAME_RE } from "../runtime/config/schema.ts";
 import { resolveInstanceLimits } from "../components/cluster/maxPods.ts";
 import { cidrContains, parseCidr } from "../components/shared/cidr.ts";
-import { bool, int, isPlainObject, list, obj, oneOf, optStr, quantity, str, strList, type Raw } from "./readers.ts";
 import { LAYER_REGISTRY, LAYER_REGISTRY_LABELS } from "../components/shared/k8s.ts";
 import type {
   EgressRule,
@@ -19,6 +15,10 @@ import type {
   PlatformConfig,
   SizeClassConfig,
 } from "../components/shared/platformConfig.ts";
+import { DEFAULT_SIZE_CLASSES, TOKEN_AUTH_DEFAULTS, TOKEN_NAME_RE } from "../runtime/config/schema.ts";
+import { ValidationError } from "../runtime/core/errors.ts";
+import { parseCpu, parseMemory } from "../runtime/core/quantity.ts";
+import { bool, int, isPlainObject, list, obj, oneOf, optStr, quantity, type Raw, str, strList } from "./readers.ts";
 
 /** Every top-level key under the `sbx` config namespace. Secrets are read as secrets. */
 export const CONFIG_KEYS = [

@@ -14,8 +14,8 @@ import type { MaintenanceTask } from "./core/maintenance.ts";
 import { SandboxManager } from "./core/manager.ts";
 import type { Backend, SandboxView } from "./core/types.ts";
 import type { Platform } from "./platform.ts";
-import type { PauseResume } from "./snapshot/service.ts";
 import type { SnapshotGc } from "./snapshot/gc.ts";
+import type { PauseResume } from "./snapshot/service.ts";
 
 export interface BackendDeps {
   logger: Logger;

@@ -10,14 +10,14 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadProcessSettings, loadRuntimeConfig, tokensPathFor } from "./config/load.ts";
+import { describeRole, validateRoleForPlatform } from "./config/role.ts";
 import type { RuntimeConfig } from "./config/schema.ts";
 import { systemClock } from "./core/clock.ts";
 import { createLogger, type Logger } from "./core/log.ts";
 import { addToken, parseTokensFile, TokenFile } from "./core/tokens.ts";
-import { startService } from "./server/service.ts";
-import { describeRole, validateRoleForPlatform } from "./config/role.ts";
-import { REGISTRY_BINARY, startLocalRegistry, type LocalRegistry } from "./local/registry.ts";
+import { type LocalRegistry, REGISTRY_BINARY, startLocalRegistry } from "./local/registry.ts";
 import { collectRegistryGarbage } from "./local/registryGc.ts";
+import { startService } from "./server/service.ts";
 import { SnapshotGc } from "./snapshot/gc.ts";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..");

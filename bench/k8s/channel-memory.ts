@@ -18,8 +18,8 @@ import { Exec } from "@kubernetes/client-node";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import type { ExecSession } from "../../runtime/core/types.ts";
-import { createKubernetesPlatform, type KubernetesPlatform } from "../../runtime/kubernetes.ts";
 import { SANDBOX_CONTAINER } from "../../runtime/k8s/contract.ts";
+import { createKubernetesPlatform, type KubernetesPlatform } from "../../runtime/kubernetes.ts";
 import { arg, benchRuntime, table } from "./env.ts";
 import { heapGrowth } from "./heapDiff.ts";
 

@@ -6,8 +6,8 @@ import { readFileSync } from "node:fs";
 import { type RequestOptions, request } from "node:https";
 import { loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
-import { ExecFrameTally } from "../lib/execFrames.ts";
 import type { KubeClients } from "../../runtime/k8s/client.ts";
+import { ExecFrameTally } from "../lib/execFrames.ts";
 import { FLEET_TOKEN, type Replica } from "./replicaFleet.ts";
 
 const HEADERS = { authorization: `Bearer ${FLEET_TOKEN}`, "content-type": "application/json" };

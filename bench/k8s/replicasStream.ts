@@ -14,6 +14,7 @@
 // process, which shares the machine and also sees the time a request waits for a busy replica's
 // event loop before the service starts timing it.
 import { performance } from "node:perf_hooks";
+import { ExecFrameTally } from "../lib/execFrames.ts";
 import {
   bucketDelta,
   bucketQuantile,
@@ -22,7 +23,6 @@ import {
   sampleOf,
   sumBuckets,
 } from "../lib/histogramWindow.ts";
-import { ExecFrameTally } from "../lib/execFrames.ts";
 import { planProbes } from "../lib/planProbes.ts";
 import { stats } from "./env.ts";
 import { type CreateOutcome, createVia, type Fleet, killVia, type Replica, readShares } from "./replicaFleet.ts";

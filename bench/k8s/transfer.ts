@@ -21,7 +21,7 @@ import { Readable, Writable } from "node:stream";
 import { finished, pipeline } from "node:stream/promises";
 import { SANDBOX_CONTAINER } from "../../runtime/k8s/contract.ts";
 import type { KubernetesBackendOverrides } from "../../runtime/kubernetes.ts";
-import { openKubernetes, type KubernetesBenchTarget } from "../lib/kubernetesTarget.ts";
+import { type KubernetesBenchTarget, openKubernetes } from "../lib/kubernetesTarget.ts";
 import { rawThroughput } from "../lib/rawRegistry.ts";
 import { BENCH_SEED, shakeBlock, shakeStream } from "../lib/shake.ts";
 import { singleFileTar } from "../lib/tar.ts";

@@ -2,7 +2,7 @@
 // measures, killed after it whatever it does. Each runs in a process group of its own under
 // `timeout`, so even a caller that dies before the finally leaves them for `maxSeconds` at most.
 // Used by bench/e2b-stream.ts and test/e2b/envd-stream.test.ts.
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 
 /** Runs fn under the load; rejects if a busy process ended before fn did (the load did not last). */
 export async function withBusyProcesses<T>(count: number, maxSeconds: number, fn: () => Promise<T>): Promise<T> {

@@ -6,8 +6,9 @@
 // wake it, by the resume API call (wake "api") or by one HTTP request to its port through the
 // service (wake "port", the request held while it wakes); time the wake, then the read-back (dd,
 // SHA-256 and size must match). Asserts nothing; trials and summaries go to JSON lines.
-import http from "node:http";
+
 import { readFileSync } from "node:fs";
+import http from "node:http";
 import { performance } from "node:perf_hooks";
 import { Readable } from "node:stream";
 import { NotFoundError } from "../../runtime/core/errors.ts";

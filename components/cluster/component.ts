@@ -8,7 +8,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { NODE_MANAGED_POLICIES, nodeTrustPolicy } from "../identity/policies.ts";
 import { logicalName } from "../shared/createObject.ts";
 import type { ClusterArgs } from "./args.ts";
-import { planNodeGroups, planVpcCniConfiguration, renderNodeUserData, type NodeGroupPlan } from "./plan.ts";
+import { type NodeGroupPlan, planNodeGroups, planVpcCniConfiguration, renderNodeUserData } from "./plan.ts";
 import { renderPrePullDaemonSet } from "./prePull.ts";
 
 /** kube-system exists on every cluster and is exempt from our PSA labels; nothing to order against. */

@@ -1,7 +1,7 @@
 // A DaemonSet on sandbox nodes whose init containers pull every catalog image, so the first
 // pull per node (4.75 s for the 222 MB ml image) happens before a sandbox needs it. Pure.
 import { SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT } from "../../runtime/k8s/contract.ts";
-import { partOf, restrictedContainerSecurity, restrictedPodSecurity, type K8sObject } from "../shared/k8s.ts";
+import { type K8sObject, partOf, restrictedContainerSecurity, restrictedPodSecurity } from "../shared/k8s.ts";
 
 export const PAUSE_IMAGE = "registry.k8s.io/pause:3.10";
 

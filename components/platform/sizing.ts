@@ -2,10 +2,10 @@
 // They are warnings, not errors: a budget above node capacity is a legitimate ceiling (the
 // autoscaler may grow the groups), but the operator should see the mismatch at preview.
 import { parseCpu, parseMemory } from "../../runtime/core/quantity.ts";
-import { planNodeGroups, sandboxCapacity } from "../cluster/plan.ts";
 import { resolveInstanceLimits } from "../cluster/maxPods.ts";
-import { planQuota } from "../tenancy/plan.ts";
+import { planNodeGroups, sandboxCapacity } from "../cluster/plan.ts";
 import type { PlatformConfig } from "../shared/platformConfig.ts";
+import { planQuota } from "../tenancy/plan.ts";
 
 export function planSizingWarnings(cfg: PlatformConfig): string[] {
   const warnings: string[] = [];

@@ -1,13 +1,14 @@
 // Ships the runtime without building an image on the deploying machine: esbuild bundles the
 // entry (and every dependency) into one ESM file at deploy time; packBundle gzips it, cuts the
 // gzip into parts that each fit a ConfigMap, and hashes it so a code change rolls the Deployments.
-import { buildSync } from "esbuild";
+
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
+import { buildSync } from "esbuild";
 import { buildConsoleAssets } from "../../console/build.ts";
 import { ValidationError } from "../../runtime/core/errors.ts";
 

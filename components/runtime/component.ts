@@ -9,6 +9,7 @@ import type { RuntimeArgs } from "./args.ts";
 import { buildRuntimeConfig, checkTokenKey, hashTokens, sha256Hex } from "./config.ts";
 import {
   NAMES,
+  type RuntimeRenderInput,
   renderConfigObjects,
   renderCrd,
   renderDeployment,
@@ -16,7 +17,6 @@ import {
   renderPdb,
   renderRbac,
   renderService,
-  type RuntimeRenderInput,
 } from "./render.ts";
 
 export class Runtime extends pulumi.ComponentResource {

@@ -2,7 +2,7 @@
 // resolves AWS Outputs first, then calls these; the result always passes the runtime's
 // own validateRuntimeConfig, so a config the runtime would reject fails at preview.
 import { createHash, createPrivateKey, type KeyObject, X509Certificate } from "node:crypto";
-import { validateRuntimeConfig, type RuntimeConfigInput } from "../../runtime/config/schema.ts";
+import { type RuntimeConfigInput, validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { ValidationError } from "../../runtime/core/errors.ts";
 import type { RegistryTokenConfig } from "../shared/platformConfig.ts";
 import type { RuntimeSettings } from "./args.ts";

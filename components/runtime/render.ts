@@ -2,8 +2,8 @@
 // values that come from other resources (config JSON, hashes): plain strings in tests and
 // the dry-run, Pulumi Outputs in the component.
 import { parseMemory } from "../../runtime/core/quantity.ts";
-import { roleRules, sandboxCrd, type PolicyRule } from "../../runtime/k8s/contract.ts";
-import { partOf, restrictedContainerSecurity, restrictedPodSecurity, type K8sObject } from "../shared/k8s.ts";
+import { type PolicyRule, roleRules, sandboxCrd } from "../../runtime/k8s/contract.ts";
+import { type K8sObject, partOf, restrictedContainerSecurity, restrictedPodSecurity } from "../shared/k8s.ts";
 import type { RuntimeDelivery } from "./args.ts";
 import { BUNDLE_FILE, bundlePartKey } from "./bundle.ts";
 import { HTTP_PORT, LEASE_NAME, PATHS } from "./config.ts";

@@ -1,9 +1,10 @@
 // What the sandbox namespace contains: PSA labels, the ResourceQuota derived from the
 // budget and size classes, a LimitRange, and NetworkPolicies. Pure: returns plain objects.
-import { formatCpu, formatMemory, parseCpu, parseMemory } from "../../runtime/core/quantity.ts";
+
 import { ValidationError } from "../../runtime/core/errors.ts";
+import { formatCpu, formatMemory, parseCpu, parseMemory } from "../../runtime/core/quantity.ts";
 import { cidrContains, parseCidr } from "../shared/cidr.ts";
-import { partOf, type K8sObject } from "../shared/k8s.ts";
+import { type K8sObject, partOf } from "../shared/k8s.ts";
 import type { TenancyPlanInput } from "./args.ts";
 
 /** Never reachable from a sandbox: the EC2 instance metadata service and the EKS Pod Identity agent. */

@@ -5,12 +5,12 @@
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { finished } from "node:stream/promises";
+import type { Clock } from "../core/clock.ts";
 import { ValidationError } from "../core/errors.ts";
 import { readJsonIfExists, writeJsonAtomic } from "../core/jsonFile.ts";
-import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { Backend, ExecSession, Sandbox } from "../core/types.ts";
-import { decideAutoPause, type Decision } from "./decide.ts";
+import { type Decision, decideAutoPause } from "./decide.ts";
 import { applyProbeOutcome, dueProbes, type ProbeStatus } from "./probe.ts";
 import type { AutoPausePolicy, ProbeSpec } from "./spec.ts";
 

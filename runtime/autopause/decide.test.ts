@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { decideAutoPause, type AutoPauseState, type Decision } from "./decide.ts";
+import { type AutoPauseState, type Decision, decideAutoPause } from "./decide.ts";
 import { applyProbeOutcome, dueProbes, nextProbeAt, type ProbeStatus } from "./probe.ts";
-import { validateAutoPause, type AutoPauseInput } from "./spec.ts";
+import { type AutoPauseInput, validateAutoPause } from "./spec.ts";
 
 const T = (iso: string) => new Date(iso);
 const created = T("2026-09-04T08:00:00Z");

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseDuration } from "./duration.ts";
 import { parseDatetime, parseScheduleTime, parseUnixSeconds } from "./schedule.ts";
-import { DEFAULT_LEAD_MS, validateAutoPause, type AutoPauseInput } from "./spec.ts";
+import { type AutoPauseInput, DEFAULT_LEAD_MS, validateAutoPause } from "./spec.ts";
 
 const probe = { name: "Active", command: ["sh", "-c", "echo inactive"], periodSeconds: 30, timeoutSeconds: 5 };
 

@@ -6,7 +6,7 @@
 import { parseDuration } from "./duration.ts";
 import { compileTenantPattern } from "./pattern.ts";
 import { parseDatetime } from "./schedule.ts";
-import { has, invalid, own, strictObject, type Doc } from "./strict.ts";
+import { type Doc, has, invalid, own, strictObject } from "./strict.ts";
 
 export type TimeFormat = "unix" | "datetime";
 

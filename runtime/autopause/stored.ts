@@ -4,7 +4,7 @@
 // document must not fail the tick for every sandbox. Logged once per sandbox, not every tick.
 import type { Logger } from "../core/log.ts";
 import type { Sandbox } from "../core/types.ts";
-import { validateAutoPause, type AutoPausePolicy } from "./spec.ts";
+import { type AutoPausePolicy, validateAutoPause } from "./spec.ts";
 
 export class StoredPolicies {
   private warned = new Set<string>();

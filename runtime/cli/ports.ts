@@ -2,7 +2,7 @@
 // its URL, not only the Manager seam), so they take SBX_SERVER and SBX_TOKEN.
 import http from "node:http";
 import net from "node:net";
-import { SbxError, ValidationError, type ErrorCode } from "../core/errors.ts";
+import { type ErrorCode, SbxError, ValidationError } from "../core/errors.ts";
 import { need, parse } from "./args.ts";
 import type { Io } from "./command.ts";
 

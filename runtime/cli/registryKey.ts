@@ -5,9 +5,8 @@
 import { constants } from "node:fs";
 import { mkdir, open } from "node:fs/promises";
 import { join } from "node:path";
-import { TOKEN_AUTH_DEFAULTS, TOKEN_NAME_RE } from "../config/schema.ts";
+import { TOKEN_AUTH_DEFAULTS, TOKEN_NAME_RE, tokenAuthConfig } from "../config/schema.ts";
 import { ValidationError } from "../core/errors.ts";
-import { tokenAuthConfig } from "../config/schema.ts";
 import { tokenKeyPair } from "../snapshot/registryToken.ts";
 import { parse } from "./args.ts";
 import type { Io } from "./commands.ts";

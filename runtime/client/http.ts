@@ -4,7 +4,7 @@
 import { createInterface } from "node:readline";
 import { PassThrough, Readable } from "node:stream";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
-import { CapacityError, HTTP_STATUS, SbxError, UpstreamError, type ErrorCode } from "../core/errors.ts";
+import { CapacityError, type ErrorCode, HTTP_STATUS, SbxError, UpstreamError } from "../core/errors.ts";
 import type {
   CreateRequest,
   ExecRequest,

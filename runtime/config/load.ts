@@ -5,8 +5,8 @@
 import { readFileSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { ValidationError } from "../core/errors.ts";
-import { resolveRole, type ResolvedRole } from "./role.ts";
-import { validateRuntimeConfig, type RuntimeConfig } from "./schema.ts";
+import { type ResolvedRole, resolveRole } from "./role.ts";
+import { type RuntimeConfig, validateRuntimeConfig } from "./schema.ts";
 
 export function loadRuntimeConfig(
   env: NodeJS.ProcessEnv = process.env,

@@ -12,7 +12,7 @@ import { TERMINAL_PHASES } from "../core/types.ts";
 import type { ControlLoop } from "../k8s/control.ts";
 import type { SandboxIndex } from "../k8s/sandboxIndex.ts";
 import type { SandboxReconciler } from "./sandboxReconciler.ts";
-import { WorkQueue, type ReconcileResult } from "./workqueue.ts";
+import { type ReconcileResult, WorkQueue } from "./workqueue.ts";
 
 export interface OwnSandboxesOptions {
   index: SandboxIndex;

@@ -1,9 +1,9 @@
+import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { ANNOTATIONS, LABELS, POOL } from "../k8s/contract.ts";
+import type { SandboxResource } from "../k8s/resource.ts";
 import { deriveSandbox } from "../k8s/status.ts";
 import { podWith, record, running, terminated } from "../k8s/testFixtures.ts";
-import type { SandboxResource } from "../k8s/resource.ts";
-import type { V1Pod } from "@kubernetes/client-node";
 import { planOrphans, planSandbox } from "./sandboxPlan.ts";
 
 const now = new Date("2026-01-01T00:02:00Z");

@@ -1,7 +1,7 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { LABELS, POOL, SANDBOX_CONTAINER } from "../k8s/contract.ts";
-import { planWarmPool, type PoolTarget } from "./warmPoolPlan.ts";
+import { type PoolTarget, planWarmPool } from "./warmPoolPlan.ts";
 
 const now = new Date("2026-01-01T01:00:00Z");
 let n = 0;

@@ -5,18 +5,18 @@
 // means someone else won that pod, so it moves on, a bounded number of times. A claimed pod
 // is relabelled for good and never offered again.
 import type { CoreV1Api, V1Pod } from "@kubernetes/client-node";
+import type { RuntimeConfig } from "../config/schema.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { PoolStatus, SandboxSpec } from "../core/types.ts";
 import type { Reservation } from "../k8s/claims/writeBehind.ts";
-import { isConflict, isNotFound, mergePatch, statusCode, apiMessage } from "../k8s/client.ts";
-import { ANNOTATIONS, LABELS, POOL, ownerLabelValue } from "../k8s/contract.ts";
-import { planWarmPod, POD_DELETE_GRACE_SECONDS, remainingTtlSeconds } from "../k8s/podTemplate.ts";
+import { apiMessage, isConflict, isNotFound, mergePatch, statusCode } from "../k8s/client.ts";
+import { ANNOTATIONS, LABELS, ownerLabelValue, POOL } from "../k8s/contract.ts";
+import { POD_DELETE_GRACE_SECONDS, planWarmPod, remainingTtlSeconds } from "../k8s/podTemplate.ts";
 import { labelSafe } from "../k8s/resource.ts";
 import { poolKey, type SandboxIndex } from "../k8s/sandboxIndex.ts";
 import { observePod } from "../k8s/status.ts";
-import type { RuntimeConfig } from "../config/schema.ts";
-import { planWarmPool, type PoolTarget } from "./warmPoolPlan.ts";
+import { type PoolTarget, planWarmPool } from "./warmPoolPlan.ts";
 
 export interface WarmPoolOptions {
   index: SandboxIndex;

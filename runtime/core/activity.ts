@@ -3,7 +3,7 @@
 // object) and at least 4 times per idle timeout, so throttling never lets the reaper reap early.
 import type { Clock } from "./clock.ts";
 import type { Logger } from "./log.ts";
-import { TERMINAL_PHASES, type Backend, type Sandbox } from "./types.ts";
+import { type Backend, type Sandbox, TERMINAL_PHASES } from "./types.ts";
 
 export class ActivityTouches {
   private readonly lastTouch = new Map<string, number>();

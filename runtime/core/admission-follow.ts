@@ -2,9 +2,9 @@
 // a sandbox ends or goes, and a live sandbox nobody reserved (created by another replica,
 // resumed elsewhere) is counted. An id that just ended is remembered for a while, so a late
 // event cannot resurrect its reservation.
-import { holdsCapacity, type Admission } from "./admission.ts";
+import { type Admission, holdsCapacity } from "./admission.ts";
 import type { Logger } from "./log.ts";
-import { TERMINAL_PHASES, type SandboxEvent } from "./types.ts";
+import { type SandboxEvent, TERMINAL_PHASES } from "./types.ts";
 
 /** How long an id we released stays barred from being re-adopted by a late event. */
 const GONE_MEMORY_MS = 10 * 60_000;

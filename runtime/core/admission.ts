@@ -7,7 +7,7 @@
 // budget" hold without locks.
 import { CapacityError } from "./errors.ts";
 import { formatCpu, formatMemory } from "./quantity.ts";
-import { TERMINAL_PHASES, type Sandbox } from "./types.ts";
+import { type Sandbox, TERMINAL_PHASES } from "./types.ts";
 
 export interface Budget {
   cpuMillis: number;

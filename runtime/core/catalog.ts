@@ -2,7 +2,7 @@
 // when `catalogPath` is set, from a JSON file { "<profile>": "<image>" } that is re-read when
 // it changes, so a new image ships without restarting the service. A file that fails to parse
 // keeps the last good catalog and is logged; it never empties the catalog.
-import { readFileSync, watch, type FSWatcher } from "node:fs";
+import { type FSWatcher, readFileSync, watch } from "node:fs";
 import { basename, dirname } from "node:path";
 import { ValidationError } from "./errors.ts";
 import type { Logger } from "./log.ts";

@@ -1,7 +1,7 @@
 // Structured JSON logs (pino) with bindings such as {sandbox, owner, op}; a person at a terminal
 // gets the same records as one readable line each (logFormat.ts). Human form only when stderr
 // is a TTY, so log shippers and `2> file` always get JSON.
-import { pino, type DestinationStream, type Logger } from "pino";
+import { type DestinationStream, type Logger, pino } from "pino";
 import { formatLogLine } from "./logFormat.ts";
 
 export type { Logger };

@@ -5,7 +5,7 @@
 // directly; the Manager adds ownership, admission and audit, inside the service's queue turn.
 // Over 400 lines on purpose: every public call is a short owner check + audit wrapper around one
 // backend call; splitting them across files would scatter the one place those rules are applied.
-import { Maintenance, type MaintenanceTask } from "./maintenance.ts";
+
 import type { Duplex, Readable } from "node:stream";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { ActivityTouches } from "./activity.ts";
@@ -18,8 +18,9 @@ import { CreatePath } from "./create-path.ts";
 import { CapacityError, ConflictError, NotFoundError, SbxError } from "./errors.ts";
 import { validateExecInput } from "./exec-input.ts";
 import type { Logger } from "./log.ts";
-import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
+import { Maintenance, type MaintenanceTask } from "./maintenance.ts";
 import { resolveMetadataUpdate } from "./metadata-update.ts";
+import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
 import { Reaper } from "./reaper.ts";
 import { resumeAdmission } from "./resume-admission.ts";
 import { validateOwner } from "./spec.ts";

@@ -1,7 +1,7 @@
 // Prometheus metrics on a registry of our own (no global state, so tests and several apps in
 // one process don't collide). Histogram buckets start at 1 ms: the create-accept target is
 // p50 <= 5 ms, which the reference design's 10 ms first bucket could not even show.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { AdmissionUsage } from "./admission.ts";
 import { SbxError } from "./errors.ts";
 import type { LayerPathStats, PortPathStats, Sandbox, SandboxPhase, WarmClaimStats } from "./types.ts";

@@ -6,7 +6,7 @@ import type { Admission } from "./admission.ts";
 import type { AuditStore } from "./audit.ts";
 import type { Clock } from "./clock.ts";
 import type { Logger } from "./log.ts";
-import { TERMINAL_PHASES, type Backend, type Sandbox } from "./types.ts";
+import { type Backend, type Sandbox, TERMINAL_PHASES } from "./types.ts";
 
 export type ReapReason = "ttl" | "idle" | "finished";
 

@@ -1,7 +1,7 @@
 // Turning a caller's CreateRequest into a SandboxSpec: every bound checked, every error naming
 // the field, the bad value and the fix. Pure apart from the random id for key-less creates.
 import { createHash, randomBytes } from "node:crypto";
-import { validateAutoPause, type AutoPauseInput } from "../autopause/spec.ts";
+import { type AutoPauseInput, validateAutoPause } from "../autopause/spec.ts";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { ValidationError } from "./errors.ts";
 import type { CreateRequest, ImageRef, SandboxSpec } from "./types.ts";

@@ -1,7 +1,7 @@
 // Files in and out of a sandbox: tar over exec, streamed both ways. No volume, no sidecar;
 // the sandbox image needs `tar` (every profile image has it).
 import { PassThrough, type Readable } from "node:stream";
-import { downloadCheckError, DOWNLOAD_CHECK_SH, withoutTrailingSlashes } from "../core/download-check.ts";
+import { DOWNLOAD_CHECK_SH, downloadCheckError, withoutTrailingSlashes } from "../core/download-check.ts";
 import { UpstreamError, ValidationError } from "../core/errors.ts";
 import type { ExecSession } from "../core/types.ts";
 import { HELPER_DIR } from "./channel/paths.ts";

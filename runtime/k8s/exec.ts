@@ -3,12 +3,12 @@
 // status channel. A local deadline backs up the in-sandbox `timeout` in case the pod never
 // answers.
 import { PassThrough, Readable } from "node:stream";
+import type { SecureContextOptions } from "node:tls";
 import { Exec, type KubeConfig } from "@kubernetes/client-node";
 // Both are what client-node itself uses for exec; the handler is reached by path because the
 // package does not re-export it, and it is the only way to choose the socket's options.
 import { WebSocketHandler } from "@kubernetes/client-node/dist/web-socket-handler.js";
 import WebSocket from "isomorphic-ws";
-import type { SecureContextOptions } from "node:tls";
 import type { Clock } from "../core/clock.ts";
 import { UpstreamError } from "../core/errors.ts";
 import type { ExecResult, ExecSession } from "../core/types.ts";

@@ -2,11 +2,11 @@
 // on a non-410 error, so this restarts it with exponential backoff (injected clock) and
 // logs every failure. A watch never goes quiet without a log line saying why.
 import {
-  makeInformer,
   type Informer,
   type KubeConfig,
   type KubernetesListObject,
   type KubernetesObject,
+  makeInformer,
   type ObjectCache,
 } from "@kubernetes/client-node";
 import type { Clock } from "../core/clock.ts";

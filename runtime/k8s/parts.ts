@@ -9,8 +9,8 @@ import { catalogFrom, type ImageLookup } from "../core/catalog.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { CommandChannelOptions } from "./channel/sandboxChannels.ts";
-import { loadKubeClients, type KubeClients } from "./client.ts";
-import { createStsCredentialBroker, type CredentialBroker } from "./credentials.ts";
+import { type KubeClients, loadKubeClients } from "./client.ts";
+import { type CredentialBroker, createStsCredentialBroker } from "./credentials.ts";
 import { credentialsDelivery, podRunner, type RunInPod } from "./podExec.ts";
 import { SandboxIndex } from "./sandboxIndex.ts";
 

@@ -15,10 +15,10 @@ import type { Logger } from "../core/log.ts";
 import type { Sandbox, SandboxSpec } from "../core/types.ts";
 import { isNotFound, mergePatch, toDomainError } from "./client.ts";
 import { ANNOTATIONS, API_GROUP, API_VERSION, SANDBOX_PLURAL } from "./contract.ts";
+import type { WarmPods } from "./control.ts";
 import { POD_DELETE_GRACE_SECONDS } from "./podTemplate.ts";
 import { podNameOf, type SandboxResource, type SandboxResourceStatus } from "./resource.ts";
 import type { SandboxIndex } from "./sandboxIndex.ts";
-import type { WarmPods } from "./control.ts";
 
 export interface ComputeReleaseDeps {
   namespace: string;

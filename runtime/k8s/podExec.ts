@@ -1,15 +1,16 @@
 // Commands in a sandbox's pod through the API server's exec endpoint, and the two things built
 // on it that several modules need: delivering credentials into a pod, and archive transfers
 // that can be killed like any exec.
-import type { KubeConfig } from "@kubernetes/client-node";
+
 import type { Readable } from "node:stream";
+import type { KubeConfig } from "@kubernetes/client-node";
 import type { Clock } from "../core/clock.ts";
 import { UpstreamError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { ExecSession } from "../core/types.ts";
 import type { RunInSandbox } from "./archive.ts";
 import { SANDBOX_CONTAINER } from "./contract.ts";
-import { renderCredentialsFile, WRITE_CREDENTIALS_ARGV, type CredentialBroker } from "./credentials.ts";
+import { type CredentialBroker, renderCredentialsFile, WRITE_CREDENTIALS_ARGV } from "./credentials.ts";
 import { createExecApi, startExec } from "./exec.ts";
 import { EXEC_ID_VAR } from "./execCommand.ts";
 import { newExecId, withProcessKill } from "./execKill.ts";

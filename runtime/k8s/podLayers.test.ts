@@ -4,13 +4,13 @@
 // The helper itself is test/local/blob.test.ts; the whole path on the cluster is
 // test/k8s/pause/pod-layers.test.ts.
 import { PassThrough, type Readable } from "node:stream";
-import { describe, expect, it } from "vitest";
 import { pino } from "pino";
+import { describe, expect, it } from "vitest";
+import { ManualClock } from "../core/clock.ts";
 import type { ExecResult } from "../core/types.ts";
-import type { ChannelSession } from "./channel/command.ts";
 import type { DirectTransfer } from "../snapshot/layers.ts";
 import { type TokenIssuer, tokenIssuer, tokenKeyPair } from "../snapshot/registryToken.ts";
-import { ManualClock } from "../core/clock.ts";
+import type { ChannelSession } from "./channel/command.ts";
 import { parsePushed, podLayers } from "./podLayers.ts";
 
 const DIGEST = `sha256:${"ab".repeat(32)}`;

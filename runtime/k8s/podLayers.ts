@@ -23,15 +23,15 @@
 // sandbox's digest gets nothing. Without one, the pods use the snapshot repository itself with
 // no credential: one tenant only (the backend warns).
 import { Readable } from "node:stream";
-import type { Logger } from "../core/log.ts";
+import type { RuntimeConfig } from "../config/schema.ts";
+import type { Clock } from "../core/clock.ts";
 import { UpstreamError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
 import type { ExecResult } from "../core/types.ts";
 import type { DirectLayers, DirectTransfer } from "../snapshot/layers.ts";
 import { parentDir } from "../snapshot/manifest.ts";
 import type { SnapshotLayer } from "../snapshot/record.ts";
 import { loadTokenIssuer, sandboxRepository, sandboxToken, type TokenIssuer } from "../snapshot/registryToken.ts";
-import type { RuntimeConfig } from "../config/schema.ts";
-import type { Clock } from "../core/clock.ts";
 import { collect, helperExclusion } from "./archive.ts";
 import type { SandboxChannels } from "./channel/sandboxChannels.ts";
 import type { SandboxLookup } from "./lookup.ts";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { validateRuntimeConfig } from "../config/schema.ts";
 import type { SandboxSpec } from "../core/types.ts";
-import { LABELS, POOL, SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT, ownerLabelValue } from "./contract.ts";
+import { LABELS, ownerLabelValue, POOL, SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT } from "./contract.ts";
 import { planSandboxPod, planWarmPod, warmPodName } from "./podTemplate.ts";
 
 const config = validateRuntimeConfig({ platform: "kubernetes", kubernetes: { namespace: "sbx-sandboxes" } });

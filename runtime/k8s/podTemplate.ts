@@ -7,11 +7,11 @@ import type { SandboxSpec, SizeClass } from "../core/types.ts";
 import {
   ANNOTATIONS,
   LABELS,
+  ownerLabelValue,
   POOL,
   SANDBOX_CONTAINER,
   SANDBOX_NODE_LABEL,
   SANDBOX_NODE_TAINT,
-  ownerLabelValue,
 } from "./contract.ts";
 import { labelSafe } from "./resource.ts";
 

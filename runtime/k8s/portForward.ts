@@ -9,8 +9,8 @@
 // rejected open. confirmListening() is the real signal where one is needed (after a wake): an
 // exec that reads the pod's listening sockets.
 import type { IncomingMessage } from "node:http";
-import type { SecureContextOptions } from "node:tls";
 import { Duplex } from "node:stream";
+import type { SecureContextOptions } from "node:tls";
 import type { KubeConfig } from "@kubernetes/client-node";
 import WebSocket from "isomorphic-ws";
 import { UpstreamError } from "../core/errors.ts";

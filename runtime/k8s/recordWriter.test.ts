@@ -3,8 +3,8 @@ import { ManualClock } from "../core/clock.ts";
 import { CapacityError } from "../core/errors.ts";
 import { silentLogger } from "../core/log.ts";
 import { RecordWriter } from "./recordWriter.ts";
-import { record } from "./testFixtures.ts";
 import type { SandboxResource } from "./resource.ts";
+import { record } from "./testFixtures.ts";
 
 const cr = (name: string): SandboxResource => ({ ...record(), metadata: { ...record().metadata, name } });
 

@@ -4,7 +4,7 @@
 import type { AutoPauseStatus } from "../autopause/controller.ts";
 import { ValidationError } from "../core/errors.ts";
 import type { AutoPauseDocument, SandboxPhase, SandboxSpec, SizeClass } from "../core/types.ts";
-import { ANNOTATIONS, API_GROUP, API_VERSION, LABELS, SANDBOX_KIND, ownerLabelValue } from "./contract.ts";
+import { ANNOTATIONS, API_GROUP, API_VERSION, LABELS, ownerLabelValue, SANDBOX_KIND } from "./contract.ts";
 
 export interface SandboxResourceSpec {
   owner: string;

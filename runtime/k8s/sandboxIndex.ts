@@ -4,8 +4,8 @@
 // that object or a newer one, which replaces it. Derives each sandbox's status, emits
 // SandboxEvents when it changes, and wakes readiness waiters: one watch per kind, never a poll.
 import type { V1Pod } from "@kubernetes/client-node";
-import { NotFoundError, SandboxFailedError, TimeoutError } from "../core/errors.ts";
 import type { Clock } from "../core/clock.ts";
+import { NotFoundError, SandboxFailedError, TimeoutError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Sandbox, SandboxEvent } from "../core/types.ts";
 import { LABELS, POOL } from "./contract.ts";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ANNOTATIONS } from "./contract.ts";
-import { podWith, record, running, terminated, waiting } from "./testFixtures.ts";
 import { deriveSandbox, observePod, planRecordedStatus } from "./status.ts";
+import { podWith, record, running, terminated, waiting } from "./testFixtures.ts";
 
 describe("observePod: status truth", () => {
   it.each([

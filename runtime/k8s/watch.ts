@@ -5,7 +5,7 @@ import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { KubeClients } from "./client.ts";
 import { API_GROUP, API_VERSION, LABELS, SANDBOX_PLURAL } from "./contract.ts";
-import { startSupervisedInformer, type SupervisedInformer, trimForCache } from "./informer.ts";
+import { type SupervisedInformer, startSupervisedInformer, trimForCache } from "./informer.ts";
 import type { SandboxResource } from "./resource.ts";
 import type { SandboxIndex } from "./sandboxIndex.ts";
 

@@ -4,7 +4,7 @@
 // writes count against the sandbox's limits. The cost: the image must contain tar.
 import path from "node:path";
 import { PassThrough, type Readable } from "node:stream";
-import { downloadCheckError, DOWNLOAD_CHECK_SH } from "../core/download-check.ts";
+import { DOWNLOAD_CHECK_SH, downloadCheckError } from "../core/download-check.ts";
 import { UpstreamError, ValidationError } from "../core/errors.ts";
 import type { ExecRequest, ExecSession } from "../core/types.ts";
 

@@ -3,6 +3,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { type Duplex, Readable } from "node:stream";
+import type { RuntimeConfig } from "../config/schema.ts";
 import { catalogFrom, type ImageLookup } from "../core/catalog.ts";
 import type { Clock } from "../core/clock.ts";
 import { ConflictError, TimeoutError, ValidationError } from "../core/errors.ts";
@@ -19,31 +20,30 @@ import type {
   SandboxSpec,
   WaitOptions,
 } from "../core/types.ts";
-import type { RuntimeConfig } from "../config/schema.ts";
+import { archiveIn, archiveOut } from "./archive.ts";
 import { detectCgroups, listSandboxKeys, removeRootIfEmpty } from "./cgroups.ts";
 import { execInSlot } from "./exec.ts";
-import { helperPort } from "./port.ts";
 import { ensureHelperBinary } from "./helper-binary.ts";
-import { ImageStore } from "./images.ts";
 import { claimStateDir, findBwrap, hostEtc, hostTopLevel } from "./host.ts";
+import { ImageStore } from "./images.ts";
 import { followFile, readTail } from "./logs.ts";
+import { helperPort } from "./port.ts";
 import {
   cgroupRootName,
   newSlotKey,
+  type SandboxRecord,
   uidBlockBase,
   writeRecord,
   writeRecordOrLog,
   writeRecordSync,
   writeRecordSyncOrLog,
-  type SandboxRecord,
 } from "./records.ts";
 import { cleanCgroups, recoverSlots } from "./recovery.ts";
-import { sandboxFor, specFromRecord } from "./specs.ts";
-import { within } from "./within.ts";
 import type { Slot, SlotEnv } from "./slot.ts";
 import { SlotTable } from "./slot-table.ts";
-import { archiveIn, archiveOut } from "./archive.ts";
+import { sandboxFor, specFromRecord } from "./specs.ts";
 import { WarmPool } from "./warm-pool.ts";
+import { within } from "./within.ts";
 import { WorkspaceStore } from "./workspaces.ts";
 
 /** how long a touch may wait before it reaches the record on disk (only a crash loses it) */

@@ -4,20 +4,20 @@ import crypto from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { PassThrough } from "node:stream";
 import { CapacityError, UpstreamError, ValidationError } from "../core/errors.ts";
-import type { ExecRequest, ExecResult, ExecSession } from "../core/types.ts";
 import type { Logger } from "../core/log.ts";
+import type { ExecRequest, ExecResult, ExecSession } from "../core/types.ts";
 import {
+  type CgroupDirs,
+  type CgroupLayout,
   childDirs,
   killCgroup,
   oomKills,
   readPids,
   removeCgroup,
   shouldBlamePidsLimit,
-  type CgroupDirs,
-  type CgroupLayout,
 } from "./cgroups.ts";
 import { IN_SANDBOX } from "./launch.ts";
-import { helperExec, type HelperExec } from "./protocol.ts";
+import { type HelperExec, helperExec } from "./protocol.ts";
 import type { Slot } from "./slot.ts";
 
 /** exit code of a command ended by its timeout, as coreutils `timeout` does */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Sandbox, SandboxPhase } from "../core/types.ts";
 import type { SandboxRecord } from "./records.ts";
-import { planSlotRecovery, shouldProbeSlot, type SlotRecoveryPlan } from "./recoveryPlan.ts";
+import { planSlotRecovery, type SlotRecoveryPlan, shouldProbeSlot } from "./recoveryPlan.ts";
 
 const NOW = new Date("2026-03-01T12:00:00Z");
 

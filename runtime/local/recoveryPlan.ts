@@ -1,7 +1,7 @@
 // What the local backend does at start with each slot directory a previous process left, decided
 // from its record, whether the slot's helper still answers, and the time; no I/O (the backend's
 // recover() observes, then applies the plan).
-import { TERMINAL_PHASES, type Sandbox } from "../core/types.ts";
+import { type Sandbox, TERMINAL_PHASES } from "../core/types.ts";
 import type { SandboxRecord } from "./records.ts";
 
 export type SlotRecoveryPlan =

@@ -1,13 +1,13 @@
 // An OCI distribution registry (Debian's docker-registry) on a free loopback port: the local
 // platform's snapshot registry when none is configured (npm start), and the tests' and
 // benchmarks' registry. Storage lives in `dir` (kept) or a temporary directory (removed on stop).
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort } from "../core/ports.ts";
 import { tokenAuthConfig } from "../config/schema.ts";
+import { freePort } from "../core/ports.ts";
 
 export const REGISTRY_BINARY = "/usr/bin/docker-registry";
 

@@ -10,8 +10,8 @@
 // `storage.cache`), so nothing in it can claim a removed blob still exists and no restart is
 // needed.
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
 import type { Stats } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { lstat, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { CollectionReport } from "../snapshot/gc.ts";

@@ -18,7 +18,7 @@ import {
 import { type LaunchEtc, planBwrapArgs } from "./launch.ts";
 import { type HostEtc, planSandboxEtc } from "./planEtc.ts";
 import { helperWatch } from "./protocol.ts";
-import { slotPaths, type SandboxRecord, type SlotPaths } from "./records.ts";
+import { type SandboxRecord, type SlotPaths, slotPaths } from "./records.ts";
 import { StartGate } from "./start-gate.ts";
 import type { WorkspaceStore } from "./workspaces.ts";
 

@@ -3,14 +3,14 @@
 // tests boot it and inject requests without a socket.
 import type { Readable } from "node:stream";
 import Fastify, {
-  LogController,
   type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
   type FastifyRequest,
+  LogController,
 } from "fastify";
 import { Histogram, type Registry } from "prom-client";
-import { LATENCY_BUCKETS } from "../core/metrics.ts";
+import { systemClock } from "../core/clock.ts";
 import {
   CapacityError,
   describeValue,
@@ -20,18 +20,18 @@ import {
   UnavailableError,
 } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
+import { LATENCY_BUCKETS } from "../core/metrics.ts";
 import type { Manager } from "../core/types.ts";
-import { systemClock } from "../core/clock.ts";
 import { registerConsole } from "./console.ts";
-import { buildOpenApi } from "./openapi.ts";
-import { portRoutes } from "./ports/routes.ts";
-import { PortService, type PortOptions } from "./ports/service.ts";
 import { e2bError } from "./e2b/access.ts";
 import { isE2bRestPath } from "./e2b/errors.ts";
-import { registerE2b, type E2bOptions } from "./e2b/plugin.ts";
+import { type E2bOptions, registerE2b } from "./e2b/plugin.ts";
+import { buildOpenApi } from "./openapi.ts";
+import { portRoutes } from "./ports/routes.ts";
+import { type PortOptions, PortService } from "./ports/service.ts";
 import { DEFAULT_DRAIN, deferContinue, refuseDeclaredOverLimit, settleRefusedBody } from "./requestBody.ts";
 import { answerClientError, frameworkFailure, sendError, validationFailure } from "./requestErrors.ts";
-import { DEFAULT_LIMITS, sandboxRoutes, type RouteContext, type RouteDef, type ServerLimits } from "./routes.ts";
+import { DEFAULT_LIMITS, type RouteContext, type RouteDef, type ServerLimits, sandboxRoutes } from "./routes.ts";
 
 /** Path parameters longer than the id schema allows get the schema's 400 naming the field; far longer ones a 414. */
 const MAX_PARAM_CHARS = 1024;

@@ -2,7 +2,7 @@
 // it buffers itself): a declared Content-Length over the limit is refused before reading; an
 // undeclared body is cut off at the limit and the request answered 413. Tar download whose
 // failure is never mistaken for success (sendArchive).
-import { pipeline, Transform, type Readable, type TransformCallback } from "node:stream";
+import { pipeline, type Readable, Transform, type TransformCallback } from "node:stream";
 import type { FastifyReply } from "fastify";
 import { TooLargeError } from "../core/errors.ts";
 import { HeldTail } from "../core/held-tail.ts";

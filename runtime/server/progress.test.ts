@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { TransferProgress } from "../core/types.ts";
-import { prefersNdjson, ProgressThrottle, shouldStreamProgress } from "./progress.ts";
+import { ProgressThrottle, prefersNdjson, shouldStreamProgress } from "./progress.ts";
 
 describe("shouldStreamProgress", () => {
   it.each([

@@ -5,7 +5,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { ConflictError, ValidationError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { CreateRequest, Manager, MetadataPatch, Sandbox, TransferOptions } from "../core/types.ts";
-import { execRequestFrom, streamExec, type ExecBody } from "./exec.ts";
+import { type ExecBody, execRequestFrom, streamExec } from "./exec.ts";
 import { limitUpload, sendArchive } from "./files.ts";
 import { NDJSON, respondWithProgress, shouldStreamProgress } from "./progress.ts";
 import { refuseReserved, visible } from "./reservedMetadata.ts";

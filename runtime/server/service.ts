@@ -4,14 +4,14 @@
 // takes no Lease; the controller campaigns and reaps and serves only probes and metrics.
 import type { FastifyInstance } from "fastify";
 import { buildManager } from "../backends.ts";
-import { describeRole, planRole, validateRoleForPlatform, type Role } from "../config/role.ts";
+import { describeRole, planRole, type Role, validateRoleForPlatform } from "../config/role.ts";
 import type { RuntimeConfig } from "../config/schema.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { SandboxManager } from "../core/manager.ts";
 import type { Platform } from "../platform.ts";
 import type { SnapshotGc } from "../snapshot/gc.ts";
-import { buildApp, type Authenticator } from "./app.ts";
+import { type Authenticator, buildApp } from "./app.ts";
 import { e2bOptionsFor } from "./e2b/plugin.ts";
 import { portOptionsFrom } from "./ports/service.ts";
 import type { ServerLimits } from "./routes.ts";

@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../core/clock.ts";
 import { silentLogger } from "../core/log.ts";
-import { PushGate, SnapshotGc, type CollectionReport } from "./gc.ts";
+import { type CollectionReport, PushGate, SnapshotGc } from "./gc.ts";
 
 function deferred<T = void>() {
   let resolve!: (v: T) => void;

@@ -4,9 +4,9 @@
 //   running -> pausing -> paused (computeReleased false -> true) -> resuming -> running
 import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import type { Sandbox, SandboxSpec } from "../core/types.ts";
 import { ValidationError } from "../core/errors.ts";
 import { readJsonIfExists, writeJsonAtomic } from "../core/jsonFile.ts";
+import type { Sandbox, SandboxSpec } from "../core/types.ts";
 
 export type SnapshotState = "running" | "pausing" | "paused" | "resuming";
 

@@ -13,28 +13,28 @@ import type { Clock } from "../core/clock.ts";
 import { ConflictError, NotFoundError, SbxError, UpstreamError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import {
-  TERMINAL_PHASES,
   type Backend,
-  type LayerPathStats,
   type ComputeRelease,
+  type LayerPathStats,
   type Sandbox,
   type SandboxSpec,
+  TERMINAL_PHASES,
   type TransferProgress,
 } from "../core/types.ts";
 import { allowsAutoResume } from "./autoResume.ts";
-import { computeAlive, planRecovery, type RecoveryObserved, type RecoveryPlan } from "./recoveryPlan.ts";
+import { runHook } from "./hooks.ts";
 import { allLayers, type DirectLayers, type LayerIo, restoreLayer } from "./layers.ts";
 import { snapshotTag } from "./manifest.ts";
 import type { OciClient } from "./oci.ts";
 import {
   fromStoredSpec,
-  toStoredSpec,
   type SnapshotInfo,
   type SnapshotRecord,
   type SnapshotRecordStore,
+  toStoredSpec,
 } from "./record.ts";
+import { computeAlive, planRecovery, type RecoveryObserved, type RecoveryPlan } from "./recoveryPlan.ts";
 import { RegistrySnapshots } from "./registry-snapshots.ts";
-import { runHook } from "./hooks.ts";
 
 export const DEFAULT_WRITABLE_PATHS = ["/workspace", "/tmp"];
 

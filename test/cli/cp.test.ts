@@ -2,7 +2,7 @@
 // service on the REAL local backend over a socket: a copy either arrives whole with exit 0 or
 // fails with a non-zero exit and a message saying what failed (issue 10 item 7): unreadable or
 // missing remote paths, a download cut mid-stream, a local tar that fails either way.
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
@@ -12,11 +12,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HELD_TAIL_BYTES } from "../../runtime/core/held-tail.ts";
 import {
   auth,
-  parseExecFrames,
   createReadySandbox,
+  type LocalRuntime,
+  parseExecFrames,
   startLocalRuntime,
   TOKENS,
-  type LocalRuntime,
 } from "../support/local.ts";
 
 const repo = resolve(import.meta.dirname, "../..");

@@ -1,7 +1,7 @@
 // End to end over a real socket: `npm start` as a child process (local platform, its own state
 // dir), the `sbx` CLI as child processes talking to it, the whole lifecycle, then Ctrl-C
 // (SIGINT to the process group) and nothing of it left running.
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";

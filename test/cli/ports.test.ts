@@ -3,8 +3,8 @@ import net from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { runCli } from "../../runtime/cli/main.ts";
 import { portForward } from "../../runtime/cli/ports.ts";
+import { cliIo, type PortRuntime, sandbox, startPortRuntime, startServer } from "../server/ports-support.ts";
 import { TOKENS } from "../support/local.ts";
-import { cliIo, sandbox, startPortRuntime, startServer, type PortRuntime } from "../server/ports-support.ts";
 
 let rt: PortRuntime;
 let id: string;

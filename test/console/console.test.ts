@@ -8,8 +8,8 @@ import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { writeConsole } from "../../console/build.ts";
+import { auth, createReadySandbox, type LocalRuntime, startLocalRuntime, TOKENS } from "../support/local.ts";
 import { startRegistry, type TestRegistry } from "../support/registry.ts";
-import { auth, createReadySandbox, startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
 import { ARTIFACTS, launchBrowser, signIn, type TestBrowser } from "./browser.ts";
 
 let registry: TestRegistry;

@@ -11,7 +11,7 @@
 import type { Page, Route } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { writeConsole } from "../../console/build.ts";
-import { startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
+import { type LocalRuntime, startLocalRuntime, TOKENS } from "../support/local.ts";
 import { launchBrowser, signIn, type TestBrowser } from "./browser.ts";
 
 let rt: LocalRuntime;

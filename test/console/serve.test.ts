@@ -12,7 +12,7 @@ import { buildConsoleAssets, writeConsole } from "../../console/build.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import { buildApp } from "../../runtime/server/app.ts";
 import { EMBEDDED_CONSOLE_GLOBAL, isPreviewHost, registerConsole } from "../../runtime/server/console.ts";
-import { startLocalRuntime, testTokens, type LocalRuntime } from "../support/local.ts";
+import { type LocalRuntime, startLocalRuntime, testTokens } from "../support/local.ts";
 
 let rt: LocalRuntime;
 beforeAll(async () => {

@@ -11,7 +11,7 @@ import http from "node:http";
 import net from "node:net";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createE2bSandbox, shIn, startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
+import { createE2bSandbox, type LocalRuntime, shIn, startLocalRuntime, TOKENS } from "../support/local.ts";
 
 let rt: LocalRuntime;
 let url: string;

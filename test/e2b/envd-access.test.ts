@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { silentLogger } from "../../runtime/core/log.ts";
 import { hashToken, TokenStore } from "../../runtime/core/tokens.ts";
 import { buildApp } from "../../runtime/server/app.ts";
-import { startLocalRuntime, type LocalRuntime } from "../support/local.ts";
+import { type LocalRuntime, startLocalRuntime } from "../support/local.ts";
 
 const KEY_1 = "e2b_1111111111111111111111111111111111111111";
 const KEY_2 = "e2b_2222222222222222222222222222222222222222";

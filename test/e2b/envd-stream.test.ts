@@ -10,7 +10,7 @@ import { type IncomingMessage, request } from "node:http";
 import { Sandbox } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { withBusyProcesses } from "../../bench/lib/busy.ts";
-import { startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
+import { type LocalRuntime, startLocalRuntime, TOKENS } from "../support/local.ts";
 
 const MB = 1024 * 1024;
 const SIZE = 64 * MB;

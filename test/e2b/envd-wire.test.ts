@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../runtime/core/log.ts";
 import { registerEnvd } from "../../runtime/server/e2b/envd/plugin.ts";
 import { envdAccess } from "../../runtime/server/e2b/plugin.ts";
-import { startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
+import { type LocalRuntime, startLocalRuntime, TOKENS } from "../support/local.ts";
 
 let rt: LocalRuntime;
 let url: string;

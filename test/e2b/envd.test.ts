@@ -5,7 +5,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { CommandExitError, FileNotFoundError, InvalidArgumentError, Sandbox, TimeoutError } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
+import { type LocalRuntime, startLocalRuntime, TOKENS } from "../support/local.ts";
 
 let rt: LocalRuntime;
 let sbx: Sandbox;

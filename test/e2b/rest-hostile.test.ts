@@ -5,7 +5,7 @@
 // status and whose message names the field; never a 5xx; and nothing may be created.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectBody, createBody, listQuery, pauseBody, timeoutBody } from "../../runtime/server/e2b/schemas.ts";
-import { createE2bSandbox, startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
+import { createE2bSandbox, type LocalRuntime, startLocalRuntime, TOKENS } from "../support/local.ts";
 
 interface Case {
   name: string;

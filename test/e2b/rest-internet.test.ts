@@ -3,7 +3,7 @@
 // that would decide it (an operator-defined egress policy), and creates nothing.
 import { Sandbox, SandboxError } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startLocalRuntime, TOKENS, type LocalRuntime } from "../support/local.ts";
+import { type LocalRuntime, startLocalRuntime, TOKENS } from "../support/local.ts";
 
 let rt: LocalRuntime;
 let url: string;

@@ -8,10 +8,10 @@ import { Writable } from "node:stream";
 import { AuthenticationError, Sandbox } from "e2b";
 import { afterAll, describe, expect, it } from "vitest";
 import { runCli } from "../../runtime/cli/main.ts";
-import { TokenFile } from "../../runtime/core/tokens.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
+import { TokenFile } from "../../runtime/core/tokens.ts";
 import { buildApp } from "../../runtime/server/app.ts";
-import { startLocalRuntime, type LocalRuntime } from "../support/local.ts";
+import { type LocalRuntime, startLocalRuntime } from "../support/local.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "sbx-e2b-key-"));
 let rt: LocalRuntime | undefined;

@@ -1,8 +1,8 @@
 // Runs SandboxPlatform under the Pulumi mocks and returns what registered, with each
 // resource's options (dependsOn, ignoreChanges) recorded through a transformation.
 import * as pulumi from "@pulumi/pulumi";
-import { installMocks, resetCaptured, settle, type Captured } from "./mocks.ts";
 import { eksConfig, existingClusterConfig, FIXTURE_BUNDLE } from "./fixtures.ts";
+import { type Captured, installMocks, resetCaptured, settle } from "./mocks.ts";
 
 installMocks(); // before any component module loads
 const { SandboxPlatform } = await import("../../components/platform/component.ts");

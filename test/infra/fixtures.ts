@@ -1,7 +1,8 @@
 // Validated configs and a fixture bundle for the platform tests.
-import { validatePlatformConfig } from "../../infra/schema.ts";
-import type { PlatformConfig } from "../../components/shared/platformConfig.ts";
+
 import { packBundle } from "../../components/runtime/bundle.ts";
+import type { PlatformConfig } from "../../components/shared/platformConfig.ts";
+import { validatePlatformConfig } from "../../infra/schema.ts";
 
 export const FIXTURE_BUNDLE = packBundle("console.log('sbx fixture runtime');");
 

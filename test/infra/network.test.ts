@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { installMocks, ofType, resetCaptured, settle } from "./mocks.ts";
 import { planSubnets } from "../../components/network/plan.ts";
 import { cidrContains, formatCidr, parseCidr, subnetAt } from "../../components/shared/cidr.ts";
+import { installMocks, ofType, resetCaptured, settle } from "./mocks.ts";
 
 installMocks();
 const { Network } = await import("../../components/network/component.ts");

@@ -1,8 +1,8 @@
 // Optional parts of the eks platform switch off cleanly: no pre-pull, no snapshots, no
 // public endpoint, an existing VPC.
 import { beforeAll, describe, expect, it } from "vitest";
+import { type Deployed, deploy } from "./deploy.ts";
 import { countByType, ofType, one } from "./mocks.ts";
-import { deploy, type Deployed } from "./deploy.ts";
 
 let lean: Deployed;
 beforeAll(async () => {

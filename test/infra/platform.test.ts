@@ -1,14 +1,15 @@
 // SandboxPlatform under Pulumi mocks: assert the inputs of what each mode creates.
 // Over 400 lines on purpose: one mocked deploy per mode is shared by every section (a deploy
 // takes a second or more), so splitting the file would run them again per file.
-import { beforeAll, describe, expect, it } from "vitest";
-import type * as pulumi from "@pulumi/pulumi";
-import { countByType, isSecret, ofType, one } from "./mocks.ts";
-import { FIXTURE_BUNDLE } from "./fixtures.ts";
-import { deploy, type Deployed as Run } from "./deploy.ts";
+
 import { generateKeyPairSync } from "node:crypto";
+import type * as pulumi from "@pulumi/pulumi";
+import { beforeAll, describe, expect, it } from "vitest";
 import { checkTokenKey } from "../../components/runtime/config.ts";
 import { tokenKeyPair } from "../../runtime/snapshot/registryToken.ts";
+import { deploy, type Deployed as Run } from "./deploy.ts";
+import { FIXTURE_BUNDLE } from "./fixtures.ts";
+import { countByType, isSecret, ofType, one } from "./mocks.ts";
 
 let eks: Run;
 let existing: Run;

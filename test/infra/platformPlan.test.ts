@@ -2,8 +2,8 @@
 // validated stack config alone, without Pulumi. The component's resources under Pulumi mocks are
 // platform.test.ts; this is the decision table.
 import { describe, expect, it } from "vitest";
-import { planPlatform } from "../../components/platform/plan.ts";
 import type { SandboxPlatformArgs } from "../../components/platform/args.ts";
+import { planPlatform } from "../../components/platform/plan.ts";
 import { tokenKeyPair } from "../../runtime/snapshot/registryToken.ts";
 import { eksConfig, existingClusterConfig, FIXTURE_BUNDLE } from "./fixtures.ts";
 

@@ -2,8 +2,8 @@
 // (must be flagged with the rule's message).
 import { beforeAll, describe, expect, it } from "vitest";
 import { resourcePolicies, stackPolicies } from "../../policy/rules.ts";
-import { deploy } from "./deploy.ts";
 import { planSandboxPod, planWarmPod } from "../../runtime/k8s/podTemplate.ts";
+import { deploy } from "./deploy.ts";
 import type { Captured } from "./mocks.ts";
 
 interface Violation {

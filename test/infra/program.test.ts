@@ -2,10 +2,10 @@
 // stack config: the values reach the resources, and bad config stops before any resource.
 import * as pulumi from "@pulumi/pulumi";
 import { describe, expect, it } from "vitest";
-import { countByType, installMocks, isSecret, ofType, one, resetCaptured, settle, unwrap } from "./mocks.ts";
-import { FIXTURE_BUNDLE } from "./fixtures.ts";
-import { stackRaw } from "./stacks.ts";
 import { tokenKeyPair } from "../../runtime/snapshot/registryToken.ts";
+import { FIXTURE_BUNDLE } from "./fixtures.ts";
+import { countByType, installMocks, isSecret, ofType, one, resetCaptured, settle, unwrap } from "./mocks.ts";
+import { stackRaw } from "./stacks.ts";
 
 installMocks("sbx", "test");
 const { buildProgram } = await import("../../infra/program.ts");

@@ -1,13 +1,15 @@
 // Over 400 lines on purpose: every case reads the same rendered Deployments, roles and bundle
 // (renderInput, one render per delivery), and split files would each repeat that fixture.
-import { createHash, randomBytes } from "node:crypto";
+
 import { execFileSync, spawnSync } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
+import type { RuntimeSettings } from "../../components/runtime/args.ts";
 import {
   BUNDLE_LIMIT_BYTES,
   BUNDLE_PART_BYTES,
@@ -21,12 +23,10 @@ import { buildRuntimeConfig, hashTokens, PATHS } from "../../components/runtime/
 import {
   ANNOTATION_RUNTIME_SHA,
   bundleConfigMapName,
-  renderRuntime,
   type RuntimeRenderInput,
+  renderRuntime,
 } from "../../components/runtime/render.ts";
-import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
-import { DEFAULT_SIZE_CLASSES } from "../../runtime/config/schema.ts";
-import type { RuntimeSettings } from "../../components/runtime/args.ts";
+import { DEFAULT_SIZE_CLASSES, validateRuntimeConfig } from "../../runtime/config/schema.ts";
 
 const FIXTURE_ENTRY = fileURLToPath(new URL("./fixtures/entry.ts", import.meta.url));
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { parseConfigValue } from "../../infra/config.ts";
-import { validatePlatformConfig } from "../../infra/schema.ts";
+import { planNodeGroups } from "../../components/cluster/plan.ts";
 import { planSizingWarnings } from "../../components/platform/sizing.ts";
 import { planQuota } from "../../components/tenancy/plan.ts";
-import { planNodeGroups } from "../../components/cluster/plan.ts";
+import { parseConfigValue } from "../../infra/config.ts";
+import { validatePlatformConfig } from "../../infra/schema.ts";
 import { stackRaw } from "./stacks.ts";
 
 describe("defaults", () => {

@@ -3,8 +3,8 @@
 // after a day; every snapshot goes one day after the configured retention, so the runtime's
 // own expiry (which also deletes the paused sandbox) always acts first.
 import { describe, expect, it } from "vitest";
-import { one } from "./mocks.ts";
 import { deploy } from "./deploy.ts";
+import { one } from "./mocks.ts";
 
 const policyOf = async (raw: Record<string, unknown> = {}) => {
   const run = await deploy("eks", raw);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
+import type { TenancyPlanInput } from "../../components/tenancy/args.ts";
 import { planExcepts, planQuota, renderTenancy } from "../../components/tenancy/plan.ts";
 import { DEFAULT_SIZE_CLASSES } from "../../runtime/config/schema.ts";
-import type { TenancyPlanInput } from "../../components/tenancy/args.ts";
 
 const base: TenancyPlanInput = {
   namespace: "sbx-sandboxes",

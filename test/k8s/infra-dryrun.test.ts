@@ -12,8 +12,8 @@ import { renderPrePullDaemonSet } from "../../components/cluster/prePull.ts";
 import { bundlePartKey, bundleRuntime } from "../../components/runtime/bundle.ts";
 import { buildRuntimeConfig, hashTokens } from "../../components/runtime/config.ts";
 import { renderRuntime } from "../../components/runtime/render.ts";
-import { renderTenancy } from "../../components/tenancy/plan.ts";
 import type { K8sObject } from "../../components/shared/k8s.ts";
+import { renderTenancy } from "../../components/tenancy/plan.ts";
 import { validatePlatformConfig } from "../../infra/schema.ts";
 import { planSandboxPod, planWarmPod } from "../../runtime/k8s/podTemplate.ts";
 

@@ -10,9 +10,9 @@ import { silentLogger } from "../../runtime/core/log.ts";
 import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { helperExec } from "../../runtime/local/protocol.ts";
 import type { SandboxRecord } from "../../runtime/local/records.ts";
-import { startService, type Service } from "../../runtime/server/service.ts";
-import { localConfig, parseExecFrames, testTokens, TOKENS } from "../support/local.ts";
-import { abandon, openFds, request, settle, type Abandon } from "../support/raw-http.ts";
+import { type Service, startService } from "../../runtime/server/service.ts";
+import { localConfig, parseExecFrames, TOKENS, testTokens } from "../support/local.ts";
+import { type Abandon, abandon, openFds, request, settle } from "../support/raw-http.ts";
 import { processesWithUidIn } from "./harness.ts";
 
 /** generous: cleanup is event-driven and takes milliseconds (logged); this only bounds a busy machine (load 15 on 2 cores) */

@@ -9,7 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { helperExec } from "../../runtime/local/protocol.ts";
-import { auth, createReadySandbox, parseExecFrames, startLocalRuntime, type LocalRuntime } from "../support/local.ts";
+import { auth, createReadySandbox, type LocalRuntime, parseExecFrames, startLocalRuntime } from "../support/local.ts";
 
 const BURST = 500;
 

@@ -2,7 +2,7 @@
 import { Readable } from "node:stream";
 import { finished } from "node:stream/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createReady, run, startBackend, type Harness } from "./harness.ts";
+import { createReady, type Harness, run, startBackend } from "./harness.ts";
 
 async function until(ok: () => boolean, timeoutMs: number): Promise<void> {
   for (const end = Date.now() + timeoutMs; !ok(); await new Promise((r) => setTimeout(r, 20))) {

@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createReady, run, startBackend, type Harness } from "./harness.ts";
+import { createReady, type Harness, run, startBackend } from "./harness.ts";
 
 const CHECKOUT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 // compiling and starting interpreters on a busy 2-core machine; the bound only stops a hung command

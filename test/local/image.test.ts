@@ -3,7 +3,7 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createReady, run, spec, startBackend, tempStateDir, type Harness } from "./harness.ts";
+import { createReady, type Harness, run, spec, startBackend, tempStateDir } from "./harness.ts";
 
 function need(cmd: string, pkg: string): void {
   try {

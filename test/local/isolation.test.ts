@@ -5,7 +5,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { detectCgroups, listSandboxKeys, sandboxDirs } from "../../runtime/local/cgroups.ts";
 import { cgroupRootName, uidBlockBase } from "../../runtime/local/records.ts";
-import { createReady, run, startBackend, type Harness } from "./harness.ts";
+import { createReady, type Harness, run, startBackend } from "./harness.ts";
 
 let h: Harness;
 let a: string;

@@ -5,20 +5,20 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock } from "../../runtime/core/clock.ts";
-import type { SandboxEvent } from "../../runtime/core/types.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
+import type { SandboxEvent } from "../../runtime/core/types.ts";
 import { detectCgroups, listSandboxKeys } from "../../runtime/local/cgroups.ts";
 import { cgroupRootName, readRecords, uidBlockBase } from "../../runtime/local/records.ts";
 import { WorkspaceStore } from "../../runtime/local/workspaces.ts";
 import {
   collect,
   createReady,
+  type Harness,
   processesWithUidIn,
   run,
   spec,
   startBackend,
   tempStateDir,
-  type Harness,
 } from "./harness.ts";
 
 const repo = path.resolve(import.meta.dirname, "../..");

@@ -5,7 +5,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { readPids, shouldBlamePidsLimit, type CgroupLayout, type PidsState } from "../../runtime/local/cgroups.ts";
+import { type CgroupLayout, type PidsState, readPids, shouldBlamePidsLimit } from "../../runtime/local/cgroups.ts";
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "sbx-pids-"));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));

@@ -1,9 +1,9 @@
 // The local backend's pure parts: cgroup detection, the bubblewrap plan, frames, the warm pool.
 import { describe, expect, it } from "vitest";
 import { detectCgroups } from "../../runtime/local/cgroups.ts";
-import { IN_SANDBOX, planBwrapArgs, type LaunchPlan } from "../../runtime/local/launch.ts";
+import { IN_SANDBOX, type LaunchPlan, planBwrapArgs } from "../../runtime/local/launch.ts";
 import { HOST_ETC_KEPT, type HostEtc, planSandboxEtc, wantedHostEtc } from "../../runtime/local/planEtc.ts";
-import { encodeRequest, frame, FrameReader } from "../../runtime/local/protocol.ts";
+import { encodeRequest, FrameReader, frame } from "../../runtime/local/protocol.ts";
 import { WarmPool } from "../../runtime/local/warm-pool.ts";
 
 const v1 = `

@@ -4,7 +4,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { slotPaths, writeRecordOrLog, writeRecordSyncOrLog, type SandboxRecord } from "../../runtime/local/records.ts";
+import { type SandboxRecord, slotPaths, writeRecordOrLog, writeRecordSyncOrLog } from "../../runtime/local/records.ts";
 import { captureLogger, LEVEL } from "../support/logs.ts";
 
 let root: string;

@@ -5,7 +5,7 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { readRecords, slotPaths, type SandboxRecord } from "../../runtime/local/records.ts";
+import { readRecords, type SandboxRecord, slotPaths } from "../../runtime/local/records.ts";
 import { tempStateDir } from "./harness.ts";
 
 const NOBODY = 65534;

@@ -6,7 +6,7 @@ import path from "node:path";
 import { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createReady, run, startBackend, type Harness } from "./harness.ts";
+import { createReady, type Harness, run, startBackend } from "./harness.ts";
 import { probeI386Abi, ptraceScope } from "./host-kernel.ts";
 
 const PROBE_SOURCE = fs.readFileSync(

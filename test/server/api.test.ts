@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../runtime/core/log.ts";
 import { buildApp } from "../../runtime/server/app.ts";
-import { auth, startLocalRuntime, testTokens, type LocalRuntime } from "../support/local.ts";
+import { auth, type LocalRuntime, startLocalRuntime, testTokens } from "../support/local.ts";
 
 let rt: LocalRuntime;
 beforeAll(async () => {

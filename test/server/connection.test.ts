@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import { createLocalPlatform } from "../../runtime/local/platform.ts";
-import { startService, type Service } from "../../runtime/server/service.ts";
-import { localConfig, testTokens, TOKENS } from "../support/local.ts";
+import { type Service, startService } from "../../runtime/server/service.ts";
+import { localConfig, TOKENS, testTokens } from "../support/local.ts";
 
 let svc: Service;
 let cleanup: () => void;

@@ -11,9 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   createE2bSandbox,
   createReadySandbox,
+  type LocalRuntime,
   startLocalRuntime,
   TOKENS,
-  type LocalRuntime,
 } from "../support/local.ts";
 
 let rt: LocalRuntime;

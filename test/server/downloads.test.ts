@@ -6,18 +6,18 @@
 // the sandbox's tar is killed, so tar cannot have finished first.
 import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { request, type IncomingMessage } from "node:http";
+import { type IncomingMessage, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HttpManager } from "../../runtime/client/http.ts";
 import {
   auth,
-  parseExecFrames,
   createReadySandbox,
+  type LocalRuntime,
+  parseExecFrames,
   startLocalRuntime,
   TOKENS,
-  type LocalRuntime,
 } from "../support/local.ts";
 
 let rt: LocalRuntime;

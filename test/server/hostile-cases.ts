@@ -4,7 +4,7 @@
 // bytes, unknown fields, bad map keys, deep nesting, huge arrays), each placed into an otherwise
 // valid request. Hand-written cases add what no schema states: the kernel's argv limits, base64
 // framing, body-level and transport-level abuse, and the autoPause document.
-import { sandboxRoutes, type RouteDef } from "../../runtime/server/routes.ts";
+import { type RouteDef, sandboxRoutes } from "../../runtime/server/routes.ts";
 import { PATTERNS } from "../../runtime/server/schemas.ts";
 
 export interface HostileCase {

@@ -2,7 +2,7 @@
 // base64 framing, the create request's cross-field bounds, uploads that are not archives, and
 // the autoPause document (parsed in code, not by the route schema). Each names the field its
 // error must name.
-import { nestedArrays, nestedObjects, type HostileCase } from "./hostile-cases.ts";
+import { type HostileCase, nestedArrays, nestedObjects } from "./hostile-cases.ts";
 
 const JSON_TYPE = { "content-type": "application/json" };
 

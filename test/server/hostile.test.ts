@@ -5,9 +5,9 @@
 // service must answer /healthz after each; at the end nothing was created and the sandbox still
 // runs commands and serves files.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { auth, parseExecFrames, startLocalRuntime, type LocalRuntime } from "../support/local.ts";
+import { auth, type LocalRuntime, parseExecFrames, startLocalRuntime } from "../support/local.ts";
 import { startRegistry, type TestRegistry } from "../support/registry.ts";
-import { generatedCases, toJson, type HostileCase } from "./hostile-cases.ts";
+import { generatedCases, type HostileCase, toJson } from "./hostile-cases.ts";
 import { handwrittenCases } from "./hostile-handwritten.ts";
 
 const ID = "SANDBOX-ID-PLACEHOLDER";

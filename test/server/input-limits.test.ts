@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AUDIT_BOUNDS } from "../../runtime/core/audit.ts";
 import { EXEC_LIMITS } from "../../runtime/core/exec-input.ts";
-import { auth, parseExecFrames, createReadySandbox, startLocalRuntime, type LocalRuntime } from "../support/local.ts";
+import { auth, createReadySandbox, type LocalRuntime, parseExecFrames, startLocalRuntime } from "../support/local.ts";
 
 let rt: LocalRuntime;
 let id: string;

@@ -2,7 +2,7 @@
 // answers a missing id (404), and leaves the sandbox untouched.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sandboxRoutes } from "../../runtime/server/routes.ts";
-import { auth, parseExecFrames, startLocalRuntime, type LocalRuntime } from "../support/local.ts";
+import { auth, type LocalRuntime, parseExecFrames, startLocalRuntime } from "../support/local.ts";
 
 let rt: LocalRuntime;
 let aliceId: string;

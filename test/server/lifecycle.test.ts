@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock } from "../../runtime/core/clock.ts";
-import { auth, parseExecFrames, startLocalRuntime, type LocalRuntime } from "../support/local.ts";
+import { auth, type LocalRuntime, parseExecFrames, startLocalRuntime } from "../support/local.ts";
 
 let rt: LocalRuntime;
 let work: string;

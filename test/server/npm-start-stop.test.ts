@@ -3,7 +3,7 @@
 // sandbox and the embedded registry; so must npm dying by SIGKILL, which relays nothing. Each
 // case runs the real `npm start` with a live sandbox, then checks the process tree under npm,
 // every process naming the state dir, and the sandboxes' cgroups: nothing may be left.
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";

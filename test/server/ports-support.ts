@@ -8,13 +8,13 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { buildManager } from "../../runtime/backends.ts";
 import type { RuntimeConfigInput } from "../../runtime/config/schema.ts";
-import { systemClock, type Clock } from "../../runtime/core/clock.ts";
+import { type Clock, systemClock } from "../../runtime/core/clock.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import type { SandboxManager } from "../../runtime/core/manager.ts";
 import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { buildApp } from "../../runtime/server/app.ts";
 import type { PortOptions } from "../../runtime/server/ports/service.ts";
-import { auth, localConfig, parseExecFrames, testTokens, type TOKENS } from "../support/local.ts";
+import { auth, localConfig, parseExecFrames, type TOKENS, testTokens } from "../support/local.ts";
 
 export const SERVER_PY = readFileSync(join(import.meta.dirname, "fixtures/port-server.py"));
 

@@ -11,14 +11,14 @@ import { auth } from "../support/local.ts";
 import { startRegistry, type TestRegistry } from "../support/registry.ts";
 import {
   api,
+  type PortRuntime,
+  SERVER_PY,
+  START_SERVER,
   sandbox,
   sh,
   startPortRuntime,
-  START_SERVER,
-  SERVER_PY,
   startServer,
   WebSocket,
-  type PortRuntime,
 } from "./ports-support.ts";
 
 let registry: TestRegistry;

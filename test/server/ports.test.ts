@@ -9,13 +9,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { auth } from "../support/local.ts";
 import {
   api,
+  type PortRuntime,
   rawGet as rawGetFrom,
   sandbox,
   sh,
   startPortRuntime,
   startServer,
   WebSocket,
-  type PortRuntime,
 } from "./ports-support.ts";
 
 const DOMAIN = "sbx.test";

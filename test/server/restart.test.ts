@@ -2,7 +2,7 @@
 // the live sandboxes use, a keyed create retried after a restart returns the same sandbox, and a
 // concurrent burst over capacity admits exactly what fits, rejecting the rest with 429.
 import { afterAll, describe, expect, it } from "vitest";
-import { auth, localConfig, startLocalRuntime, type LocalRuntime } from "../support/local.ts";
+import { auth, type LocalRuntime, localConfig, startLocalRuntime } from "../support/local.ts";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterAll(async () => {

@@ -10,8 +10,8 @@ import { CapacityError, SbxError } from "../../runtime/core/errors.ts";
 import { silentLogger } from "../../runtime/core/log.ts";
 import type { Sandbox } from "../../runtime/core/types.ts";
 import { createLocalPlatform } from "../../runtime/local/platform.ts";
-import { startService, type Service } from "../../runtime/server/service.ts";
-import { localConfig, testTokens, TOKENS } from "../support/local.ts";
+import { type Service, startService } from "../../runtime/server/service.ts";
+import { localConfig, TOKENS, testTokens } from "../support/local.ts";
 
 let svc: Service;
 let alice: HttpManager;

@@ -4,7 +4,7 @@
 // device node, which no unprivileged extract can recreate. Inside a directory such entries stay
 // what tar makes of them; only the path asked for is checked.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { auth, createE2bSandbox, shIn, startLocalRuntime, type LocalRuntime } from "../support/local.ts";
+import { auth, createE2bSandbox, type LocalRuntime, shIn, startLocalRuntime } from "../support/local.ts";
 
 let rt: LocalRuntime;
 let id: string;

@@ -12,10 +12,10 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
-import { ProcessGroup } from "../../tools/control-plane/processes.ts";
-import { reapStaleRuns, RUN_DIR_PREFIX } from "./reap.ts";
-import { hygieneReport, orphanedContainers } from "./hygiene.ts";
 import { bootCluster, type Cluster } from "../../tools/control-plane/boot.ts";
+import { ProcessGroup } from "../../tools/control-plane/processes.ts";
+import { hygieneReport, orphanedContainers } from "./hygiene.ts";
+import { RUN_DIR_PREFIX, reapStaleRuns } from "./reap.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {

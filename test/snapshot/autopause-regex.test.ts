@@ -8,7 +8,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { AutoPauseStatus } from "../../runtime/autopause/controller.ts";
-import { auth, startLocalRuntime, type LocalRuntime } from "../support/local.ts";
+import { auth, type LocalRuntime, startLocalRuntime } from "../support/local.ts";
 import { startRegistry, type TestRegistry } from "../support/registry.ts";
 
 let registry: TestRegistry;

@@ -11,9 +11,9 @@ import { join } from "node:path";
 import { Readable, Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../../runtime/cli/main.ts";
+import { tokenAuthConfig } from "../../runtime/config/schema.ts";
 import { ManualClock } from "../../runtime/core/clock.ts";
 import { OciClient } from "../../runtime/snapshot/oci.ts";
-import { tokenAuthConfig } from "../../runtime/config/schema.ts";
 import { registryLoginFor } from "../../runtime/snapshot/registryLogin.ts";
 import {
   issuerAuth,

@@ -6,9 +6,9 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock } from "../../runtime/core/clock.ts";
-import { startRegistry, type TestRegistry } from "../support/registry.ts";
 import { OciClient } from "../../runtime/snapshot/oci.ts";
-import { ecrAuth, ecrRegionOf, registryLoginFor, type EcrTokenSource } from "../../runtime/snapshot/registryLogin.ts";
+import { type EcrTokenSource, ecrAuth, ecrRegionOf, registryLoginFor } from "../../runtime/snapshot/registryLogin.ts";
+import { startRegistry, type TestRegistry } from "../support/registry.ts";
 
 describe("ecrRegionOf", () => {
   it.each([

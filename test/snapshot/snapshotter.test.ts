@@ -1,6 +1,6 @@
 // Pause/resume orchestration against a real registry, real tar and real processes (DirBackend).
 import { execFile, spawn } from "node:child_process";
-import { open, symlink, writeFile, mkdir, chmod } from "node:fs/promises";
+import { chmod, mkdir, open, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
@@ -11,7 +11,7 @@ import { snapshotTag } from "../../runtime/snapshot/manifest.ts";
 import type { PauseStep, ResumeStep } from "../../runtime/snapshot/snapshotter.ts";
 import { captureLogger, LEVEL } from "../support/logs.ts";
 import { snapshotTestEnv } from "./env.ts";
-import { makeFixture, makeSpec, treeDigest, type Fixture } from "./fixture.ts";
+import { type Fixture, makeFixture, makeSpec, treeDigest } from "./fixture.ts";
 
 const run = promisify(execFile);
 

@@ -5,7 +5,7 @@ import { type Clock, systemClock } from "../../runtime/core/clock.ts";
 import type { Logger } from "../../runtime/core/log.ts";
 import type { SandboxManager } from "../../runtime/core/manager.ts";
 import { buildApp } from "../../runtime/server/app.ts";
-import { e2bOptionsFor, type E2bLayer, registerE2b } from "../../runtime/server/e2b/plugin.ts";
+import { type E2bLayer, e2bOptionsFor, registerE2b } from "../../runtime/server/e2b/plugin.ts";
 import { testTokens } from "./local.ts";
 
 /** A clock `skew.ms` ahead of the system's: the layer's idea of now, moved by the test. */

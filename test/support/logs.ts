@@ -1,5 +1,5 @@
 // A real pino logger whose lines are kept in memory, for tests that assert what was logged.
-import { pino, type Logger } from "pino";
+import { type Logger, pino } from "pino";
 
 export interface CapturedLog {
   level: number;

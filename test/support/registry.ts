@@ -1,6 +1,6 @@
 // The tests' and benchmarks' OCI registry: the runtime's own loopback docker-registry
 // launcher (runtime/local/registry.ts), each instance in a temporary directory removed on stop.
-import { startLocalRegistry, type LocalRegistry, type LocalRegistryOptions } from "../../runtime/local/registry.ts";
+import { type LocalRegistry, type LocalRegistryOptions, startLocalRegistry } from "../../runtime/local/registry.ts";
 
 export { REGISTRY_BINARY } from "../../runtime/local/registry.ts";
 export type TestRegistry = LocalRegistry;

@@ -8,7 +8,7 @@ import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { tokenKeyPair } from "../../runtime/snapshot/registryToken.ts";
 import { setupPodNetwork, teardownPodNetwork } from "./network.ts";
 import * as plan from "./plan.ts";
-import { freePort, type ProcessGroup, waitUntil, type Started } from "./processes.ts";
+import { freePort, type ProcessGroup, type Started, waitUntil } from "./processes.ts";
 
 export interface Cluster {
   server: string;

@@ -10,8 +10,8 @@ import {
   type V1CustomResourceDefinition,
   type V1Node,
 } from "@kubernetes/client-node";
-import { validateRuntimeConfig, type RuntimeConfig, type RuntimeConfigInput } from "../../runtime/config/schema.ts";
-import { clientsFor, isConflict, isNotFound, PooledKubeConfig, type KubeClients } from "../../runtime/k8s/client.ts";
+import { type RuntimeConfig, type RuntimeConfigInput, validateRuntimeConfig } from "../../runtime/config/schema.ts";
+import { clientsFor, isConflict, isNotFound, type KubeClients, PooledKubeConfig } from "../../runtime/k8s/client.ts";
 import {
   API_GROUP,
   SANDBOX_NODE_LABEL,

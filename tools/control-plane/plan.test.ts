@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT } from "../../runtime/k8s/contract.ts";
-import { kwokConfig, nodeManifest, planNodes, REAL_NODES, type Ports } from "./plan.ts";
+import { kwokConfig, nodeManifest, type Ports, planNodes, REAL_NODES } from "./plan.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "sbx-plan-test-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -2,9 +2,9 @@
 // kubeconfig, the kwok configuration and the simulated nodes. boot.ts runs it.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT } from "../../runtime/k8s/contract.ts";
 import { LAYER_REGISTRY } from "../../components/shared/k8s.ts";
 import { tokenAuthConfig } from "../../runtime/config/schema.ts";
+import { SANDBOX_NODE_LABEL, SANDBOX_NODE_TAINT } from "../../runtime/k8s/contract.ts";
 
 export interface Ports {
   etcdClient: number;

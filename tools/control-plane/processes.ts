@@ -1,7 +1,7 @@
 // Child processes of the test control plane: started with their output in a log file,
 // tracked by PID, and stopped by PID (TERM, then KILL) in reverse start order; then whatever
 // is still tied to the run's directory (a process one of them started and leaked) is killed.
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { appendFileSync, createWriteStream, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { killProcessesUnder, type Leftover } from "./leftovers.ts";

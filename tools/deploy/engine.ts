@@ -21,6 +21,7 @@ import {
 } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import * as pulumi from "@pulumi/pulumi";
 import {
   type ConfigMap,
   type EngineEvent,
@@ -29,7 +30,6 @@ import {
   PulumiCommand,
   type Stack,
 } from "@pulumi/pulumi/automation/index.js";
-import * as pulumi from "@pulumi/pulumi";
 import { bundleRuntime, type RuntimeBundle } from "../../components/runtime/bundle.ts";
 import { buildProgram } from "../../infra/program.ts";
 import { boundPodAwaits, skipPodAwaits } from "./awaits.ts";

@@ -26,17 +26,17 @@ import type { Logger } from "../../core/log.ts";
 import { isConflict, isNotFound } from "../client.ts";
 import { isTestFailed, LeaseRequests } from "./leaseRequests.ts";
 import { Liveness, shouldAdmit } from "./liveness.ts";
+import { formatEntry, ownEntryPatch, type ReadShares, readShares, TOMBSTONE, writeShares } from "./shareEntries.ts";
 import {
   decideShare,
   minVec,
   retireSilent,
-  sameVec,
   type ShareEntry,
   type SharesDoc,
   type ShareVec,
+  sameVec,
   sharesWithin,
 } from "./sharePlan.ts";
-import { formatEntry, ownEntryPatch, type ReadShares, readShares, TOMBSTONE, writeShares } from "./shareEntries.ts";
 import { SHARES_ANNOTATION } from "./sharesDoc.ts";
 
 export interface ShareLedgerOptions {

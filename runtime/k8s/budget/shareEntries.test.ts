@@ -1,7 +1,7 @@
 // The per-replica layout of the shares Lease: entries round-trip, the old document is read and
 // replaced by a tombstone the old parser refuses, and a replica's patch touches its entry only.
 import { describe, expect, it } from "vitest";
-import { entryKey, ENTRY_PREFIX, ownEntryPatch, readShares, TOMBSTONE, writeShares } from "./shareEntries.ts";
+import { ENTRY_PREFIX, entryKey, ownEntryPatch, readShares, TOMBSTONE, writeShares } from "./shareEntries.ts";
 import { parseSharesDoc, SHARES_ANNOTATION } from "./sharesDoc.ts";
 
 const vec = (c: number) => ({ cpuMillis: c, memoryBytes: c * 2 ** 20 });

@@ -2,7 +2,7 @@
 // ledger on the shares Lease, the admission scope that reads it, and the annotation every record
 // this replica accepts carries, so the others (and this replica after a restart) know whose
 // share it counts against. Only processes that admit (roles all and manager) hold a share.
-import { holdsCapacity, type AdmissionScope } from "../../core/admission.ts";
+import { type AdmissionScope, holdsCapacity } from "../../core/admission.ts";
 import type { KubernetesParts } from "../parts.ts";
 import { ShareLedger } from "./ledger.ts";
 import { planHeadroom, type ShareVec } from "./sharePlan.ts";

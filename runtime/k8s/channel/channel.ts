@@ -6,7 +6,7 @@
 import type { Readable } from "node:stream";
 import type { Clock } from "../../core/clock.ts";
 import { UpstreamError } from "../../core/errors.ts";
-import { type ChannelSession, ChannelCommand } from "./command.ts";
+import { ChannelCommand, type ChannelSession } from "./command.ts";
 import { ChannelBrokenError } from "./errors.ts";
 import {
   encodeFrame,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { encodeFrame, FrameDecoder, MAX_FRAME, parseExit, parseList } from "./frames.ts";
 import { resultOf } from "./command.ts";
+import { encodeFrame, FrameDecoder, MAX_FRAME, parseExit, parseList } from "./frames.ts";
 
 describe("channel frames", () => {
   it("decodes frames split at any byte, and several in one chunk", () => {

@@ -3,7 +3,7 @@
 // listen on 127.0.0.1 or ::1 in this process. test/k8s/ports/ covers the cluster path.
 import { createHash, randomBytes } from "node:crypto";
 import net from "node:net";
-import { PassThrough, type Duplex } from "node:stream";
+import { type Duplex, PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock, systemClock } from "../../core/clock.ts";
 import type { CommandChannel } from "./channel.ts";

@@ -1,13 +1,14 @@
 // The E2B lifecycle verbs on top of the Manager: create (ready before it answers, as E2B's is),
 // connect (resumes a paused sandbox), and the timeout end each of them sets. Route-free, so the
 // routes stay a thin table and the sweeper can share the end rules.
-import { ConflictError, NotFoundError, ValidationError } from "../../core/errors.ts";
+
 import type { Clock } from "../../core/clock.ts";
+import { ConflictError, NotFoundError, ValidationError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import type { CreateRequest, Manager, MetadataPatch, Sandbox } from "../../core/types.ts";
 import { ENVD_VERSION } from "./access.ts";
 import { deriveAccessToken, newNonce } from "./accessToken.ts";
-import { endAtMs, e2bState, RESERVED, serviceKey } from "./shape.ts";
+import { e2bState, endAtMs, RESERVED, serviceKey } from "./shape.ts";
 
 /** E2B's default when the SDK sends no timeout (it stopped sending defaults in 2.x). */
 export const DEFAULT_TIMEOUT_SECONDS = 300;

@@ -3,11 +3,11 @@
 // the REST routes E2B's auth (X-API-KEY) and E2B's error body without touching our /v1 API.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { RuntimeConfig } from "../../config/schema.ts";
-import { systemClock, type Clock } from "../../core/clock.ts";
+import { type Clock, systemClock } from "../../core/clock.ts";
 import { NotFoundError, ValidationError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import type { Manager } from "../../core/types.ts";
-import { accessTokenMatches, e2bError, type EnvdAccess } from "./access.ts";
+import { accessTokenMatches, type EnvdAccess, e2bError } from "./access.ts";
 import { tokenOwner } from "./accessToken.ts";
 import { registerEnvd } from "./envd/plugin.ts";
 import { e2bErrorHandler } from "./errors.ts";

@@ -10,7 +10,7 @@ import { ConflictError, NotFoundError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import type { Sandbox } from "../../core/types.ts";
 import type { E2bManager } from "./lifecycle.ts";
-import { endAtMs, e2bState, RESERVED } from "./shape.ts";
+import { e2bState, endAtMs, RESERVED } from "./shape.ts";
 
 export interface SweeperDeps {
   manager: E2bManager;

@@ -14,9 +14,9 @@ import type { Manager } from "../../core/types.ts";
 import { errorBody } from "../requestErrors.ts";
 import { FilePortAccessStore, type PortAccessStore, tokenMatches } from "./access.ts";
 import { PortConnector, WakeHoldExpired } from "./connector.ts";
+import { type ForwardInfo, forwardHttp, forwardTunnel, forwardUpgrade, rawAnswer, TUNNEL_UPGRADE } from "./forward.ts";
 import { MetadataPortAccessStore } from "./metadataAccess.ts";
-import { forwardHttp, forwardTunnel, forwardUpgrade, rawAnswer, TUNNEL_UPGRADE, type ForwardInfo } from "./forward.ts";
-import { hostTarget, pathTarget, type PortTarget } from "./target.ts";
+import { hostTarget, type PortTarget, pathTarget } from "./target.ts";
 
 export interface PortOptions {
   /** host form {port}-{id}.{domain} (config ports.domain); unset: path form only */

@@ -9,15 +9,15 @@ import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import { HTTP_STATUS, type SbxError } from "../../../runtime/core/errors.ts";
 import type { ExecRequest } from "../../../runtime/core/types.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
-import type { KubernetesBackend } from "../../../runtime/kubernetes.ts";
 import { SANDBOX_CONTAINER } from "../../../runtime/k8s/contract.ts";
+import type { KubernetesBackend } from "../../../runtime/kubernetes.ts";
 import { terminateContainer, waitFor } from "../../support/cluster.ts";
 import {
   startTestBackend,
   type TestBackend,
+  type TestNamespaces,
   testPlatform,
   testSandboxSpec,
-  type TestNamespaces,
 } from "../runtime/support.ts";
 
 /** every process of the sandbox, one command line per line (as test/k8s/runtime/lifecycle.test.ts) */

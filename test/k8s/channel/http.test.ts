@@ -14,8 +14,8 @@ import type { KubernetesBackend } from "../../../runtime/kubernetes.ts";
 import type { Service } from "../../../runtime/server/service.ts";
 import { waitFor } from "../../support/cluster.ts";
 import { TOKENS } from "../../support/local.ts";
-import type { TestNamespaces } from "../runtime/support.ts";
 import { startTestService, type TestService } from "../runtime/service-support.ts";
+import type { TestNamespaces } from "../runtime/support.ts";
 
 let t: TestService;
 let clients: KubeClients;

@@ -3,7 +3,7 @@
 // {"commandId": ...} and then every output line it reads as JSON lines, until it is SIGKILLed.
 // argv: <kubeconfig path> <sandboxes namespace> <runtime namespace> <sandbox id>
 import { PassThrough } from "node:stream";
-import { adminClients, testPlatform, testConfig } from "../runtime/support.ts";
+import { adminClients, testConfig, testPlatform } from "../runtime/support.ts";
 
 const [kubeconfig, sandboxes, runtime, id] = process.argv.slice(2);
 const config = testConfig({ sandboxes, runtime, cleanup: async () => undefined });

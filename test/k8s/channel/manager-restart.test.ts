@@ -10,7 +10,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import type { KubernetesBackend } from "../../../runtime/kubernetes.ts";
 import { waitFor } from "../../support/cluster.ts";
-import { startTestBackend, type TestBackend, testSandboxSpec, type TestNamespaces } from "../runtime/support.ts";
+import { startTestBackend, type TestBackend, type TestNamespaces, testSandboxSpec } from "../runtime/support.ts";
 
 let t: TestBackend;
 let kubeconfig: string;

@@ -1,21 +1,22 @@
 // The test cluster behaves like a real one where the runtime depends on it: RBAC, quota
 // admission, optimistic concurrency, watches and informers, CRDs with a status subresource,
 // garbage collection, namespace deletion and scheduling onto the sandbox nodes.
+
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import {
   ApiException,
   ApiextensionsV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  type KubeConfig,
   makeInformer,
   RbacAuthorizationV1Api,
-  Watch,
-  type KubeConfig,
   type V1ConfigMap,
   type V1CustomResourceDefinition,
+  Watch,
 } from "@kubernetes/client-node";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   API_GROUP,
@@ -33,9 +34,9 @@ import {
   podManifest,
   runPod,
   serviceAccountKubeConfig,
+  type TestNamespace,
   waitFor,
   waitForPod,
-  type TestNamespace,
 } from "../../support/cluster.ts";
 
 let kc: KubeConfig;

@@ -14,9 +14,9 @@ import {
   loadKubeConfig,
   podManifest,
   runPod,
+  type TestNamespace,
   terminateContainer,
   waitFor,
-  type TestNamespace,
 } from "../../support/cluster.ts";
 
 /** How many host processes' command lines pass `match` (e.g. name a pod's directory, as its sandboxed main process does). */

@@ -25,13 +25,13 @@ import { LEASE_NAME } from "../../../components/runtime/config.ts";
 import { ANNOTATION_RUNTIME_SHA, NAMES, renderRbac } from "../../../components/runtime/render.ts";
 import { LAYER_REGISTRY } from "../../../components/shared/k8s.ts";
 import { API_GROUP, API_VERSION, LABELS, POOL, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
+import { tokenKeyPair } from "../../../runtime/snapshot/registryToken.ts";
 import { type DeployOptions, type DeployStack, openDeployStack } from "../../../tools/deploy/engine.ts";
 import { locateEngine, REPO } from "../../../tools/deploy/paths.ts";
-import { tokenKeyPair } from "../../../runtime/snapshot/registryToken.ts";
 import { tokenRegistry, waitFor } from "../../support/cluster.ts";
 import { layerCounts } from "../../support/metrics.ts";
-import { e2bStory } from "./e2b.ts";
 import { expectLayersInSandboxRepository } from "../../support/tokenRegistry.ts";
+import { e2bStory } from "./e2b.ts";
 import {
   diagnose,
   type Forward,
@@ -40,8 +40,8 @@ import {
   metricValue,
   portForward,
   runningForwards,
-  sandboxRecord,
   sbx as runSbx,
+  sandboxRecord,
   snapshotRecordOf,
   stopAllForwards,
 } from "./support.ts";

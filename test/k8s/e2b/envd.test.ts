@@ -7,8 +7,8 @@ import { CommandExitError, type FilesystemEvent, Sandbox } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Service } from "../../../runtime/server/service.ts";
 import { TOKENS } from "../../support/local.ts";
-import type { TestNamespaces } from "../runtime/support.ts";
 import { startTestService, type TestService } from "../runtime/service-support.ts";
+import type { TestNamespaces } from "../runtime/support.ts";
 
 let t: TestService;
 let ns: TestNamespaces;

@@ -6,6 +6,7 @@ import { CommandExitError, Sandbox } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import { waitFor } from "../../support/cluster.ts";
+import type { TestNamespaces } from "../runtime/support.ts";
 import {
   adminClients,
   freshNamespaces,
@@ -13,7 +14,6 @@ import {
   testConfig,
   testKubeconfigPath,
 } from "../runtime/support.ts";
-import type { TestNamespaces } from "../runtime/support.ts";
 import { type Replica, sdkOptions, startReplica } from "./replicas.ts";
 
 let ns: TestNamespaces;

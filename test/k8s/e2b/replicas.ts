@@ -10,7 +10,7 @@ import type { KubernetesBackend } from "../../../runtime/kubernetes.ts";
 import type { E2bLayer } from "../../../runtime/server/e2b/plugin.ts";
 import { serveWithE2b, skewedClock } from "../../support/e2b.ts";
 import { TOKENS } from "../../support/local.ts";
-import { adminClients, testPlatform, testKubeconfigPath } from "../runtime/support.ts";
+import { adminClients, testKubeconfigPath, testPlatform } from "../runtime/support.ts";
 
 export interface Replica {
   url: string;

@@ -13,9 +13,9 @@ import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
+  type TestNamespaces,
   testConfig,
   testKubeconfigPath,
-  type TestNamespaces,
 } from "../runtime/support.ts";
 import { type Replica, sdkOptions, startReplica } from "./replicas.ts";
 

@@ -5,7 +5,7 @@
 // sandbox with its files.
 // The timing rules themselves are tested with an injected clock in runtime/autopause.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mergePatch, type KubeClients } from "../../../runtime/k8s/client.ts";
+import { type KubeClients, mergePatch } from "../../../runtime/k8s/client.ts";
 import { API_GROUP, API_VERSION, LABELS, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
 import type { SandboxResource } from "../../../runtime/k8s/resource.ts";
 import { registryUrl, waitFor } from "../../support/cluster.ts";
@@ -13,10 +13,10 @@ import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testKubeconfigPath,
   type TestNamespaces,
+  testKubeconfigPath,
 } from "../runtime/support.ts";
-import { output, startPauseManager, type PauseRuntimeArgs } from "./runtime.ts";
+import { output, type PauseRuntimeArgs, startPauseManager } from "./runtime.ts";
 
 let clients: KubeClients;
 let ns: TestNamespaces;

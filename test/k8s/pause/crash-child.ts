@@ -1,7 +1,7 @@
 // Runs one pause or resume on the test cluster as its own runtime replica and SIGKILLs itself
 // right after the named durable step, as a crashed manager would die.
 // argv: <json PauseRuntimeArgs without onStep> <pause|resume> <id> <step>
-import { startPauseRuntime, type PauseRuntimeArgs } from "./runtime.ts";
+import { type PauseRuntimeArgs, startPauseRuntime } from "./runtime.ts";
 
 const [argsJson, op, id, crashAt] = process.argv.slice(2);
 const args = JSON.parse(argsJson) as PauseRuntimeArgs;

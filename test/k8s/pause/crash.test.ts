@@ -7,26 +7,26 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LABELS } from "../../../runtime/k8s/contract.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
-import type { PauseStep, ResumeStep } from "../../../runtime/snapshot/snapshotter.ts";
+import { LABELS } from "../../../runtime/k8s/contract.ts";
 import { OciClient } from "../../../runtime/snapshot/oci.ts";
+import type { PauseStep, ResumeStep } from "../../../runtime/snapshot/snapshotter.ts";
 import { registryUrl, waitFor } from "../../support/cluster.ts";
 import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testKubeconfigPath,
   type TestNamespaces,
+  testKubeconfigPath,
 } from "../runtime/support.ts";
 import {
   FILL_SCRIPT,
   output,
+  type PauseRuntime,
+  type PauseRuntimeArgs,
   sandboxSpec,
   startPauseRuntime,
   TREE_DIGEST_SCRIPT,
-  type PauseRuntime,
-  type PauseRuntimeArgs,
 } from "./runtime.ts";
 
 const GRACE_MS = 3_000;

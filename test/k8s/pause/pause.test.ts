@@ -11,15 +11,15 @@ import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { API_GROUP, API_VERSION, LABELS, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
 import type { SandboxResource } from "../../../runtime/k8s/resource.ts";
 import { SNAPSHOT_RECORD_ANNOTATION } from "../../../runtime/k8s/snapshotRecords.ts";
-import type { SnapshotRecord } from "../../../runtime/snapshot/record.ts";
 import { OciClient } from "../../../runtime/snapshot/oci.ts";
+import type { SnapshotRecord } from "../../../runtime/snapshot/record.ts";
 import { registryUrl, waitFor } from "../../support/cluster.ts";
 import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testKubeconfigPath,
   type TestNamespaces,
+  testKubeconfigPath,
 } from "../runtime/support.ts";
 import { FILL_SCRIPT, output, startPauseManager, TREE_DIGEST_SCRIPT } from "./runtime.ts";
 

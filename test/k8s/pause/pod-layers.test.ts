@@ -12,16 +12,16 @@ import { systemClock } from "../../../runtime/core/clock.ts";
 import { type Logger, silentLogger } from "../../../runtime/core/log.ts";
 import type { SandboxManager } from "../../../runtime/core/manager.ts";
 import { createKubernetesPlatform, type KubernetesPlatform } from "../../../runtime/kubernetes.ts";
+import { registryUrl, tokenRegistry, waitFor } from "../../support/cluster.ts";
 import { captureLogger } from "../../support/logs.ts";
 import { layerCounts } from "../../support/metrics.ts";
 import { expectLayersInSandboxRepository } from "../../support/tokenRegistry.ts";
-import { registryUrl, tokenRegistry, waitFor } from "../../support/cluster.ts";
 import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testKubeconfigPath,
   type TestNamespaces,
+  testKubeconfigPath,
 } from "../runtime/support.ts";
 import { FILL_SCRIPT, output, pauseConfig, TREE_DIGEST_SCRIPT } from "./runtime.ts";
 

@@ -9,16 +9,16 @@ import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { mergePatch } from "../../../runtime/k8s/client.ts";
 import { API_GROUP, API_VERSION, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
 import type { SandboxResource } from "../../../runtime/k8s/resource.ts";
-import { toStoredSpec, type SnapshotRecord, type SnapshotRecordStore } from "../../../runtime/snapshot/record.ts";
+import { type SnapshotRecord, type SnapshotRecordStore, toStoredSpec } from "../../../runtime/snapshot/record.ts";
 import { waitFor } from "../../support/cluster.ts";
 import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testPlatform,
+  type TestNamespaces,
   testConfig,
   testKubeconfigPath,
-  type TestNamespaces,
+  testPlatform,
 } from "../runtime/support.ts";
 import { sandboxSpec } from "./runtime.ts";
 

@@ -13,8 +13,8 @@ import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { SnapshotterOptions } from "../../../runtime/snapshot/snapshotter.ts";
 import { createPauseResume } from "../../../runtime/snapshot/wire.ts";
-import { pauseCaller, type PauseCaller } from "../../support/pause.ts";
-import { adminClients, testPlatform, testConfig, testSandboxSpec } from "../runtime/support.ts";
+import { type PauseCaller, pauseCaller } from "../../support/pause.ts";
+import { adminClients, testConfig, testPlatform, testSandboxSpec } from "../runtime/support.ts";
 
 export interface PauseRuntimeArgs {
   kubeconfigPath: string;

@@ -5,9 +5,9 @@ import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../../../runtime/cli/main.ts";
 import { portForward } from "../../../runtime/cli/ports.ts";
+import { cliIo, rawGet } from "../../server/ports-support.ts";
 import { waitFor } from "../../support/cluster.ts";
 import { auth, TOKENS } from "../../support/local.ts";
-import { cliIo, rawGet } from "../../server/ports-support.ts";
 import { type K8sPortRuntime, startK8sPortSandbox } from "./support.ts";
 
 const DOMAIN = "sbx.test";

@@ -5,10 +5,10 @@
 // replica shutting down ends the relayed connections still open instead of waiting on them.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PORTS_METADATA_PREFIX } from "../../../runtime/server/ports/metadataAccess.ts";
-import { api, sandbox, sh, START_SERVER, SERVER_PY, startServer, WebSocket } from "../../server/ports-support.ts";
+import { api, SERVER_PY, START_SERVER, sandbox, sh, startServer, WebSocket } from "../../server/ports-support.ts";
 import { waitFor } from "../../support/cluster.ts";
 import { auth } from "../../support/local.ts";
-import { type K8sPortReplica, startK8sPortRuntime, type K8sPortRuntime } from "./support.ts";
+import { type K8sPortReplica, type K8sPortRuntime, startK8sPortRuntime } from "./support.ts";
 
 let rt: K8sPortRuntime;
 let b: K8sPortReplica;

@@ -8,9 +8,9 @@
 import { createHash } from "node:crypto";
 import http, { type IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sh, WebSocket } from "../../server/ports-support.ts";
 import { auth } from "../../support/local.ts";
 import { adminClients, testKubeconfigPath } from "../runtime/support.ts";
-import { sh, WebSocket } from "../../server/ports-support.ts";
 import { type K8sPortRuntime, startK8sPortSandbox } from "./support.ts";
 
 const sha256 = (b: Buffer) => createHash("sha256").update(b).digest("hex");

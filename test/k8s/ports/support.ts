@@ -15,17 +15,17 @@ import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { KubernetesBackendOverrides } from "../../../runtime/kubernetes.ts";
 import { buildApp } from "../../../runtime/server/app.ts";
 import { type PortOptions, portOptionsFrom } from "../../../runtime/server/ports/service.ts";
-import { registryUrl, waitFor } from "../../support/cluster.ts";
 import { sandbox, startServer } from "../../server/ports-support.ts";
+import { registryUrl, waitFor } from "../../support/cluster.ts";
 import { testTokens } from "../../support/local.ts";
 import { pauseConfig } from "../pause/runtime.ts";
 import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testPlatform,
-  testKubeconfigPath,
   type TestNamespaces,
+  testKubeconfigPath,
+  testPlatform,
 } from "../runtime/support.ts";
 
 export interface K8sPortReplica {

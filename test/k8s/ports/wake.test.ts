@@ -5,10 +5,10 @@
 // its close. Real time here (the controller and the relay's lease run on the system clock), so
 // the bounds are generous: the idle limits are 6 s and the lease touches every second.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, sandbox, sh, START_SERVER, SERVER_PY, startServer, WebSocket } from "../../server/ports-support.ts";
+import { api, SERVER_PY, START_SERVER, sandbox, sh, startServer, WebSocket } from "../../server/ports-support.ts";
 import { waitFor } from "../../support/cluster.ts";
 import { auth } from "../../support/local.ts";
-import { startK8sPortRuntime, type K8sPortRuntime } from "./support.ts";
+import { type K8sPortRuntime, startK8sPortRuntime } from "./support.ts";
 
 let rt: K8sPortRuntime;
 

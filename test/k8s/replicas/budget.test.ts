@@ -10,8 +10,6 @@
 // processes, a control plane and 1,000 pods do not fit this suite's time on two shared cores.
 // bench/k8s/replicas.ts runs the full size.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { SharesDoc } from "../../../runtime/k8s/budget/sharePlan.ts";
-import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import {
   type CreateOutcome,
   createVia,
@@ -21,14 +19,16 @@ import {
   readShares,
   startFleet,
 } from "../../../bench/k8s/replicaFleet.ts";
+import type { SharesDoc } from "../../../runtime/k8s/budget/sharePlan.ts";
+import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { waitFor } from "../../support/cluster.ts";
 import {
   addSandboxNodes,
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testKubeconfigPath,
   type TestNamespaces,
+  testKubeconfigPath,
 } from "../runtime/support.ts";
 
 const BUDGET = 150; // nano sandboxes (100m, 128Mi each)

@@ -5,16 +5,16 @@
 // handed out again (a second round after the first round's sandboxes are gone claims only
 // fresh pods).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type CreateOutcome, createVia, type Fleet, killVia, startFleet } from "../../../bench/k8s/replicaFleet.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { API_GROUP, API_VERSION, LABELS, POOL, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
-import { type CreateOutcome, createVia, type Fleet, killVia, startFleet } from "../../../bench/k8s/replicaFleet.ts";
 import { waitFor } from "../../support/cluster.ts";
 import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testKubeconfigPath,
   type TestNamespaces,
+  testKubeconfigPath,
 } from "../runtime/support.ts";
 
 const CLAIMERS = 40;

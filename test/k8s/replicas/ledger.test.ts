@@ -18,7 +18,7 @@ import { entryKey, formatEntry, readShares } from "../../../runtime/k8s/budget/s
 import { parseSharesDoc, SHARES_ANNOTATION } from "../../../runtime/k8s/budget/sharesDoc.ts";
 import { abortOn, type KubeClients, mergePatch } from "../../../runtime/k8s/client.ts";
 import { captureLogger, LEVEL } from "../../support/logs.ts";
-import { adminClients, freshNamespaces, testKubeconfigPath, type TestNamespaces } from "../runtime/support.ts";
+import { adminClients, freshNamespaces, type TestNamespaces, testKubeconfigPath } from "../runtime/support.ts";
 
 const LEASE_MS = 15_000;
 const LEASE = "ledger-shares";

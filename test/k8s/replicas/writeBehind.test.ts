@@ -12,7 +12,7 @@ import type { Reservation } from "../../../runtime/k8s/claims/writeBehind.ts";
 import { type KubeClients, mergePatch } from "../../../runtime/k8s/client.ts";
 import { ANNOTATIONS, LABELS, POOL } from "../../../runtime/k8s/contract.ts";
 import { waitFor } from "../../support/cluster.ts";
-import { startTestBackend, type TestBackend, testSandboxSpec, type TestNamespaces } from "../runtime/support.ts";
+import { startTestBackend, type TestBackend, type TestNamespaces, testSandboxSpec } from "../runtime/support.ts";
 
 let t: TestBackend;
 let clients: KubeClients;

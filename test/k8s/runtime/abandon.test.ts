@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Service } from "../../../runtime/server/service.ts";
 import { parseExecFrames, TOKENS } from "../../support/local.ts";
-import { abandon, closeWaitSockets, openFds, request, settle, type Abandon } from "../../support/raw-http.ts";
+import { type Abandon, abandon, closeWaitSockets, openFds, request, settle } from "../../support/raw-http.ts";
 import { startTestService, type TestService } from "./service-support.ts";
 
 /** generous: a kill costs a second exec through the API server on a busy 2-core machine */

@@ -8,8 +8,8 @@ import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { CapacityError } from "../../../runtime/core/errors.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
-import { parseMemory } from "../../../runtime/core/quantity.ts";
 import type { SandboxManager } from "../../../runtime/core/manager.ts";
+import { parseMemory } from "../../../runtime/core/quantity.ts";
 import type { Sandbox } from "../../../runtime/core/types.ts";
 import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
@@ -20,10 +20,10 @@ import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testPlatform,
+  type TestNamespaces,
   testConfig,
   testKubeconfigPath,
-  type TestNamespaces,
+  testPlatform,
 } from "./support.ts";
 
 const CAPACITY = 1000;

@@ -8,17 +8,17 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ImageCatalog } from "../../../runtime/core/catalog.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
-import { createKubernetesPlatform, type KubernetesPlatform } from "../../../runtime/kubernetes.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import { LABELS, POOL } from "../../../runtime/k8s/contract.ts";
+import { createKubernetesPlatform, type KubernetesPlatform } from "../../../runtime/kubernetes.ts";
 import { waitFor } from "../../support/cluster.ts";
 import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
+  type TestNamespaces,
   testConfig,
   testKubeconfigPath,
-  type TestNamespaces,
 } from "./support.ts";
 
 const INLINE_IMAGE = "registry.local/sbx/base:1";

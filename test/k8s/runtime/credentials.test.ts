@@ -18,10 +18,10 @@ import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testPlatform,
+  type TestNamespaces,
   testConfig,
   testKubeconfigPath,
-  type TestNamespaces,
+  testPlatform,
 } from "./support.ts";
 
 let sts: Server;

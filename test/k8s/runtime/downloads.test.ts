@@ -4,8 +4,8 @@
 // stream (the service turns that into a cut response, test/server/downloads.test.ts).
 import type { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
+import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
 import { startTestBackend, type TestBackend, testSandboxSpec } from "./support.ts";
 
 let t: TestBackend;

@@ -7,7 +7,7 @@ import { LeaderElector } from "../../../runtime/controller/leader.ts";
 import { ManualClock } from "../../../runtime/core/clock.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
-import { adminClients, freshNamespaces, testKubeconfigPath, type TestNamespaces } from "./support.ts";
+import { adminClients, freshNamespaces, type TestNamespaces, testKubeconfigPath } from "./support.ts";
 
 let clients: KubeClients;
 let ns: TestNamespaces;

@@ -3,19 +3,19 @@
 // files in and out (tar over exec) -> logs -> kill; plus status truth (OOM while Running)
 // and an externally deleted pod making the sandbox gone.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough, Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import type { SandboxEvent, SandboxSpec } from "../../../runtime/core/types.ts";
-import { LABELS, SANDBOX_CONTAINER } from "../../../runtime/k8s/contract.ts";
-import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
-import { terminateContainer, waitFor } from "../../support/cluster.ts";
-import { describeLeftovers, processesUnder } from "../../../tools/control-plane/leftovers.ts";
-import { startTestBackend, type TestBackend, testSandboxSpec, type TestNamespaces } from "./support.ts";
-import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
+import type { SandboxEvent, SandboxSpec } from "../../../runtime/core/types.ts";
+import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
+import type { KubeClients } from "../../../runtime/k8s/client.ts";
+import { LABELS, SANDBOX_CONTAINER } from "../../../runtime/k8s/contract.ts";
+import { describeLeftovers, processesUnder } from "../../../tools/control-plane/leftovers.ts";
+import { terminateContainer, waitFor } from "../../support/cluster.ts";
+import { startTestBackend, type TestBackend, type TestNamespaces, testSandboxSpec } from "./support.ts";
 
 let t: TestBackend;
 let clients: KubeClients;

@@ -9,17 +9,17 @@ import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import type { SandboxSpec } from "../../../runtime/core/types.ts";
 import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 import type { KubernetesBackend } from "../../../runtime/k8s/backend.ts";
-import { clientsFor, PooledKubeConfig, statusCode, type KubeClients } from "../../../runtime/k8s/client.ts";
-import { roleRules, type PolicyRule } from "../../../runtime/k8s/contract.ts";
+import { clientsFor, type KubeClients, PooledKubeConfig, statusCode } from "../../../runtime/k8s/client.ts";
+import { type PolicyRule, roleRules } from "../../../runtime/k8s/contract.ts";
 import { serviceAccountKubeConfig, waitFor } from "../../support/cluster.ts";
 import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testPlatform,
+  type TestNamespaces,
   testConfig,
   testKubeconfigPath,
-  type TestNamespaces,
+  testPlatform,
 } from "./support.ts";
 
 let admin: KubeClients;

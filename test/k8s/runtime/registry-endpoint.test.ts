@@ -6,13 +6,13 @@ import { randomBytes } from "node:crypto";
 import { Readable } from "node:stream";
 import { DiscoveryV1Api, type KubeConfig, type V1Endpoint } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { inClusterRegistryOf } from "../../../runtime/config/schema.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
-import { inClusterRegistryOf } from "../../../runtime/config/schema.ts";
 import { RegistryEndpoint } from "../../../runtime/k8s/registryEndpoint.ts";
 import { OciClient } from "../../../runtime/snapshot/oci.ts";
-import { captureLogger, LEVEL } from "../../support/logs.ts";
 import { createNamespace, loadKubeConfig, registryUrl, type TestNamespace, waitFor } from "../../support/cluster.ts";
+import { captureLogger, LEVEL } from "../../support/logs.ts";
 
 let kc: KubeConfig;
 let discovery: DiscoveryV1Api;

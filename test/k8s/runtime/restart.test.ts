@@ -22,10 +22,10 @@ import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testPlatform,
+  type TestNamespaces,
   testConfig,
   testKubeconfigPath,
-  type TestNamespaces,
+  testPlatform,
 } from "./support.ts";
 
 const CAPACITY = 300; // nano sandboxes the budget holds

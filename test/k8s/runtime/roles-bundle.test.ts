@@ -18,8 +18,8 @@ import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testKubeconfigPath,
   type TestNamespaces,
+  testKubeconfigPath,
 } from "./support.ts";
 
 const repo = resolve(import.meta.dirname, "../../..");

@@ -12,19 +12,19 @@ import { systemClock } from "../../../runtime/core/clock.ts";
 import { silentLogger } from "../../../runtime/core/log.ts";
 import type { KubernetesPlatform } from "../../../runtime/k8s/assemble.ts";
 
-import { clientsFor, isNotFound, PooledKubeConfig, statusCode, type KubeClients } from "../../../runtime/k8s/client.ts";
-import { LABELS, POOL, roleRules, type PolicyRule } from "../../../runtime/k8s/contract.ts";
-import { startService, type Service } from "../../../runtime/server/service.ts";
+import { clientsFor, isNotFound, type KubeClients, PooledKubeConfig, statusCode } from "../../../runtime/k8s/client.ts";
+import { LABELS, POOL, type PolicyRule, roleRules } from "../../../runtime/k8s/contract.ts";
+import { type Service, startService } from "../../../runtime/server/service.ts";
 import { registryUrl, serviceAccountKubeConfig, waitFor } from "../../support/cluster.ts";
 import { auth, parseExecFrames, testTokens } from "../../support/local.ts";
 import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testPlatform,
+  type TestNamespaces,
   testConfig,
   testKubeconfigPath,
-  type TestNamespaces,
+  testPlatform,
 } from "./support.ts";
 
 const POOL_SIZE = 2;

@@ -10,7 +10,7 @@ import type { KubernetesBackend, KubernetesBackendOverrides, KubernetesPlatform 
 import { type Service, startService } from "../../../runtime/server/service.ts";
 import { waitFor } from "../../support/cluster.ts";
 import { testTokens } from "../../support/local.ts";
-import { prepareTestCluster, type TestConfigOverride, testPlatform, type TestNamespaces } from "./support.ts";
+import { prepareTestCluster, type TestConfigOverride, type TestNamespaces, testPlatform } from "./support.ts";
 
 export interface TestService {
   ns: TestNamespaces;

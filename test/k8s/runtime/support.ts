@@ -5,26 +5,26 @@
 import { RbacAuthorizationV1Api, type V1Pod } from "@kubernetes/client-node";
 import type { Role } from "../../../runtime/config/role.ts";
 import type { RuntimeConfig, RuntimeConfigInput } from "../../../runtime/config/schema.ts";
-import type { SandboxSpec } from "../../../runtime/core/types.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
 import { createLogger, silentLogger } from "../../../runtime/core/log.ts";
+import type { SandboxSpec } from "../../../runtime/core/types.ts";
 import type { KubeClients } from "../../../runtime/k8s/client.ts";
 import {
   createKubernetesPlatform,
   type KubernetesBackend,
-  type KubernetesPlatform,
   type KubernetesBackendOverrides,
+  type KubernetesPlatform,
 } from "../../../runtime/kubernetes.ts";
 import {
   adminClients,
   freshNamespaces,
   installSandboxCrd,
-  testConfig,
   type TestNamespaces,
+  testConfig,
 } from "../../../tools/control-plane/fixtures.ts";
 
 export { addSandboxNodes } from "../../../tools/control-plane/fixtures.ts";
-export { adminClients, freshNamespaces, installSandboxCrd, testConfig, type TestNamespaces };
+export { adminClients, freshNamespaces, installSandboxCrd, type TestNamespaces, testConfig };
 
 /** The suite's kubeconfig: vitest's provided value, else SBX_TEST_KUBECONFIG. Fails loudly when neither is set. */
 export async function testKubeconfigPath(): Promise<string> {
@@ -74,8 +74,8 @@ export function testPlatform(
   );
 }
 
-export { RbacAuthorizationV1Api };
 export type { V1Pod };
+export { RbacAuthorizationV1Api };
 
 /** What every k8s test file starts from: admin clients, the CRD installed, its own namespaces, their config. */
 export interface TestCluster {

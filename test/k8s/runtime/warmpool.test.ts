@@ -15,9 +15,9 @@ import {
   adminClients,
   startTestBackend,
   type TestBackend,
+  type TestNamespaces,
   testPlatform,
   testSandboxSpec,
-  type TestNamespaces,
 } from "./support.ts";
 
 const POOL_SIZE = 30;

@@ -2,7 +2,7 @@
 // one NUL after every field, so names with newlines or any other byte but NUL survive.
 import { posix } from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { FileType, type EntryInfoSchema } from "./gen/filesystem/filesystem_pb.ts";
+import { type EntryInfoSchema, FileType } from "./gen/filesystem/filesystem_pb.ts";
 
 export type Entry = MessageInitShape<typeof EntryInfoSchema>;
 

@@ -5,8 +5,8 @@
 import { PassThrough } from "node:stream";
 import type { FastifyReply } from "fastify";
 import { describe, expect, it } from "vitest";
-import type { ExecResult, ExecSession, Manager } from "../../../core/types.ts";
 import { silentLogger } from "../../../core/log.ts";
+import type { ExecResult, ExecSession, Manager } from "../../../core/types.ts";
 import type { EnvdServices } from "./context.ts";
 import { downloadFile, firstOutcome } from "./files-http.ts";
 import { EXIT } from "./sandbox-command.ts";

@@ -9,12 +9,12 @@ import { createGunzip } from "node:zlib";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { NotFoundError, type SbxError, TooLargeError, ValidationError } from "../../../core/errors.ts";
 import type { ExecSession } from "../../../core/types.ts";
+import { ByteLimit } from "../../files.ts";
 import type { EnvdCaller } from "../access.ts";
 import { resolveSandboxPath, validateUser } from "./caller.ts";
 import type { EnvdServices } from "./context.ts";
 import { boundaryOf, type FormPart, MultipartReader } from "./multipart.ts";
 import { EXIT, runScript, startScript } from "./sandbox-command.ts";
-import { ByteLimit } from "../../files.ts";
 
 const READ = `
 if [ ! -e "$1" ]; then exit ${EXIT.missing}; fi

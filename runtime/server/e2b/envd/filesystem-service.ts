@@ -10,7 +10,7 @@ import { callerOf, type EnvdServices } from "./context.ts";
 import { type Entry, FIND_FORMAT, parseFindEntries } from "./entries.ts";
 import type { Filesystem } from "./gen/filesystem/filesystem_pb.ts";
 import { guarded, toConnectError } from "./rpc-errors.ts";
-import { EXIT, runScript, type CommandOutput } from "./sandbox-command.ts";
+import { type CommandOutput, EXIT, runScript } from "./sandbox-command.ts";
 import { PolledWatchers, watchDir } from "./watch-service.ts";
 
 /** List $1 to depth $2 ($2 = 0: the entry itself). */

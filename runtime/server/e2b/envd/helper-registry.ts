@@ -22,8 +22,8 @@ import {
   type ProcessSelector,
   type ProcessSpec,
   processEnd,
-  select,
   type StartedProcess,
+  select,
   type TrackedProcess,
 } from "./registry.ts";
 

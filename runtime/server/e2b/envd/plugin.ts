@@ -11,8 +11,8 @@ import type { IncomingMessage } from "node:http";
 import { createContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { HTTP_STATUS, SbxError } from "../../../core/errors.ts";
-import type { E2bDeps, EnvdCaller } from "../access.ts";
 import { DEFAULT_DRAIN, settleRefusedBody } from "../../requestBody.ts";
+import type { E2bDeps, EnvdCaller } from "../access.ts";
 import { accessTokenFrom, sandboxIdFrom } from "./caller.ts";
 import { CALLER, type EnvdServices } from "./context.ts";
 import { downloadFile, type FilesQuery, uploadFiles } from "./files-http.ts";
@@ -20,9 +20,9 @@ import { filesystemService } from "./filesystem-service.ts";
 import { Filesystem } from "./gen/filesystem/filesystem_pb.ts";
 import { Process } from "./gen/process/process_pb.ts";
 import { processService } from "./process-service.ts";
-import { rpcAdapter } from "./rpc-adapter.ts";
 import { ProcessTable } from "./process-table.ts";
 import type { ProcessRegistry } from "./registry.ts";
+import { rpcAdapter } from "./rpc-adapter.ts";
 import { DEFAULT_WATCH_LIMITS, WatcherSlots, type WatchLimits } from "./watchers.ts";
 
 export interface EnvdOptions {

@@ -6,20 +6,20 @@
 // timeout (Connect-Timeout-Ms, the SDK's timeoutMs, becomes the exec timeout), or with the
 // sandbox.
 import { PassThrough } from "node:stream";
-import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { ValidationError } from "../../../core/errors.ts";
 import { resolveSandboxPath, userFromAuthorization, validateUser } from "./caller.ts";
 import { callerOf, type EnvdServices } from "./context.ts";
 import { IDLE, type OutputFeed, type ProcessEnd } from "./feed.ts";
-import { encodeProcessLabel } from "./label.ts";
 import {
   type Process,
   type ProcessConfig,
-  type ProcessSelector as WireSelector,
   type ProcessEventSchema,
   Signal,
+  type ProcessSelector as WireSelector,
 } from "./gen/process/process_pb.ts";
+import { encodeProcessLabel } from "./label.ts";
 import type { ProcessSelector, ProcessSpec, TrackedProcess } from "./registry.ts";
 import { guarded, toConnectError } from "./rpc-errors.ts";
 

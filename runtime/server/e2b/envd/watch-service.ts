@@ -14,13 +14,13 @@
 // `maxListingBytes` ends the watch. A stream also ends at the SDK's timeoutMs
 // (Connect-Timeout-Ms, 60 s by default); both end with the sandbox.
 import { randomUUID } from "node:crypto";
-import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import type { EnvdCaller } from "../access.ts";
 import type { EnvdServices } from "./context.ts";
 import type { WatchDirResponseSchema } from "./gen/filesystem/filesystem_pb.ts";
-import { RunningWatch } from "./watch-runner.ts";
 import type { WatchEvent } from "./watch.ts";
+import { RunningWatch } from "./watch-runner.ts";
 
 type WatchMessage = MessageInitShape<typeof WatchDirResponseSchema>;
 
