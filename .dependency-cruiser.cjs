@@ -31,7 +31,7 @@ const PURE = [
   "^components/identity/policies\\.ts$",
   "^components/platform/sizing\\.ts$",
   "^components/shared/(cidr|k8s|platformConfig)\\.ts$",
-  "^infra/(schema|readers)\\.ts$",
+  "^infra/(schema|readers|authConfig)\\.ts$",
   // statistics
   "^bench/lib/(percentile|summary)\\.ts$",
 ];
