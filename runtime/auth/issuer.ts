@@ -49,6 +49,11 @@ export class IssuerVerifier {
     this.name = config.name;
     const ca = readCa(config, at);
     const get = deps.fetch ?? fetchJson;
+    // the bearer token goes only where config points, never to a host a discovery document names
+    const trusted = new Set([
+      new URL(discoveryUrlOf(config)).origin,
+      ...(config.jwksUrl ? [new URL(config.jwksUrl).origin] : []),
+    ]);
     const log = deps.logger.child({ op: "auth", issuer: config.name });
     this.keys = new IssuerKeys(
       {
@@ -60,7 +65,10 @@ export class IssuerVerifier {
         get: (url) =>
           get(url, {
             ca,
-            bearer: config.tokenFile ? readFileSync(config.tokenFile, "utf8").trim() : undefined,
+            bearer:
+              config.tokenFile && trusted.has(new URL(url).origin)
+                ? readFileSync(config.tokenFile, "utf8").trim()
+                : undefined,
             timeoutMs: config.fetchTimeoutMs,
             maxBytes: config.maxBytes,
           }),

@@ -42,6 +42,10 @@ export class TestIssuer {
   jwksFetches = 0;
   discoveryFetches = 0;
   url = "";
+  /** set: the discovery document names this jwks_uri instead of its own */
+  jwksUri?: string;
+  /** the Authorization header of each request, by path ("-" when none) */
+  seen: { path: string; authorization: string }[] = [];
   private server = http.createServer((req, res) => this.answer(req, res));
   private sockets = new Set<Socket>();
 
@@ -88,10 +92,11 @@ export class TestIssuer {
 
   private answer(req: http.IncomingMessage, res: http.ServerResponse): void {
     res.on("error", () => {});
+    this.seen.push({ path: req.url ?? "", authorization: req.headers.authorization ?? "-" });
     if (req.url === "/.well-known/openid-configuration") {
       this.discoveryFetches++;
       res.setHeader("content-type", "application/json");
-      res.end(JSON.stringify({ issuer: this.url, jwks_uri: `${this.url}/jwks` }));
+      res.end(JSON.stringify({ issuer: this.url, jwks_uri: this.jwksUri ?? `${this.url}/jwks` }));
       return;
     }
     if (req.url !== "/jwks") {
