@@ -54,7 +54,9 @@ export function clusterIssuerEntry(c: Omit<ClusterIssuerArgs, "issuer"> & { issu
     team: { claim: ["kubernetes.io", "namespace"], stripPrefix: "" },
     ...(c.viaApiServer
       ? {
-          discoveryUrl: "https://kubernetes.default.svc/.well-known/openid-configuration",
+          // the keys straight from the API server by its in-cluster name: its discovery document
+          // names a jwks_uri at its own address, where the bearer token would not be sent
+          jwksUrl: "https://kubernetes.default.svc/openid/v1/jwks",
           caFile: `${SERVICE_ACCOUNT_DIR}/ca.crt`,
           tokenFile: `${SERVICE_ACCOUNT_DIR}/token`,
         }

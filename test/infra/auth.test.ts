@@ -39,13 +39,13 @@ describe("sbx:auth in existing-cluster mode", () => {
     expect(configOf(await deploy("existing-cluster")).auth).toBeUndefined();
   });
 
-  it("reaches the API server's discovery with the pod's CA and token when the cluster issuer is on", async () => {
+  it("reaches the API server's keys with the pod's CA and token when the cluster issuer is on", async () => {
     const run = await deploy("existing-cluster", {
       auth: { clusterIssuer: { enabled: true, issuer: "https://kubernetes.default.svc.cluster.local" } },
     });
     expect(configOf(run).auth.issuers[0]).toMatchObject({
       issuer: "https://kubernetes.default.svc.cluster.local",
-      discoveryUrl: "https://kubernetes.default.svc/.well-known/openid-configuration",
+      jwksUrl: "https://kubernetes.default.svc/openid/v1/jwks",
       caFile: "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
       tokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
     });
