@@ -25,7 +25,8 @@ export const fetchJson: JsonFetcher = (url, opts) =>
   new Promise((resolve, reject) => {
     const u = new URL(url);
     const client = u.protocol === "https:" ? https : http;
-    const headers: Record<string, string> = { accept: "application/json" };
+    // the Kubernetes API server answers its JWKS only as application/jwk-set+json (406 otherwise)
+    const headers: Record<string, string> = { accept: "application/json, application/jwk-set+json" };
     if (opts.bearer) headers.authorization = `Bearer ${opts.bearer}`;
     let settled = false;
     const fail = (message: string) => {
