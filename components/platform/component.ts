@@ -46,6 +46,8 @@ export class SandboxPlatform extends pulumi.ComponentResource {
     let provider: pulumi.ProviderResource;
     let runtimeExtra: Partial<RuntimeArgs> = {};
     let blockedCidrs: string[] = [...cfg.blockedCidrs];
+    /** the iss of the cluster's service-account tokens: EKS's OIDC issuer, or as sbx:auth gives it */
+    let clusterIssuerUrl: pulumi.Input<string> | undefined = cfg.auth.clusterIssuer?.issuer;
 
     if (cfg.mode === "existing-cluster") {
       if (!args.kubeconfig)
@@ -113,6 +115,7 @@ export class SandboxPlatform extends pulumi.ComponentResource {
         parent,
       );
       provider = cluster.provider;
+      clusterIssuerUrl = cluster.oidcIssuer;
       blockedCidrs = [network.vpcCidr, ...cfg.blockedCidrs];
       this.catalog = images.catalog;
       this.clusterName = cluster.clusterName;
@@ -149,9 +152,14 @@ export class SandboxPlatform extends pulumi.ComponentResource {
       },
       parent,
     );
+    const ci = cfg.auth.clusterIssuer;
+    const clusterIssuer: RuntimeArgs["clusterIssuer"] =
+      ci && clusterIssuerUrl
+        ? { name: ci.name, audiences: ci.audiences, issuer: clusterIssuerUrl, viaApiServer: cfg.mode !== "eks" }
+        : undefined;
     const runtime = new Runtime(
       `${name}-runtime`,
-      { ...common, ...runtimeExtra, provider, catalog: this.catalog },
+      { ...common, ...runtimeExtra, provider, catalog: this.catalog, ...(clusterIssuer ? { clusterIssuer } : {}) },
       { parent: this, dependsOn: [tenancy] },
     );
     if (inCluster?.registryToken && cfg.snapshots.layerRegistry) {
@@ -191,6 +199,7 @@ function runtimeCommon(cfg: PlatformConfig, args: SandboxPlatformArgs): Omit<Run
     controllerReplicas: cfg.runtime.controllerReplicas,
     resources: { cpu: cfg.runtime.cpu, memory: cfg.runtime.memory },
     settings: {
+      ...(cfg.auth.issuers.length > 0 ? { authIssuers: cfg.auth.issuers } : {}),
       sizeClasses: cfg.sizeClasses,
       budget: { cpu: cfg.budget.cpu, memory: cfg.budget.memory },
       defaults: { ...cfg.defaults },

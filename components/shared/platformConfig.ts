@@ -110,6 +110,25 @@ export interface PlatformConfig {
     userNamespaces: boolean;
     credentialDurationSeconds: number;
   };
+  /** identities besides the static tokens (sbx:auth, docs/identity.md) */
+  auth: AuthSettings;
+}
+
+/** JWT issuers the runtime accepts (its config's auth.issuers), from sbx:auth. */
+export interface AuthSettings {
+  /** entries of the runtime's auth.issuers, as given (validated with the runtime's own schema) */
+  issuers: Record<string, unknown>[];
+  /**
+   * The cluster's own service-account issuer, so in-cluster agents call sbx with their projected
+   * token: EKS's OIDC issuer in eks mode (the URL comes from the cluster), the API server's
+   * discovery (its iss given here) in existing-cluster mode. Unset: off.
+   */
+  clusterIssuer?: {
+    name: string;
+    audiences: string[];
+    /** the iss of the cluster's service-account tokens; eks mode reads it from the cluster */
+    issuer?: string;
+  };
 }
 
 /** An EC2 instance type's network limits (cluster/maxPods.ts turns them into max pods). */

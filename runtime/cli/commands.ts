@@ -307,6 +307,7 @@ usage: sbx <command> [options]
                                    open a port to others (a per-port token, shown once, or
                                    public) and print its URL; --close: owner only again
   port-forward ID LOCAL:REMOTE     listen on loopback LOCAL, relay each connection to REMOTE
+  whoami                           the owner and team SBX_TOKEN (a token or a JWT) maps to
   token create --owner NAME        add a token to the service's tokens file (direct mode)
                                    (--e2b: in E2B's key shape e2b_<hex>, for E2B_API_KEY)
   registry-token-key --dir DIR     a key pair for snapshots.tokenAuth: the runtime signs its

@@ -4,6 +4,7 @@
 import { createInterface } from "node:readline";
 import { PassThrough, Readable } from "node:stream";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
+import type { Identity } from "../auth/claims.ts";
 import { CapacityError, HTTP_STATUS, SbxError, UpstreamError, type ErrorCode } from "../core/errors.ts";
 import type {
   CreateRequest,
@@ -284,6 +285,11 @@ export class HttpManager implements Manager {
     throw new UpstreamError(
       `${op} of ${id}: the progress stream ended without a result (connection lost?); the ${op} may still finish: check with sbx get ${id}`,
     );
+  }
+
+  /** Who the token makes the caller: owner, team, and the tokens file or issuer that said so. */
+  async whoami(): Promise<Identity> {
+    return this.json<Identity>("GET", "/v1/whoami");
   }
 
   async poolStatus(): Promise<PoolStatus[]> {

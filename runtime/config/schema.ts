@@ -3,6 +3,7 @@
 // validated once at start into a typed RuntimeConfig. Errors name the key, the value, the fix.
 import { z } from "zod";
 import { ValidationError } from "../core/errors.ts";
+import { authConfigInput } from "./authSchema.ts";
 import { parseCpu, parseMemory } from "../core/quantity.ts";
 import type { SizeClass } from "../core/types.ts";
 
@@ -126,6 +127,8 @@ export const runtimeConfigInput = z.object({
   catalogPath: z.string().optional(),
   /** JSON file: { "<sha256 hex of token>": "<owner>" } */
   tokensPath: z.string().optional(),
+  /** ---- identities: JWT issuers accepted besides the tokens file (authSchema.ts, docs/identity.md) ---- */
+  auth: authConfigInput,
   kubernetes: z
     .object({
       namespace: z.string().default("sbx-sandboxes"),

@@ -11,17 +11,11 @@ import Fastify, {
 } from "fastify";
 import { Histogram, type Registry } from "prom-client";
 import { LATENCY_BUCKETS } from "../core/metrics.ts";
-import {
-  CapacityError,
-  describeValue,
-  HTTP_STATUS,
-  SbxError,
-  UnauthenticatedError,
-  UnavailableError,
-} from "../core/errors.ts";
+import { CapacityError, describeValue, HTTP_STATUS, SbxError, UnavailableError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Manager } from "../core/types.ts";
 import { systemClock } from "../core/clock.ts";
+import { type Authenticator, type Identity, identify } from "../auth/identities.ts";
 import { buildOpenApi } from "./openapi.ts";
 import { portRoutes } from "./ports/routes.ts";
 import { PortService, type PortOptions } from "./ports/service.ts";
@@ -38,12 +32,12 @@ const MAX_PARAM_CHARS = 1024;
 declare module "fastify" {
   interface FastifyRequest {
     owner: string;
+    /** who the credential says the caller is (owner, team, issuer); null on routes without auth */
+    identity: Identity | null;
   }
 }
 
-export interface Authenticator {
-  authenticate(token: string | undefined): string | undefined;
-}
+export type { Authenticator };
 
 export interface AppOptions {
   manager: Manager;
@@ -118,8 +112,29 @@ export function systemRoutes(opts: AppOptions, openapi: () => unknown): RouteDef
       responses: { "200": { description: "OpenAPI document", schema: { type: "object" } } },
       handler: async () => openapi(),
     },
+    {
+      method: "GET",
+      url: "/v1/whoami",
+      operationId: "whoami",
+      auth: true,
+      summary:
+        "The owner and team the presented token maps to, and what established them (the tokens file or an issuer).",
+      responses: { "200": { description: "the caller's identity", schema: identitySchema } },
+      handler: async (_c, req) => req.identity,
+    },
   ];
 }
+
+const identitySchema = {
+  type: "object",
+  required: ["owner", "via"],
+  properties: {
+    owner: { type: "string" },
+    team: { type: "string" },
+    via: { type: "string", description: '"token" (the tokens file) or the name of the issuer in config.auth.issuers' },
+    expiresAt: { type: "string", format: "date-time" },
+  },
+};
 
 /** Request latency by route; one per registry even when several apps share it. */
 function requestHistogram(registry: Registry): Histogram<"route" | "method" | "status"> {
@@ -160,6 +175,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     clientErrorHandler: answerClientError,
   });
   app.decorateRequest("owner", "");
+  app.decorateRequest("identity", null);
 
   const ctx: RouteContext = { manager: opts.manager, logger: opts.logger, limits };
   let doc: unknown;
@@ -208,9 +224,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
       config: r.requestContentType ? { maxBodyBytes: limits.uploadBytes } : {},
       onRequest: r.auth
         ? async (req) => {
-            const owner = opts.tokens.authenticate(bearer(req));
-            if (owner === undefined) throw new UnauthenticatedError();
-            req.owner = owner;
+            const who = await identify(opts.tokens, bearer(req));
+            req.owner = who.owner;
+            req.identity = who;
           }
         : undefined,
       handler: (req, reply) => r.handler(ctx, req, reply),
