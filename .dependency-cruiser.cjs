@@ -18,8 +18,8 @@ const PURE = [
   "^(runtime|components|infra|bench)/.*/(plan|decide)[^/]*\\.ts$",
   "^(runtime|components|infra|bench)/.+Plan\\.ts$",
   // runtime: the kernel values, validation and policy
-  "^runtime/core/(errors|types|quantity|spec|admission|logFormat)\\.ts$",
-  "^runtime/config/schema\\.ts$",
+  "^runtime/core/(errors|types|quantity|spec|admission|admission-teams|logFormat)\\.ts$",
+  "^runtime/config/(schema|tenancy)\\.ts$",
   // the auto-pause policy: all of it but the controller that acts on it
   "^runtime/autopause/(?!controller\\.ts$)[^/]+\\.ts$",
   "^runtime/k8s/(contract|sessionPolicy|execCommand|podTemplate|resource|status)\\.ts$",

@@ -9,7 +9,7 @@ import { Maintenance, type MaintenanceTask } from "./maintenance.ts";
 import type { Duplex, Readable } from "node:stream";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { ActivityTouches } from "./activity.ts";
-import { Admission } from "./admission.ts";
+import { Admission, admissionOptionsFor } from "./admission.ts";
 import { AdmissionFollower } from "./admission-follow.ts";
 import type { AuditEntry, AuditOp, AuditStore } from "./audit.ts";
 import type { ImageCatalog } from "./catalog.ts";
@@ -82,7 +82,9 @@ export class SandboxManager implements Manager {
 
   constructor(private readonly deps: ManagerDeps) {
     const { config } = deps;
-    this.admission = deps.admission ?? new Admission(config.budget);
+    this.admission =
+      deps.admission ??
+      new Admission(config.budget, admissionOptionsFor(config, { nowMs: () => deps.clock.now().getTime() }));
     this.log = deps.logger;
     this.pr = deps.pauseResume;
     this.sandboxes = deps.pauseResume ?? deps.backend;
