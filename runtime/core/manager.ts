@@ -22,6 +22,7 @@ import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
 import { resolveMetadataUpdate } from "./metadata-update.ts";
 import { Reaper } from "./reaper.ts";
 import { resumeAdmission } from "./resume-admission.ts";
+import { reportUsage, type UsageReport } from "./usage.ts";
 import { validateOwner } from "./spec.ts";
 import type {
   AttachedCommand,
@@ -268,6 +269,11 @@ export class SandboxManager implements Manager {
     if (!backend.openPort)
       throw new ConflictError(`port ${port}: the ${backend.name} backend cannot relay traffic to sandbox ports yet`);
     return backend.openPort(id, port);
+  }
+
+  /** GET /v1/usage: the caller's team's use against its limits (every team for tenancy.admins). */
+  usage(owner: string): UsageReport {
+    return reportUsage(owner, this.deps.config.tenancy, this.admission.usage(), this.lastList);
   }
 
   async get(owner: string, id: string): Promise<Sandbox> {
