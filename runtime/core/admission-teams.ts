@@ -32,6 +32,11 @@ export interface TeamScope {
   elsewhere?(): ReadonlyMap<string, TeamUse>;
   /** replicas sharing the budget now, this one included (each bucket refills at rate / replicas) */
   replicas?(): number;
+  /**
+   * What the replicas' shares split: the budget less what dead replicas' sandboxes hold. This
+   * replica keeps share / available of each unused guarantee, so the parts kept add up to it.
+   */
+  available?(): Vec;
 }
 
 export interface TeamUsage {
@@ -48,6 +53,49 @@ export interface TeamUsage {
 }
 
 const zeroUse = (): TeamUse => ({ sandboxes: 0, cpuMillis: 0, memoryBytes: 0 });
+
+/** The name of a team limit's dimension in the shares Lease (runtime/k8s/budget/sharePlan.ts). */
+export const teamDim = (team: string, what: "sandboxes" | "cpu" | "memory") => `${team}/${what}`;
+
+/** Every configured team limit as a dimension of the shared budget: what the replicas split. */
+export function teamLimitDims(t: TenancyConfig): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const team of Object.values(t.teams)) {
+    const l = team.limits;
+    if (l.sandboxes !== undefined) out[teamDim(team.name, "sandboxes")] = l.sandboxes;
+    if (l.cpuMillis !== undefined) out[teamDim(team.name, "cpu")] = l.cpuMillis;
+    if (l.memoryBytes !== undefined) out[teamDim(team.name, "memory")] = l.memoryBytes;
+  }
+  return out;
+}
+
+/** Uses per team as dimensions (all three per team; the ledger reads only the limited ones). */
+export function useDims(used: ReadonlyMap<string, TeamUse>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [team, u] of used) {
+    out[teamDim(team, "sandboxes")] = u.sandboxes;
+    out[teamDim(team, "cpu")] = u.cpuMillis;
+    out[teamDim(team, "memory")] = u.memoryBytes;
+  }
+  return out;
+}
+
+/** This replica's part of a team's limits read from its share's dimensions; undefined for a team without limits. */
+export function teamLimitsFromDims(
+  t: TenancyConfig,
+  team: string,
+  dims: Record<string, number> | undefined,
+): TeamLimitVec | undefined {
+  const l = t.teams[team]?.limits;
+  if (!l) return undefined;
+  const part = (what: "sandboxes" | "cpu" | "memory", configured: number | undefined) =>
+    configured === undefined ? undefined : (dims?.[teamDim(team, what)] ?? 0);
+  return {
+    sandboxes: part("sandboxes", l.sandboxes),
+    cpuMillis: part("cpu", l.cpuMillis),
+    memoryBytes: part("memory", l.memoryBytes),
+  };
+}
 
 export class TeamAdmission {
   private readonly used = new Map<string, TeamUse>();
@@ -159,6 +207,7 @@ export class TeamAdmission {
 
   private reserveFor(team: string, g: { limit: Vec; total: Vec }): Vec {
     if (Object.keys(this.guarantees).length === 0) return { cpuMillis: 0, memoryBytes: 0 };
+    const total = this.scope.available?.() ?? g.total;
     const elsewhere = this.scope.elsewhere?.();
     const used = new Map<string, Vec>();
     for (const name of Object.keys(this.guarantees)) {
@@ -174,8 +223,8 @@ export class TeamAdmission {
       guarantees: this.guarantees,
       used,
       scale: {
-        cpuMillis: g.total.cpuMillis > 0 ? g.limit.cpuMillis / g.total.cpuMillis : 1,
-        memoryBytes: g.total.memoryBytes > 0 ? g.limit.memoryBytes / g.total.memoryBytes : 1,
+        cpuMillis: total.cpuMillis > 0 ? g.limit.cpuMillis / total.cpuMillis : 1,
+        memoryBytes: total.memoryBytes > 0 ? g.limit.memoryBytes / total.memoryBytes : 1,
       },
       granule: this.o.granule,
     });

@@ -6,7 +6,7 @@
 // concurrent creates can never both see the same free room. That is what makes "never over
 // budget" hold without locks.
 import type { TenancyConfig } from "../config/tenancy.ts";
-import { TeamAdmission, type TeamScope, type TeamUsage } from "./admission-teams.ts";
+import { TeamAdmission, type TeamScope, type TeamUsage, useDims } from "./admission-teams.ts";
 import type { TeamAdmitDecision } from "./decideTeamAdmission.ts";
 import { CapacityError } from "./errors.ts";
 import { formatCpu, formatMemory } from "./quantity.ts";
@@ -15,6 +15,8 @@ import { TERMINAL_PHASES, type Sandbox } from "./types.ts";
 export interface Budget {
   cpuMillis: number;
   memoryBytes: number;
+  /** with teams and a shared budget: the team limits' dimensions (runtime/k8s/budget/sharePlan.ts) */
+  dims?: Record<string, number>;
 }
 
 export interface Reservation {
@@ -122,7 +124,12 @@ export class Admission {
       });
       if (opts.scope?.teams) this.teams.scope = opts.scope.teams;
     }
-    this.scope?.attach?.(() => ({ cpuMillis: this.usedCpu, memoryBytes: this.usedMemory }));
+    const teams = this.teams;
+    this.scope?.attach?.(() => ({
+      cpuMillis: this.usedCpu,
+      memoryBytes: this.usedMemory,
+      ...(teams ? { dims: useDims(teams.usedHere()) } : {}),
+    }));
   }
 
   /**
