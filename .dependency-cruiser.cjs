@@ -29,7 +29,7 @@ const PURE = [
   "^components/identity/policies\\.ts$",
   "^components/platform/sizing\\.ts$",
   "^components/shared/(cidr|k8s|platformConfig)\\.ts$",
-  "^infra/(schema|readers)\\.ts$",
+  "^infra/(schema|readers|teams)\\.ts$",
   // statistics
   "^bench/lib/(percentile|summary)\\.ts$",
 ];

@@ -9,6 +9,7 @@ import { parseCpu, parseMemory } from "../runtime/core/quantity.ts";
 import { DEFAULT_SIZE_CLASSES, TOKEN_AUTH_DEFAULTS, TOKEN_NAME_RE } from "../runtime/config/schema.ts";
 import { resolveInstanceLimits } from "../components/cluster/maxPods.ts";
 import { cidrContains, parseCidr } from "../components/shared/cidr.ts";
+import { readTenancy } from "./teams.ts";
 import { bool, int, isPlainObject, list, obj, oneOf, optStr, quantity, str, strList, type Raw } from "./readers.ts";
 import { LAYER_REGISTRY, LAYER_REGISTRY_LABELS } from "../components/shared/k8s.ts";
 import type {
@@ -40,6 +41,7 @@ export const CONFIG_KEYS = [
   "egress",
   "blockedCidrs",
   "runtime",
+  "tenancy",
 ] as const;
 export const SECRET_CONFIG_KEYS = ["kubeconfig", "apiTokens", "registryTokenKey"] as const;
 
@@ -94,6 +96,8 @@ export function validatePlatformConfig(raw: Raw): PlatformConfig {
     blockedCidrs: readBlockedCidrs(raw.blockedCidrs),
     runtime: readRuntime(raw.runtime),
   };
+  const tenancy = readTenancy(raw.tenancy, cfg.budget);
+  if (tenancy) cfg.tenancy = tenancy;
   if (mode === "existing-cluster" && !raw.kubeconfig) {
     throw new ValidationError(
       K("kubeconfig"),

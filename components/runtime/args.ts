@@ -1,5 +1,6 @@
 // Arguments of the Runtime component (`sbx:runtime:Runtime`).
 import type * as pulumi from "@pulumi/pulumi";
+import type { TenancyInput } from "../../runtime/config/schema.ts";
 import type { RegistryTokenConfig, SizeClassConfig } from "../shared/platformConfig.ts";
 import type { RuntimeBundle } from "./bundle.ts";
 
@@ -28,6 +29,8 @@ export interface RuntimeSettings {
   runtimeClassName?: string;
   /** Sandbox pods in their own user namespace (`hostUsers: false`). Default: false. */
   userNamespaces?: boolean;
+  /** Teams and their quotas (the runtime's `tenancy` section, docs/tenancy.md). Default: none. */
+  tenancy?: TenancyInput;
 }
 
 export interface RuntimeArgs {

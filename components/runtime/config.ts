@@ -58,6 +58,7 @@ export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
       ...(s.userNamespaces ? { userNamespaces: true } : {}),
     },
   };
+  if (s.tenancy) cfg.tenancy = structuredClone(s.tenancy);
   if (v.credentials) cfg.credentials = { ...v.credentials };
   if (v.snapshots) {
     // the registry part may carry a scheme (http:// for a plain-HTTP registry): split after it

@@ -7,7 +7,7 @@ import { parseCpu, parseMemory } from "../core/quantity.ts";
 import type { SizeClass } from "../core/types.ts";
 import { resolveTenancy, TENANCY_DEFAULTS, type TenancyConfig, tenancyInput } from "./tenancy.ts";
 
-export { resolveTenancy, type TenancyConfig, tenancyInput } from "./tenancy.ts";
+export { resolveTenancy, type TenancyConfig, type TenancyInput, tenancyInput } from "./tenancy.ts";
 
 const quantity = z.union([z.string(), z.number()]);
 

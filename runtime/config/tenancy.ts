@@ -67,6 +67,9 @@ export const tenancyInput = z
 
 export const TENANCY_DEFAULTS = { teams: [], defaultTeam: "default", admins: [] };
 
+/** The section as validated, before resolution: what stack config writes into config.json. */
+export type TenancyInput = z.output<typeof tenancyInput>;
+
 export interface TeamLimits {
   sandboxes?: number;
   cpuMillis?: number;
