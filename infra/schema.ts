@@ -10,6 +10,7 @@ import { DEFAULT_SIZE_CLASSES, TOKEN_AUTH_DEFAULTS, TOKEN_NAME_RE } from "../run
 import { resolveInstanceLimits } from "../components/cluster/maxPods.ts";
 import { cidrContains, parseCidr } from "../components/shared/cidr.ts";
 import { readAuth } from "./authConfig.ts";
+import { readTenancy } from "./teams.ts";
 import { bool, int, isPlainObject, list, obj, oneOf, optStr, quantity, str, strList, type Raw } from "./readers.ts";
 import { LAYER_REGISTRY, LAYER_REGISTRY_LABELS } from "../components/shared/k8s.ts";
 import type {
@@ -42,6 +43,7 @@ export const CONFIG_KEYS = [
   "blockedCidrs",
   "runtime",
   "auth",
+  "tenancy",
 ] as const;
 export const SECRET_CONFIG_KEYS = ["kubeconfig", "apiTokens", "registryTokenKey"] as const;
 
@@ -97,6 +99,8 @@ export function validatePlatformConfig(raw: Raw): PlatformConfig {
     runtime: readRuntime(raw.runtime),
     auth: readAuth(raw.auth, mode),
   };
+  const tenancy = readTenancy(raw.tenancy, cfg.budget);
+  if (tenancy) cfg.tenancy = tenancy;
   if (mode === "existing-cluster" && !raw.kubeconfig) {
     throw new ValidationError(
       K("kubeconfig"),

@@ -4,7 +4,7 @@
 import { join } from "node:path";
 import { planRole, type Role } from "./config/role.ts";
 import type { RuntimeConfig } from "./config/schema.ts";
-import { Admission, type AdmissionScope } from "./core/admission.ts";
+import { Admission, admissionOptionsFor, type AdmissionScope } from "./core/admission.ts";
 import { createAuditStore } from "./core/audit.ts";
 import { ImageCatalog, type ImageLookup } from "./core/catalog.ts";
 import type { Clock } from "./core/clock.ts";
@@ -190,7 +190,13 @@ export async function buildManager(
     clock: deps.clock,
     logger: deps.logger,
     // several manager replicas share one budget through the backend (runtime/k8s/budget)
-    admission: new Admission(config.budget, { scope: (backend as SharedStateBackend).budgetShares?.scope }),
+    admission: new Admission(
+      config.budget,
+      admissionOptionsFor(config, {
+        scope: (backend as SharedStateBackend).budgetShares?.scope,
+        nowMs: () => deps.clock.now().getTime(),
+      }),
+    ),
     processMetrics: deps.processMetrics,
     reaperIntervalMs: deps.reaperIntervalMs,
     maintenance,

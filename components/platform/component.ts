@@ -206,6 +206,7 @@ function runtimeCommon(cfg: PlatformConfig, args: SandboxPlatformArgs): Omit<Run
       warmPool: cfg.warmPool.map((p) => ({ ...p })),
       ...(cfg.runtime.runtimeClassName ? { runtimeClassName: cfg.runtime.runtimeClassName } : {}),
       ...(cfg.runtime.userNamespaces ? { userNamespaces: true } : {}),
+      ...(cfg.tenancy ? { tenancy: cfg.tenancy } : {}),
     },
     apiTokens: args.apiTokens,
   };

@@ -1,5 +1,6 @@
 // Arguments of the Runtime component (`sbx:runtime:Runtime`).
 import type * as pulumi from "@pulumi/pulumi";
+import type { TenancyInput } from "../../runtime/config/schema.ts";
 import type { RegistryTokenConfig, SizeClassConfig } from "../shared/platformConfig.ts";
 import type { RuntimeBundle } from "./bundle.ts";
 
@@ -30,6 +31,8 @@ export interface RuntimeSettings {
   userNamespaces?: boolean;
   /** JWT issuers (entries of the runtime's auth.issuers, from sbx:auth.issuers). Default: none. */
   authIssuers?: Record<string, unknown>[];
+  /** Teams and their quotas (the runtime's `tenancy` section, docs/tenancy.md). Default: none. */
+  tenancy?: TenancyInput;
 }
 
 /**

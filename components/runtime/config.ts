@@ -91,6 +91,7 @@ export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
     ...(v.clusterIssuer ? [clusterIssuerEntry(v.clusterIssuer)] : []),
   ];
   if (issuers.length > 0) cfg.auth = { issuers: issuers as NonNullable<RuntimeConfigInput["auth"]>["issuers"] };
+  if (s.tenancy) cfg.tenancy = structuredClone(s.tenancy);
   if (v.credentials) cfg.credentials = { ...v.credentials };
   if (v.snapshots) {
     // the registry part may carry a scheme (http:// for a plain-HTTP registry): split after it

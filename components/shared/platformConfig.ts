@@ -2,6 +2,7 @@
 // module reads this object, never raw config. In shared/ because the platform component and
 // the components it composes (cluster, network, tenancy, runtime) all read it: kept under
 // platform/ it made each of them a folder cycle with platform.
+import type { TenancyInput } from "../../runtime/config/schema.ts";
 
 export type PlatformMode = "eks" | "existing-cluster";
 
@@ -85,6 +86,8 @@ export interface PlatformConfig {
   namespaces: { sandbox: string; runtime: string };
   sizeClasses: Record<string, SizeClassConfig>;
   budget: { cpu: string; memory: string; pods?: number };
+  /** teams, their quotas and guarantees (sbx:tenancy, docs/tenancy.md); absent: one budget for all */
+  tenancy?: TenancyInput;
   defaults: {
     profile: string;
     size: string;

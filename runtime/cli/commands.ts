@@ -9,6 +9,7 @@ import { bench } from "./bench.ts";
 import { type Command, type CommandContext, print, table } from "./command.ts";
 import { copyIn, copyOut } from "./copy.ts";
 import { ProgressDisplay } from "./progress.ts";
+import { usage } from "./usage.ts";
 
 export type { CommandContext, Io } from "./command.ts";
 
@@ -280,6 +281,7 @@ export const COMMANDS: Record<string, Command> = {
   pause: pauseResume("pause"),
   resume: pauseResume("resume"),
   pool,
+  usage,
   bench,
 };
 
@@ -301,6 +303,7 @@ usage: sbx <command> [options]
                                    snapshot and release / restore (where supported); progress
                                    on stderr on a terminal, or anywhere with --progress
   pool status                      warm pool state
+  usage                            your team's sandboxes, CPU and memory against its limits
   bench create [--count N] [--concurrency C]
                                    measure create-accept latency
   expose ID PORT [--public] | expose ID PORT --close

@@ -6,6 +6,7 @@ import { PassThrough, Readable } from "node:stream";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import type { Identity } from "../auth/claims.ts";
 import { CapacityError, HTTP_STATUS, SbxError, UpstreamError, type ErrorCode } from "../core/errors.ts";
+import type { UsageReport } from "../core/usage.ts";
 import type {
   CreateRequest,
   ExecRequest,
@@ -294,5 +295,10 @@ export class HttpManager implements Manager {
 
   async poolStatus(): Promise<PoolStatus[]> {
     return (await this.json<{ pools: PoolStatus[] }>("GET", "/v1/pool")).pools;
+  }
+
+  /** GET /v1/usage: the token's team (every team for an admin); the owner is the token's. */
+  usage(_owner?: string): Promise<UsageReport> {
+    return this.json<UsageReport>("GET", "/v1/usage");
   }
 }

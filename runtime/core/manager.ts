@@ -9,7 +9,7 @@ import { Maintenance, type MaintenanceTask } from "./maintenance.ts";
 import type { Duplex, Readable } from "node:stream";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { ActivityTouches } from "./activity.ts";
-import { Admission } from "./admission.ts";
+import { Admission, admissionOptionsFor } from "./admission.ts";
 import { AdmissionFollower } from "./admission-follow.ts";
 import type { AuditEntry, AuditOp, AuditStore } from "./audit.ts";
 import type { ImageCatalog } from "./catalog.ts";
@@ -22,6 +22,7 @@ import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
 import { resolveMetadataUpdate } from "./metadata-update.ts";
 import { Reaper } from "./reaper.ts";
 import { resumeAdmission } from "./resume-admission.ts";
+import { reportUsage, type UsageReport } from "./usage.ts";
 import { validateOwner } from "./spec.ts";
 import type {
   AttachedCommand,
@@ -82,7 +83,9 @@ export class SandboxManager implements Manager {
 
   constructor(private readonly deps: ManagerDeps) {
     const { config } = deps;
-    this.admission = deps.admission ?? new Admission(config.budget);
+    this.admission =
+      deps.admission ??
+      new Admission(config.budget, admissionOptionsFor(config, { nowMs: () => deps.clock.now().getTime() }));
     this.log = deps.logger;
     this.pr = deps.pauseResume;
     this.sandboxes = deps.pauseResume ?? deps.backend;
@@ -266,6 +269,11 @@ export class SandboxManager implements Manager {
     if (!backend.openPort)
       throw new ConflictError(`port ${port}: the ${backend.name} backend cannot relay traffic to sandbox ports yet`);
     return backend.openPort(id, port);
+  }
+
+  /** GET /v1/usage: the caller's team's use against its limits (every team for tenancy.admins). */
+  usage(owner: string): UsageReport {
+    return reportUsage(owner, this.deps.config.tenancy, this.admission.usage(), this.lastList);
   }
 
   async get(owner: string, id: string): Promise<Sandbox> {

@@ -24,6 +24,7 @@ import { isE2bRestPath } from "./e2b/errors.ts";
 import { registerE2b, type E2bOptions } from "./e2b/plugin.ts";
 import { DEFAULT_DRAIN, deferContinue, refuseDeclaredOverLimit, settleRefusedBody } from "./requestBody.ts";
 import { answerClientError, frameworkFailure, sendError, validationFailure } from "./requestErrors.ts";
+import { usageRoutes } from "./usage.ts";
 import { DEFAULT_LIMITS, sandboxRoutes, type RouteContext, type RouteDef, type ServerLimits } from "./routes.ts";
 
 /** Path parameters longer than the id schema allows get the schema's 400 naming the field; far longer ones a 414. */
@@ -192,7 +193,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   app.addHook("onRequest", refuseDeclaredOverLimit);
   const routes =
     (opts.api ?? true)
-      ? [...sandboxRoutes, ...(ports ? portRoutes(ports) : []), ...systemRoutes(opts, () => doc)]
+      ? [...sandboxRoutes, ...usageRoutes, ...(ports ? portRoutes(ports) : []), ...systemRoutes(opts, () => doc)]
       : systemRoutes(opts, () => doc).filter((r) => PROBE_PATHS.has(r.url));
 
   // tar uploads reach the handler as the raw stream; the handler enforces the size limit. Only

@@ -1,0 +1,243 @@
+// Issue 34's Must-show: teams over three manager replicas (bench/k8s/replicaFleet.ts) sharing one
+// budget through the shares Lease, on the test control plane. Team A (a hard limit on live
+// sandboxes) bursts creates; the owners of no team (the default team, unlimited) burst too,
+// taking whatever slack there is; team B, guaranteed GUARANTEE nanos, creates all of them during
+// the bursts. One replica is SIGKILLed in the middle. Sampled every 50 ms: what the replicas
+// hold plus what the dead one's records hold stays within the budget, and within team A's limit.
+//
+// The issue's size is A bursting 1,500 creates with B guaranteed 200. Three tsx replicas, the
+// control plane and 400 pods on two shared cores do not fit this suite's time, so the test runs
+// at half size by default (A 750 attempts, B 100, budget 200): SBX_TENANCY_SCALE=1 runs the
+// issue's numbers.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type CreateOutcome,
+  createVia,
+  type Fleet,
+  metricOf,
+  type Replica,
+  startFleet,
+} from "../../../bench/k8s/replicaFleet.ts";
+import type { KubeClients } from "../../../runtime/k8s/client.ts";
+import { API_GROUP, API_VERSION, SANDBOX_PLURAL } from "../../../runtime/k8s/contract.ts";
+import { waitFor } from "../../support/cluster.ts";
+import {
+  addSandboxNodes,
+  adminClients,
+  freshNamespaces,
+  installSandboxCrd,
+  testKubeconfigPath,
+  type TestNamespaces,
+} from "../runtime/support.ts";
+
+const SCALE = Number(process.env.SBX_TENANCY_SCALE ?? "0.5");
+const GUARANTEE = Math.round(200 * SCALE); // team B, in nano sandboxes
+const A_LIMIT = Math.round(150 * SCALE); // team A's hard limit on live sandboxes
+const BUDGET = Math.round(400 * SCALE); // nanos (100m, 128Mi each)
+const A_ATTEMPTS = Math.round(1500 * SCALE);
+const LEASE_SECONDS = 15; // the production lease (see test/k8s/replicas/budget.test.ts for why)
+const NANO_CPU = 100;
+const A = "team-a-agent";
+const B = "team-b-agent";
+
+const config = {
+  budget: { cpu: `${(BUDGET * NANO_CPU) / 1000}`, memory: `${BUDGET * 128}Mi` },
+  defaults: { size: "nano", idleTimeoutSeconds: 0 },
+  kubernetes: { budgetShares: { enabled: true, leaseSeconds: LEASE_SECONDS, tickMs: 100 } },
+  tenancy: {
+    teams: [
+      { name: "a", members: [A], limits: { sandboxes: A_LIMIT } },
+      {
+        name: "b",
+        members: [B],
+        guarantee: { cpu: `${(GUARANTEE * NANO_CPU) / 1000}`, memory: `${GUARANTEE * 128}Mi` },
+      },
+    ],
+  },
+};
+
+let kubeconfigPath: string;
+let clients: KubeClients;
+let removeNodes: () => Promise<void>;
+let ns: TestNamespaces;
+let fleet: Fleet;
+
+beforeAll(async () => {
+  kubeconfigPath = await testKubeconfigPath();
+  clients = adminClients(kubeconfigPath);
+  await installSandboxCrd(clients.kc);
+  removeNodes = await addSandboxNodes(clients.core, "tenancy", Math.ceil(BUDGET / 40) + 1); // 4 CPU = 40 nanos each
+  ns = await freshNamespaces(clients.core, "teams");
+  fleet = await startFleet({
+    kubeconfigPath,
+    namespaces: { sandboxes: ns.sandboxes, runtime: ns.runtime },
+    config,
+    managers: 3,
+    prefix: "teams",
+  });
+}, 600_000);
+
+afterAll(async () => {
+  await fleet?.close();
+  await ns?.cleanup();
+  await removeNodes?.();
+}, 600_000);
+
+/** Live records per (admitting replica, owner). */
+async function records(): Promise<{ total: number; by: (replica: string | undefined, owner: string) => number }> {
+  const list = (await clients.custom.listNamespacedCustomObject({
+    group: API_GROUP,
+    version: API_VERSION,
+    namespace: ns.sandboxes,
+    plural: SANDBOX_PLURAL,
+  })) as {
+    items: {
+      metadata: { annotations?: Record<string, string> };
+      spec?: { owner?: string };
+      status?: { phase?: string };
+    }[];
+  };
+  const live = list.items.filter((cr) => cr.status?.phase !== "Failed" && cr.status?.phase !== "Succeeded");
+  return {
+    total: live.length,
+    by: (replica, owner) =>
+      live.filter(
+        (cr) =>
+          (replica === undefined || cr.metadata.annotations?.["sbx.dev/admitted-by"] === replica) &&
+          cr.spec?.owner === owner,
+      ).length,
+  };
+}
+
+/** Every 50 ms: per team and in all, what live replicas hold plus the dead ones' records, against the limits. */
+function sampler(dead: () => Replica[]) {
+  const over: string[] = [];
+  let samples = 0;
+  let stop = false;
+  const held = (r: Replica, team: string, resource: string) =>
+    metricOf(r, `sbx_team_used{team="${team}",resource="${resource}"}`).catch(() => 0);
+  const run = (async () => {
+    while (!stop) {
+      const alive = fleet.alive();
+      const [aHere, cpuHere, recs] = await Promise.all([
+        Promise.all(alive.map((r) => held(r, "a", "sandboxes"))),
+        Promise.all(alive.map((r) => metricOf(r, 'sbx_budget_used{resource="cpu_millis"}').catch(() => 0))),
+        records(),
+      ]);
+      const orphanA = dead().reduce((s, r) => s + recs.by(r.identity, A), 0);
+      const orphanAll = dead().reduce(
+        (s, r) => s + recs.by(r.identity, A) + recs.by(r.identity, B) + recs.by(r.identity, "fleet"),
+        0,
+      );
+      const a = aHere.reduce((x, y) => x + y, 0) + orphanA;
+      const cpu = cpuHere.reduce((x, y) => x + y, 0) + orphanAll * NANO_CPU;
+      samples++;
+      if (a > A_LIMIT) over.push(`team a holds ${a} > ${A_LIMIT} (${aHere.join("+")} + orphans ${orphanA})`);
+      if (recs.by(undefined, A) > A_LIMIT) over.push(`team a has ${recs.by(undefined, A)} live records`);
+      if (cpu > BUDGET * NANO_CPU) over.push(`budget: held ${cpu}m > ${BUDGET * NANO_CPU}m`);
+      if (recs.total > BUDGET) over.push(`${recs.total} live records > ${BUDGET}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  return {
+    over,
+    samples: () => samples,
+    stop: async () => {
+      stop = true;
+      await run;
+    },
+  };
+}
+
+/** One client of a burst: creates until `done()`, pausing briefly after a refusal; counts outcomes. */
+async function burster(owner: string | undefined, done: () => boolean, out: CreateOutcome[], offset: number) {
+  for (let i = offset; !done(); i++) {
+    const rs = fleet.alive();
+    const o = await createVia(rs[i % rs.length], { size: "nano" }, owner);
+    out.push(o);
+    if (o.status !== 201) await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Team B: GUARANTEE creates, each retried (obeying Retry-After, at most 2 s) until admitted. */
+async function guaranteed(outcomes: CreateOutcome[]): Promise<number> {
+  let admitted = 0;
+  let next = 0;
+  const deadline = Date.now() + (LEASE_SECONDS + 60) * 1000;
+  await Promise.all(
+    Array.from({ length: 20 }, async () => {
+      while (next < GUARANTEE && Date.now() < deadline) {
+        const i = next++;
+        for (let attempt = 0; Date.now() < deadline; attempt++) {
+          const rs = fleet.alive();
+          const o = await createVia(rs[(i + attempt) % rs.length], { size: "nano" }, B);
+          outcomes.push(o);
+          if (o.status === 201) {
+            admitted++;
+            break;
+          }
+          const wait = Math.min(2, Number(o.retryAfter ?? 1) || 1);
+          await new Promise((r) => setTimeout(r, wait * 1000));
+        }
+      }
+    }),
+  );
+  return admitted;
+}
+
+describe(`teams over three replicas (scale ${SCALE})`, () => {
+  it(`B gets all ${GUARANTEE} guaranteed during A's burst of ${A_ATTEMPTS}; A never over ${A_LIMIT}; one replica SIGKILLed`, async () => {
+    const [victim] = fleet.managers;
+    const dead: Replica[] = [];
+    const s = sampler(() => dead);
+    const aOut: CreateOutcome[] = [];
+    const otherOut: CreateOutcome[] = [];
+    const bOut: CreateOutcome[] = [];
+    let bDone = false;
+    const stopA = () => bDone && aOut.length >= A_ATTEMPTS;
+    const bursts = Promise.all([
+      ...Array.from({ length: 30 }, (_, c) => burster(A, stopA, aOut, c)),
+      ...Array.from({ length: 10 }, (_, c) => burster(undefined, () => bDone, otherOut, c)),
+    ]);
+    const b = guaranteed(bOut).finally(() => {
+      bDone = true;
+    });
+    await waitFor("B is half way", async () => bOut.filter((o) => o.status === 201).length >= GUARANTEE / 2, 120_000);
+    await victim.kill("SIGKILL");
+    dead.push(victim);
+    const bAdmitted = await b;
+    await bursts;
+    await new Promise((r) => setTimeout(r, 1_000));
+    await s.stop();
+
+    const why = `A ${JSON.stringify(count(aOut))}, default ${JSON.stringify(count(otherOut))}, B ${JSON.stringify(count(bOut))}`;
+    expect(s.over, why).toEqual([]);
+    expect(s.samples()).toBeGreaterThan(10);
+    expect(bAdmitted, why).toBe(GUARANTEE);
+    expect(aOut.length).toBeGreaterThanOrEqual(A_ATTEMPTS);
+    // A met its own limit (team_quota) or the slack's end (global_budget), never anything else
+    for (const o of aOut.filter((x) => x.status !== 201 && x.status !== 0)) {
+      expect(o.status, JSON.stringify(o)).toBe(429);
+      expect(o.error?.details?.reason, JSON.stringify(o)).toMatch(/^(team_quota|global_budget)$/);
+      expect(o.error?.details?.team).toBe("a");
+      expect(Number(o.retryAfter)).toBeGreaterThan(0);
+    }
+    expect(
+      aOut.some((o) => o.error?.details?.reason === "team_quota"),
+      why,
+    ).toBe(true);
+    const final = await records();
+    expect(final.by(undefined, A)).toBeLessThanOrEqual(A_LIMIT);
+    expect(final.by(undefined, B)).toBe(GUARANTEE);
+    expect(final.total).toBeLessThanOrEqual(BUDGET);
+  });
+});
+
+function count(os: CreateOutcome[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const o of os) {
+    const k = o.status === 201 ? "201" : `${o.status} ${o.error?.details?.reason ?? o.error?.code ?? ""}`;
+    out[k] = (out[k] ?? 0) + 1;
+  }
+  return out;
+}
