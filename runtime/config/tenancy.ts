@@ -134,6 +134,14 @@ export function resolveTenancy(
         memoryBytes: parseMemory(`${k}.guarantee.memory`, t.guarantee.memory),
       };
   }
+  // "default" is the built-in team of everyone else; any other name must be a configured team,
+  // or a typo would silently leave those owners unlimited
+  if (input.defaultTeam !== TENANCY_DEFAULTS.defaultTeam && !Object.hasOwn(teams, input.defaultTeam))
+    throw new ValidationError(
+      `${field}.defaultTeam`,
+      input.defaultTeam,
+      `names no team; configure a team of this name (${Object.keys(teams).join(", ") || "none is"} configured) or leave defaultTeam out for the built-in "default"`,
+    );
   validateGuarantees(Object.values(teams), budget, field);
   return { enabled: input.teams.length > 0, teams, teamOf, defaultTeam: input.defaultTeam, admins: input.admins };
 }

@@ -186,6 +186,12 @@ describe("tenancy config", () => {
       text: "lower-case letters",
     },
     {
+      what: "a default team that names no team",
+      tenancy: { teams: [{ name: "agents" }], defaultTeam: "agnets" },
+      field: "config.tenancy.defaultTeam",
+      text: 'invalid value "agnets": names no team; configure a team of this name (agents configured)',
+    },
+    {
       what: "a burst without a rate",
       tenancy: { teams: [{ name: "a", limits: { createsBurst: 5 } }] },
       field: "config.tenancy.teams[0].limits.createsBurst",

@@ -29,6 +29,11 @@ describe("sbx:tenancy", () => {
       text: 'sbx:tenancy.teams[*].guarantee.cpu: invalid value "17": the guarantees of a, b sum past the budget\'s cpu 16',
     },
     {
+      what: "a default team that names no team",
+      tenancy: { teams: [{ name: "agents" }], defaultTeam: "nobody" },
+      text: 'sbx:tenancy.defaultTeam: invalid value "nobody": names no team',
+    },
+    {
       what: "an unknown key",
       tenancy: { teams: [], admin: ["x"] },
       text: "sbx:tenancy",
