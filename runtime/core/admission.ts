@@ -106,7 +106,7 @@ export class Admission {
   private usedCpu = 0;
   private usedMemory = 0;
   private nextSeq = 1;
-  private readonly retryAfterSeconds: number;
+  readonly retryAfterSeconds: number;
   private readonly scope?: AdmissionScope;
   /** the team half (admission-teams.ts); absent without configured teams */
   readonly teams?: TeamAdmission;

@@ -21,6 +21,7 @@ import type { Logger } from "./log.ts";
 import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
 import { resolveMetadataUpdate } from "./metadata-update.ts";
 import { Reaper } from "./reaper.ts";
+import { pauseQuota } from "./pause-quota.ts";
 import { resumeAdmission } from "./resume-admission.ts";
 import { reportUsage, type UsageReport } from "./usage.ts";
 import { validateOwner } from "./spec.ts";
@@ -335,9 +336,18 @@ export class SandboxManager implements Manager {
     return this.audited("pause", owner, id, async () => {
       const pr = await this.pauseResume(owner, id, "pause");
       let s: Sandbox | undefined;
+      const quota = pauseQuota(id, owner, {
+        tenancy: this.deps.config.tenancy,
+        pausedSnapshots: async () => (await pr.pausedSnapshots?.()) ?? [],
+        retryAfterSeconds: this.admission.retryAfterSeconds,
+      });
       await pr.pause(id, {
         onProgress: opts.onProgress,
-        before: async () => void (await this.owned(owner, id)),
+        before: async () => {
+          await this.owned(owner, id);
+          await quota.before?.();
+        },
+        ...(quota.snapshotWritten ? { snapshotWritten: quota.snapshotWritten } : {}),
         done: async () => {
           this.admission.release(id); // a paused sandbox holds no compute
           s = await pr.describe(id); // before another operation of the sandbox can start
