@@ -222,6 +222,7 @@ export class TeamAdmission {
       team,
       guarantees: this.guarantees,
       used,
+      ...(elsewhere ? { usedHere: this.used } : {}),
       scale: {
         cpuMillis: total.cpuMillis > 0 ? g.limit.cpuMillis / total.cpuMillis : 1,
         memoryBytes: total.memoryBytes > 0 ? g.limit.memoryBytes / total.memoryBytes : 1,

@@ -113,6 +113,11 @@ export interface ReserveInput {
   guarantees: Record<string, Vec>;
   /** every team's use, across replicas as far as this one knows */
   used: ReadonlyMap<string, Vec>;
+  /**
+   * every team's use on this replica (with several replicas). A replica then keeps its part of a
+   * guarantee less what the team holds here, not its part of what is unused everywhere (below).
+   */
+  usedHere?: ReadonlyMap<string, Vec>;
   /** this replica's share of the budget over the whole budget, per resource (1 when not shared) */
   scale: Vec;
   /** the smallest request a create can make: a reserve below it could not be used, so it is rounded up */
@@ -124,6 +129,14 @@ export interface ReserveInput {
  * team's part is rounded up to whole granules: with several replicas a guarantee split into
  * fractions of a sandbox would leave the team short of it by a sandbox per replica. Rounding up
  * keeps slightly more than the guarantee from the slack (at most a granule per team), never less.
+ *
+ * With usedHere, a replica keeps (its share x the guarantee) less the team's use here, capped at
+ * what is unused everywhere. Keeping "its share x what is unused everywhere" instead leaks: once
+ * the team has filled one replica's part (that replica is full), the others shrink their parts as
+ * its use grows, and the rest of the slack fills what the team still needs: it stayed a few
+ * sandboxes short of its guarantee over three replicas (test/k8s/tenancy/teams.test.ts). This
+ * way the parts kept add up to at least the unused guarantee however the team's creates spread;
+ * the cost is slack kept idle where the team holds more than its part on another replica.
  */
 export function decideReserve(i: ReserveInput): Vec {
   const out = { cpuMillis: 0, memoryBytes: 0 };
@@ -133,7 +146,8 @@ export function decideReserve(i: ReserveInput): Vec {
     for (const d of DIMS) {
       const unused = Math.max(0, g[d] - (u?.[d] ?? 0));
       if (unused === 0) continue;
-      const part = unused * Math.min(1, Math.max(0, i.scale[d]));
+      const scale = Math.min(1, Math.max(0, i.scale[d]));
+      const part = i.usedHere ? Math.max(0, g[d] * scale - (i.usedHere.get(team)?.[d] ?? 0)) : unused * scale;
       const gr = Math.max(1, i.granule[d]);
       out[d] += Math.min(unused, Math.ceil(part / gr) * gr);
     }

@@ -136,6 +136,58 @@ describe("decideReserve", () => {
   });
 });
 
+describe("property: over replicas a guarantee stays reachable while the slack is taken", () => {
+  // Three replicas with a third of a 300-nano budget each. Team a (no guarantee) takes every nano
+  // each replica lets it have; team b, guaranteed 150, creates one at a time on a random replica,
+  // trying the others when refused. b must reach 150 however its creates spread.
+  const nano = { cpuMillis: 100, memoryBytes: 0 };
+  const guarantees = { b: { cpuMillis: 15_000, memoryBytes: 0 } };
+  function reached(seed: number, perReplica: boolean): number {
+    const rand = rng(seed);
+    const share = 10_000;
+    const used = [0, 0, 0]; // everything each replica holds, in cpu millis
+    const bHere = [0, 0, 0];
+    const vec = (m: number) => ({ cpuMillis: m, memoryBytes: 0 });
+    const admits = (r: number, team: string) => {
+      const bAll = bHere.reduce((x, y) => x + y, 0);
+      const reserved = decideReserve({
+        team,
+        guarantees,
+        used: new Map([["b", vec(bAll)]]),
+        ...(perReplica ? { usedHere: new Map([["b", vec(bHere[r])]]) } : {}),
+        scale: { cpuMillis: 1 / 3, memoryBytes: 1 / 3 },
+        granule: nano,
+      });
+      return decideTeamAdmission({
+        request: nano,
+        limits: {},
+        teamUsed: { sandboxes: 0, ...vec(0) },
+        limit: vec(share),
+        used: vec(used[r]),
+        reserved,
+      }).admit;
+    };
+    const fillSlack = () => {
+      for (let r = 0; r < 3; r++) while (admits(r, "a")) used[r] += 100;
+    };
+    for (let b = 0; b < 150; b++) {
+      fillSlack();
+      const first = Math.floor(rand() * 3);
+      const r = [0, 1, 2].map((k) => (first + k) % 3).find((k) => admits(k, "b"));
+      if (r === undefined) return b;
+      used[r] += 100;
+      bHere[r] += 100;
+    }
+    return 150;
+  }
+  it.each(Array.from({ length: 10 }, (_, i) => i + 1))("seed %i: b gets all 150", (seed) => {
+    expect(reached(seed, true)).toBe(150);
+  });
+  it("keeping a share of what is unused everywhere instead fell short (the rule before)", () => {
+    expect(Array.from({ length: 10 }, (_, i) => reached(i + 1, false)).some((n) => n < 150)).toBe(true);
+  });
+});
+
 /** Small deterministic PRNG so a failing seed can be replayed. */
 function rng(seed: number): () => number {
   let a = seed >>> 0;
