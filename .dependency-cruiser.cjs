@@ -18,8 +18,10 @@ const PURE = [
   "^(runtime|components|infra|bench)/.*/(plan|decide)[^/]*\\.ts$",
   "^(runtime|components|infra|bench)/.+Plan\\.ts$",
   // runtime: the kernel values, validation and policy
-  "^runtime/core/(errors|types|quantity|spec|admission|logFormat)\\.ts$",
-  "^runtime/config/schema\\.ts$",
+  "^runtime/core/(errors|types|quantity|spec|admission|admission-teams|logFormat)\\.ts$",
+  "^runtime/config/(schema|authSchema|tenancy)\\.ts$",
+  // identities: JWT checks and claim mapping (node:crypto only; keys and time are arguments)
+  "^runtime/auth/(jwt|claims)\\.ts$",
   // the auto-pause policy: all of it but the controller that acts on it
   "^runtime/autopause/(?!controller\\.ts$)[^/]+\\.ts$",
   "^runtime/k8s/(contract|sessionPolicy|execCommand|podTemplate|resource|status)\\.ts$",
@@ -29,7 +31,7 @@ const PURE = [
   "^components/identity/policies\\.ts$",
   "^components/platform/sizing\\.ts$",
   "^components/shared/(cidr|k8s|platformConfig)\\.ts$",
-  "^infra/(schema|readers)\\.ts$",
+  "^infra/(schema|readers|authConfig|teams)\\.ts$",
   // statistics
   "^bench/lib/(percentile|summary)\\.ts$",
 ];

@@ -18,7 +18,9 @@ import type {
 import { DEFAULT_SIZE_CLASSES, TOKEN_AUTH_DEFAULTS, TOKEN_NAME_RE } from "../runtime/config/schema.ts";
 import { ValidationError } from "../runtime/core/errors.ts";
 import { parseCpu, parseMemory } from "../runtime/core/quantity.ts";
+import { readAuth } from "./authConfig.ts";
 import { bool, int, isPlainObject, list, obj, oneOf, optStr, quantity, type Raw, str, strList } from "./readers.ts";
+import { readTenancy } from "./teams.ts";
 
 /** Every top-level key under the `sbx` config namespace. Secrets are read as secrets. */
 export const CONFIG_KEYS = [
@@ -40,6 +42,8 @@ export const CONFIG_KEYS = [
   "egress",
   "blockedCidrs",
   "runtime",
+  "auth",
+  "tenancy",
 ] as const;
 export const SECRET_CONFIG_KEYS = ["kubeconfig", "apiTokens", "registryTokenKey"] as const;
 
@@ -93,7 +97,10 @@ export function validatePlatformConfig(raw: Raw): PlatformConfig {
     egress: [...readEgress(raw.egress, namespaces.sandbox), ...registryEgress(snapshots, namespaces.runtime)],
     blockedCidrs: readBlockedCidrs(raw.blockedCidrs),
     runtime: readRuntime(raw.runtime),
+    auth: readAuth(raw.auth, mode),
   };
+  const tenancy = readTenancy(raw.tenancy, cfg.budget);
+  if (tenancy) cfg.tenancy = tenancy;
   if (mode === "existing-cluster" && !raw.kubeconfig) {
     throw new ValidationError(
       K("kubeconfig"),

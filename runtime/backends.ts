@@ -4,7 +4,7 @@
 // and the CLI's direct mode.
 import { planRole, type Role } from "./config/role.ts";
 import type { RuntimeConfig } from "./config/schema.ts";
-import { Admission } from "./core/admission.ts";
+import { Admission, admissionOptionsFor } from "./core/admission.ts";
 import { createAuditStore } from "./core/audit.ts";
 import { ImageCatalog, type ImageLookup } from "./core/catalog.ts";
 import type { Clock } from "./core/clock.ts";
@@ -195,7 +195,13 @@ export async function buildManager(
     clock: deps.clock,
     logger: deps.logger,
     // several manager replicas share one budget through the backend (runtime/k8s/budget)
-    admission: new Admission(config.budget, { scope: platform.replicas?.budgetScope }),
+    admission: new Admission(
+      config.budget,
+      admissionOptionsFor(config, {
+        scope: platform.replicas?.budgetScope,
+        nowMs: () => deps.clock.now().getTime(),
+      }),
+    ),
     processMetrics: deps.processMetrics,
     reaperIntervalMs: deps.reaperIntervalMs,
     maintenance,

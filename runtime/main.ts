@@ -9,6 +9,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { buildIdentities } from "./auth/identities.ts";
 import { loadProcessSettings, loadRuntimeConfig, tokensPathFor } from "./config/load.ts";
 import { describeRole, validateRoleForPlatform } from "./config/role.ts";
 import type { RuntimeConfig } from "./config/schema.ts";
@@ -134,7 +135,13 @@ async function main(): Promise<void> {
   const config = registry.config;
   const tokensPath = tokensPathFor(config);
   const fresh = config.platform === "local" ? ensureToken(tokensPath, settings.owner) : undefined;
-  const tokens = role === "controller" ? NO_TOKENS : openTokens(tokensPath, logger);
+  // the tokens file, and JWTs from config.auth.issuers (docs/identity.md); their keys are
+  // fetched now, in the background, so the first requests do not wait for them
+  const tokens =
+    role === "controller"
+      ? NO_TOKENS
+      : buildIdentities(config, openTokens(tokensPath, logger), { now: () => systemClock.now().getTime(), logger });
+  if ("warm" in tokens) void tokens.warm();
 
   const service = await startService({
     config,

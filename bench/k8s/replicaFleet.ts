@@ -24,6 +24,11 @@ import { installAllocProfiler } from "./allocProfile.ts";
 
 export const FLEET_TOKEN = "token-fleet-0123456789";
 const AUTH = { authorization: `Bearer ${FLEET_TOKEN}`, "content-type": "application/json" };
+/** More owners every replica knows, for tenancy (config.tenancy puts them in teams): owner -> token */
+export const OWNER_TOKENS: Record<string, string> = {
+  "team-a-agent": "token-fleet-team-a-0123456789",
+  "team-b-agent": "token-fleet-team-b-0123456789",
+};
 
 export interface ReplicaArgs {
   kubeconfigPath: string;
@@ -56,7 +61,12 @@ async function runReplica(a: ReplicaArgs): Promise<void> {
   );
   const service = await startService({
     config,
-    tokens: new TokenStore(new Map([[hashToken(FLEET_TOKEN), "fleet"]])),
+    tokens: new TokenStore(
+      new Map([
+        [hashToken(FLEET_TOKEN), "fleet"],
+        ...Object.entries(OWNER_TOKENS).map(([owner, t]): [string, string] => [hashToken(t), owner]),
+      ]),
+    ),
     logger,
     clock: systemClock,
     platform,
@@ -209,10 +219,16 @@ export interface CreateOutcome {
   replica: string;
 }
 
-export async function createVia(r: Replica, body: Record<string, unknown> = { size: "nano" }): Promise<CreateOutcome> {
+/** owner: one of OWNER_TOKENS' owners; default the fleet's own ("fleet") */
+export async function createVia(
+  r: Replica,
+  body: Record<string, unknown> = { size: "nano" },
+  owner?: string,
+): Promise<CreateOutcome> {
   const t0 = performance.now();
+  const headers = owner ? { ...AUTH, authorization: `Bearer ${OWNER_TOKENS[owner]}` } : AUTH;
   try {
-    const res = await fetch(`${r.url}/v1/sandboxes`, { method: "POST", headers: AUTH, body: JSON.stringify(body) });
+    const res = await fetch(`${r.url}/v1/sandboxes`, { method: "POST", headers, body: JSON.stringify(body) });
     const json = (await res.json()) as { id?: string; warm?: boolean; error?: CreateOutcome["error"] };
     const ms = performance.now() - t0;
     return {

@@ -18,6 +18,8 @@ const CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSCl
 export class Cluster extends pulumi.ComponentResource {
   readonly clusterName: pulumi.Output<string>;
   readonly kubeconfig: pulumi.Output<string>;
+  /** EKS's OIDC issuer URL: the iss of the cluster's service-account tokens */
+  readonly oidcIssuer: pulumi.Output<string>;
   readonly provider: k8s.Provider;
   readonly nodeGroups: NodeGroupPlan[];
 
@@ -59,6 +61,8 @@ export class Cluster extends pulumi.ComponentResource {
       parent,
     );
     this.clusterName = cluster.eksCluster.apply((ec) => ec.name);
+    // the iss of the cluster's service-account tokens; its discovery and keys are public
+    this.oidcIssuer = cluster.eksCluster.apply((ec) => ec.identities?.[0]?.oidcs?.[0]?.issuer ?? "");
     this.kubeconfig = cluster.kubeconfigJson;
 
     const addon = (addonName: string, extra: Partial<aws.eks.AddonArgs> = {}, deps: pulumi.Resource[] = []) =>

@@ -24,6 +24,8 @@ interface ModeParts {
   layerAws?: LayerRegistryArgs["aws"];
   /** eks mode: the component's own outputs from the cluster and the identity */
   eksOutputs?: Pick<SandboxPlatform, "clusterName" | "kubeconfig" | "bucketName">;
+  /** eks mode: EKS's OIDC issuer, the iss of the cluster's service-account tokens */
+  oidcIssuer?: pulumi.Input<string>;
 }
 
 export class SandboxPlatform extends pulumi.ComponentResource {
@@ -47,7 +49,13 @@ export class SandboxPlatform extends pulumi.ComponentResource {
     const tenancy = new Tenancy(`${name}-tenancy`, { ...plan.tenancy, provider: parts.provider }, { parent: this });
     const runtime = new Runtime(
       `${name}-runtime`,
-      { ...plan.runtime, ...parts.runtimeExtra, provider: parts.provider, catalog: this.catalog },
+      {
+        ...plan.runtime,
+        ...parts.runtimeExtra,
+        provider: parts.provider,
+        catalog: this.catalog,
+        ...clusterIssuer(args.config, parts.oidcIssuer),
+      },
       { parent: this, dependsOn: [tenancy] },
     );
     if (plan.layerRegistry) {
@@ -130,6 +138,7 @@ export class SandboxPlatform extends pulumi.ComponentResource {
         },
         ...(snapshots ? { snapshots } : {}),
       },
+      oidcIssuer: cluster.oidcIssuer,
       layerAws: { prefix: eks.images.prefix, region: eks.region, clusterName: cluster.clusterName },
       eksOutputs: {
         clusterName: cluster.clusterName,
@@ -138,4 +147,15 @@ export class SandboxPlatform extends pulumi.ComponentResource {
       },
     };
   }
+}
+
+/**
+ * The issuer of the cluster's service-account tokens, when sbx:auth.clusterIssuer asks for it:
+ * EKS's OIDC issuer in eks mode, else the URL sbx:auth gives (keys read through the API server).
+ */
+function clusterIssuer(cfg: PlatformConfig, oidcIssuer?: pulumi.Input<string>): Pick<RuntimeArgs, "clusterIssuer"> {
+  const ci = cfg.auth.clusterIssuer;
+  const issuer = oidcIssuer ?? ci?.issuer;
+  if (!ci || !issuer) return {};
+  return { clusterIssuer: { name: ci.name, audiences: ci.audiences, issuer, viaApiServer: cfg.mode !== "eks" } };
 }

@@ -160,12 +160,14 @@ function planRuntimeCommon(
     controllerReplicas: cfg.runtime.controllerReplicas,
     resources: { cpu: cfg.runtime.cpu, memory: cfg.runtime.memory },
     settings: {
+      ...(cfg.auth.issuers.length > 0 ? { authIssuers: cfg.auth.issuers } : {}),
       sizeClasses: cfg.sizeClasses,
       budget: { cpu: cfg.budget.cpu, memory: cfg.budget.memory },
       defaults: { ...cfg.defaults },
       warmPool: cfg.warmPool.map((p) => ({ ...p })),
       ...(cfg.runtime.runtimeClassName ? { runtimeClassName: cfg.runtime.runtimeClassName } : {}),
       ...(cfg.runtime.userNamespaces ? { userNamespaces: true } : {}),
+      ...(cfg.tenancy ? { tenancy: cfg.tenancy } : {}),
     },
     apiTokens: args.apiTokens,
   };

@@ -1,5 +1,6 @@
 // Arguments of the Runtime component (`sbx:runtime:Runtime`).
 import type * as pulumi from "@pulumi/pulumi";
+import type { TenancyInput } from "../../runtime/config/schema.ts";
 import type { RegistryTokenConfig, SizeClassConfig } from "../shared/platformConfig.ts";
 import type { RuntimeBundle } from "./bundle.ts";
 
@@ -28,6 +29,26 @@ export interface RuntimeSettings {
   runtimeClassName?: string;
   /** Sandbox pods in their own user namespace (`hostUsers: false`). Default: false. */
   userNamespaces?: boolean;
+  /** JWT issuers (entries of the runtime's auth.issuers, from sbx:auth.issuers). Default: none. */
+  authIssuers?: Record<string, unknown>[];
+  /** Teams and their quotas (the runtime's `tenancy` section, docs/tenancy.md). Default: none. */
+  tenancy?: TenancyInput;
+}
+
+/**
+ * The cluster's service-account issuer as an accepted issuer, so an agent pod calls sbx with its
+ * projected token. `issuer` is the iss of the cluster's tokens (EKS: its OIDC issuer URL).
+ */
+export interface ClusterIssuerArgs {
+  name: string;
+  audiences: string[];
+  issuer: pulumi.Input<string>;
+  /**
+   * true: the keys come from the API server's own discovery (https://kubernetes.default.svc),
+   * fetched with the pod's CA and service-account token (existing clusters, whose issuer may not
+   * be public); false: from the issuer itself (EKS's is public)
+   */
+  viaApiServer: boolean;
 }
 
 export interface RuntimeArgs {
@@ -62,6 +83,8 @@ export interface RuntimeArgs {
   podIdentity?: { clusterName: pulumi.Input<string>; roleArn: pulumi.Input<string> };
   /** nodeSelector for runtime pods (the system node group in eks mode). Default: none. */
   nodeSelector?: Record<string, string>;
+  /** The cluster's service-account issuer, accepted besides settings.authIssuers. Default: off. */
+  clusterIssuer?: ClusterIssuerArgs;
 }
 
 /**

@@ -48,8 +48,8 @@ export class Runtime extends pulumi.ComponentResource {
       registryToken: token && publicHalf(token),
     };
     this.configJson = pulumi
-      .all([args.catalog, args.credentials ?? null, snapshots ?? null])
-      .apply(([catalog, credentials, snapshots]) =>
+      .all([args.catalog, args.credentials ?? null, snapshots ?? null, args.clusterIssuer?.issuer ?? null])
+      .apply(([catalog, credentials, snapshots, clusterIssuer]) =>
         JSON.stringify(
           buildRuntimeConfig({
             settings: args.settings,
@@ -58,6 +58,8 @@ export class Runtime extends pulumi.ComponentResource {
             catalog,
             credentials: credentials ?? undefined,
             snapshots: snapshots ?? undefined,
+            clusterIssuer:
+              args.clusterIssuer && clusterIssuer ? { ...args.clusterIssuer, issuer: clusterIssuer } : undefined,
           }),
           null,
           2,
@@ -141,6 +143,14 @@ function validateEarly(args: RuntimeArgs): void {
           registryToken: args.snapshots.registryToken && publicHalf(args.snapshots.registryToken),
         }
       : undefined,
+    clusterIssuer: args.clusterIssuer && {
+      ...args.clusterIssuer,
+      // a known issuer is checked as given; an Output (EKS's URL) as a placeholder of its shape
+      issuer:
+        typeof args.clusterIssuer.issuer === "string"
+          ? args.clusterIssuer.issuer
+          : "https://oidc.eks.placeholder.amazonaws.com/id/PLACEHOLDER",
+    },
   });
 }
 

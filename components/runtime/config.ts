@@ -5,7 +5,7 @@ import { createHash, createPrivateKey, type KeyObject, X509Certificate } from "n
 import { type RuntimeConfigInput, validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { ValidationError } from "../../runtime/core/errors.ts";
 import type { RegistryTokenConfig } from "../shared/platformConfig.ts";
-import type { RuntimeSettings } from "./args.ts";
+import type { ClusterIssuerArgs, RuntimeSettings } from "./args.ts";
 
 export const PATHS = {
   configDir: "/etc/sbx/config",
@@ -34,6 +34,34 @@ export interface RuntimeConfigValues {
     inCluster?: boolean;
     registryToken?: RegistryTokenConfig;
   };
+  /** the cluster's service-account issuer, its URL resolved */
+  clusterIssuer?: Omit<ClusterIssuerArgs, "issuer"> & { issuer: string };
+}
+
+/** Where a pod finds its service account's CA and token (Kubernetes' fixed mount). */
+export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/**
+ * The runtime's auth.issuers entry for the cluster's service-account issuer: owner = the token's
+ * sub (system:serviceaccount:<ns>:<name>), team = its namespace.
+ */
+export function clusterIssuerEntry(c: Omit<ClusterIssuerArgs, "issuer"> & { issuer: string }): Record<string, unknown> {
+  return {
+    name: c.name,
+    issuer: c.issuer,
+    audiences: [...c.audiences],
+    owner: { claim: "sub", prefix: "" },
+    team: { claim: ["kubernetes.io", "namespace"], stripPrefix: "" },
+    ...(c.viaApiServer
+      ? {
+          // the keys straight from the API server by its in-cluster name: its discovery document
+          // names a jwks_uri at its own address, where the bearer token would not be sent
+          jwksUrl: "https://kubernetes.default.svc/openid/v1/jwks",
+          caFile: `${SERVICE_ACCOUNT_DIR}/ca.crt`,
+          tokenFile: `${SERVICE_ACCOUNT_DIR}/token`,
+        }
+      : {}),
+  };
 }
 
 // Over 60 lines on purpose: the runtime's config.json as one literal, field for field as validateRuntimeConfig reads
@@ -60,6 +88,12 @@ export function buildRuntimeConfig(v: RuntimeConfigValues): RuntimeConfigInput {
       ...(s.userNamespaces ? { userNamespaces: true } : {}),
     },
   };
+  const issuers = [
+    ...(s.authIssuers ?? []).map((i) => structuredClone(i)),
+    ...(v.clusterIssuer ? [clusterIssuerEntry(v.clusterIssuer)] : []),
+  ];
+  if (issuers.length > 0) cfg.auth = { issuers: issuers as NonNullable<RuntimeConfigInput["auth"]>["issuers"] };
+  if (s.tenancy) cfg.tenancy = structuredClone(s.tenancy);
   if (v.credentials) cfg.credentials = { ...v.credentials };
   if (v.snapshots) {
     // the registry part may carry a scheme (http:// for a plain-HTTP registry): split after it

@@ -2,6 +2,7 @@
 // module reads this object, never raw config. In shared/ because the platform component and
 // the components it composes (cluster, network, tenancy, runtime) all read it: kept under
 // platform/ it made each of them a folder cycle with platform.
+import type { TenancyInput } from "../../runtime/config/schema.ts";
 
 export type PlatformMode = "eks" | "existing-cluster";
 
@@ -85,6 +86,8 @@ export interface PlatformConfig {
   namespaces: { sandbox: string; runtime: string };
   sizeClasses: Record<string, SizeClassConfig>;
   budget: { cpu: string; memory: string; pods?: number };
+  /** teams, their quotas and guarantees (sbx:tenancy, docs/tenancy.md); absent: one budget for all */
+  tenancy?: TenancyInput;
   defaults: {
     profile: string;
     size: string;
@@ -109,6 +112,25 @@ export interface PlatformConfig {
     /** sandbox pods in their own user namespace (`hostUsers: false`); default false */
     userNamespaces: boolean;
     credentialDurationSeconds: number;
+  };
+  /** identities besides the static tokens (sbx:auth, docs/identity.md) */
+  auth: AuthSettings;
+}
+
+/** JWT issuers the runtime accepts (its config's auth.issuers), from sbx:auth. */
+export interface AuthSettings {
+  /** entries of the runtime's auth.issuers, as given (validated with the runtime's own schema) */
+  issuers: Record<string, unknown>[];
+  /**
+   * The cluster's own service-account issuer, so in-cluster agents call sbx with their projected
+   * token: EKS's OIDC issuer in eks mode (the URL comes from the cluster), the API server's
+   * discovery (its iss given here) in existing-cluster mode. Unset: off.
+   */
+  clusterIssuer?: {
+    name: string;
+    audiences: string[];
+    /** the iss of the cluster's service-account tokens; eks mode reads it from the cluster */
+    issuer?: string;
   };
 }
 

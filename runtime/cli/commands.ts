@@ -9,6 +9,7 @@ import { bench } from "./bench.ts";
 import { type Command, type CommandContext, print, table } from "./command.ts";
 import { copyIn, copyOut } from "./copy.ts";
 import { ProgressDisplay } from "./progress.ts";
+import { usage } from "./usage.ts";
 
 export type { CommandContext, Io } from "./command.ts";
 
@@ -280,6 +281,7 @@ export const COMMANDS: Record<string, Command> = {
   pause: pauseResume("pause"),
   resume: pauseResume("resume"),
   pool,
+  usage,
   bench,
 };
 
@@ -301,12 +303,14 @@ usage: sbx <command> [options]
                                    snapshot and release / restore (where supported); progress
                                    on stderr on a terminal, or anywhere with --progress
   pool status                      warm pool state
+  usage                            your team's sandboxes, CPU and memory against its limits
   bench create [--count N] [--concurrency C]
                                    measure create-accept latency
   expose ID PORT [--public] | expose ID PORT --close
                                    open a port to others (a per-port token, shown once, or
                                    public) and print its URL; --close: owner only again
   port-forward ID LOCAL:REMOTE     listen on loopback LOCAL, relay each connection to REMOTE
+  whoami                           the owner and team SBX_TOKEN (a token or a JWT) maps to
   token create --owner NAME        add a token to the service's tokens file (direct mode)
                                    (--e2b: in E2B's key shape e2b_<hex>, for E2B_API_KEY)
   registry-token-key --dir DIR     a key pair for snapshots.tokenAuth: the runtime signs its

@@ -86,6 +86,7 @@ export async function runCli(argv: string[], cli: CliEnv): Promise<number> {
   const json = rest.includes("--json");
   try {
     if (verb === "token") return await tokenCommand(rest, cli);
+    if (verb === "whoami") return await (await import("./whoami.ts")).whoami(cli, rest);
     if (verb === "registry-token-key")
       return await (await import("./registryKey.ts")).registryKeyCommand(rest, cli.io, new Date());
     if (verb === "expose" || verb === "port-forward") {

@@ -4,6 +4,7 @@
 import { createInterface } from "node:readline";
 import { PassThrough, Readable } from "node:stream";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
+import type { Identity } from "../auth/claims.ts";
 import { CapacityError, type ErrorCode, HTTP_STATUS, SbxError, UpstreamError } from "../core/errors.ts";
 import type {
   CreateRequest,
@@ -19,6 +20,7 @@ import type {
   TransferProgress,
   WaitOptions,
 } from "../core/types.ts";
+import type { UsageReport } from "../core/usage.ts";
 
 export interface HttpManagerOptions {
   server: string;
@@ -286,7 +288,17 @@ export class HttpManager implements Manager {
     );
   }
 
+  /** Who the token makes the caller: owner, team, and the tokens file or issuer that said so. */
+  async whoami(): Promise<Identity> {
+    return this.json<Identity>("GET", "/v1/whoami");
+  }
+
   async poolStatus(): Promise<PoolStatus[]> {
     return (await this.json<{ pools: PoolStatus[] }>("GET", "/v1/pool")).pools;
+  }
+
+  /** GET /v1/usage: the token's team (every team for an admin); the owner is the token's. */
+  usage(_owner?: string): Promise<UsageReport> {
+    return this.json<UsageReport>("GET", "/v1/usage");
   }
 }

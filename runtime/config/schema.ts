@@ -5,6 +5,10 @@ import { z } from "zod";
 import { ValidationError } from "../core/errors.ts";
 import { parseCpu, parseMemory } from "../core/quantity.ts";
 import type { SizeClass } from "../core/types.ts";
+import { authConfigInput } from "./authSchema.ts";
+import { resolveTenancy, TENANCY_DEFAULTS, type TenancyConfig, tenancyInput } from "./tenancy.ts";
+
+export { resolveTenancy, type TenancyConfig, type TenancyInput, tenancyInput } from "./tenancy.ts";
 
 const quantity = z.union([z.string(), z.number()]);
 
@@ -126,6 +130,8 @@ export const runtimeConfigInput = z.object({
   catalogPath: z.string().optional(),
   /** JSON file: { "<sha256 hex of token>": "<owner>" } */
   tokensPath: z.string().optional(),
+  /** ---- identities: JWT issuers accepted besides the tokens file (authSchema.ts, docs/identity.md) ---- */
+  auth: authConfigInput,
   kubernetes: z
     .object({
       namespace: z.string().default("sbx-sandboxes"),
@@ -274,14 +280,18 @@ export const runtimeConfigInput = z.object({
     })
     .strict()
     .default({ wakeHoldSeconds: 30, connectRetrySeconds: 10 }),
+  // ---- tenancy: teams, their quotas and guarantees (runtime/config/tenancy.ts, docs/tenancy.md) ----
+  tenancy: tenancyInput.default(TENANCY_DEFAULTS),
+  // ---- end tenancy ----
 });
 
 export type RuntimeConfigInput = z.input<typeof runtimeConfigInput>;
 type Parsed = z.output<typeof runtimeConfigInput>;
 
-export interface RuntimeConfig extends Omit<Parsed, "sizeClasses" | "budget"> {
+export interface RuntimeConfig extends Omit<Parsed, "sizeClasses" | "budget" | "tenancy"> {
   sizeClasses: Record<string, SizeClass>;
   budget: { cpuMillis: number; memoryBytes: number };
+  tenancy: TenancyConfig;
 }
 
 /** Validate once at start. Throws ValidationError naming the first bad key. */
@@ -334,14 +344,11 @@ export function validateRuntimeConfig(input: unknown): RuntimeConfig {
       `must not exceed defaults.maxTtlSeconds (${cfg.defaults.maxTtlSeconds})`,
     );
   }
-  return {
-    ...cfg,
-    sizeClasses,
-    budget: {
-      cpuMillis: parseCpu("config.budget.cpu", cfg.budget.cpu),
-      memoryBytes: parseMemory("config.budget.memory", cfg.budget.memory),
-    },
+  const budget = {
+    cpuMillis: parseCpu("config.budget.cpu", cfg.budget.cpu),
+    memoryBytes: parseMemory("config.budget.memory", cfg.budget.memory),
   };
+  return { ...cfg, sizeClasses, budget, tenancy: resolveTenancy(cfg.tenancy, budget) };
 }
 
 function valueAt(input: unknown, path: PropertyKey[]): unknown {

@@ -5,6 +5,9 @@
 // All methods are synchronous on purpose: JavaScript runs them to completion, so two
 // concurrent creates can never both see the same free room. That is what makes "never over
 // budget" hold without locks.
+import type { TenancyConfig } from "../config/tenancy.ts";
+import { TeamAdmission, type TeamScope, type TeamUsage, useDims } from "./admission-teams.ts";
+import type { TeamAdmitDecision } from "./decideTeamAdmission.ts";
 import { CapacityError } from "./errors.ts";
 import { formatCpu, formatMemory } from "./quantity.ts";
 import { type Sandbox, TERMINAL_PHASES } from "./types.ts";
@@ -12,6 +15,8 @@ import { type Sandbox, TERMINAL_PHASES } from "./types.ts";
 export interface Budget {
   cpuMillis: number;
   memoryBytes: number;
+  /** with teams and a shared budget: the team limits' dimensions (runtime/k8s/budget/sharePlan.ts) */
+  dims?: Record<string, number>;
 }
 
 export interface Reservation {
@@ -20,6 +25,8 @@ export interface Reservation {
   memoryBytes: number;
   /** order of reservation; a reconcile only drops reservations older than its listing */
   seq: number;
+  /** the owner's team, when tenancy is configured */
+  team?: string;
 }
 
 export interface AdmissionUsage {
@@ -32,6 +39,8 @@ export interface AdmissionUsage {
   reservations: number;
   /** present when the budget is shared between replicas */
   shared?: SharedBudgetStats;
+  /** per team, when tenancy is configured (config.tenancy) */
+  teams?: TeamUsage[];
 }
 
 export interface SharedBudgetStats {
@@ -54,6 +63,12 @@ export interface AdmissionOptions {
   retryAfterSeconds?: number;
   /** this replica's part of a budget shared by several replicas; absent: the whole budget is ours */
   scope?: AdmissionScope;
+  /** teams and their quotas (config.tenancy); absent or without teams: one budget for everyone */
+  tenancy?: TenancyConfig;
+  /** for the teams' rate buckets: monotonic-enough milliseconds; default Date.now */
+  nowMs?: () => number;
+  /** the smallest requests a create can make (the smallest size class): the guarantee reserve's grain */
+  granule?: Budget;
 }
 
 /**
@@ -75,12 +90,15 @@ export interface AdmissionScope {
    * (false), bounded by the scope. Creates wait here before admit(), which stays synchronous.
    */
   awaitRenewal?(): Promise<boolean>;
+  /** the teams' side of the shared budget (their limits' parts, the others' use) */
+  teams?: TeamScope;
 }
 
-/** What admission needs from a spec: its id and its size class's requests. */
+/** What admission needs from a spec: its id, its size class's requests, and whose it is (for its team). */
 export interface AdmissionRequest {
   id: string;
   size: { name?: string; cpuRequestMillis: number; memoryRequestBytes: number };
+  owner?: string;
 }
 
 export class Admission {
@@ -88,8 +106,10 @@ export class Admission {
   private usedCpu = 0;
   private usedMemory = 0;
   private nextSeq = 1;
-  private readonly retryAfterSeconds: number;
+  readonly retryAfterSeconds: number;
   private readonly scope?: AdmissionScope;
+  /** the team half (admission-teams.ts); absent without configured teams */
+  readonly teams?: TeamAdmission;
 
   constructor(
     readonly budget: Budget,
@@ -97,7 +117,19 @@ export class Admission {
   ) {
     this.retryAfterSeconds = opts.retryAfterSeconds ?? 5;
     this.scope = opts.scope;
-    this.scope?.attach?.(() => ({ cpuMillis: this.usedCpu, memoryBytes: this.usedMemory }));
+    if (opts.tenancy?.enabled) {
+      this.teams = new TeamAdmission(opts.tenancy, {
+        nowMs: opts.nowMs ?? Date.now,
+        granule: opts.granule ?? { cpuMillis: 1, memoryBytes: 1 },
+      });
+      if (opts.scope?.teams) this.teams.scope = opts.scope.teams;
+    }
+    const teams = this.teams;
+    this.scope?.attach?.(() => ({
+      cpuMillis: this.usedCpu,
+      memoryBytes: this.usedMemory,
+      ...(teams ? { dims: useDims(teams.usedHere()) } : {}),
+    }));
   }
 
   /**
@@ -126,6 +158,7 @@ export class Admission {
     const cpu = req.size.cpuRequestMillis;
     const mem = req.size.memoryRequestBytes;
     const lim = this.limit();
+    if (this.teams) return this.admitForTeam(req, lim);
     const short: string[] = [];
     if (this.usedCpu + cpu > lim.cpuMillis) {
       short.push(
@@ -157,6 +190,65 @@ export class Admission {
     return this.add(req.id, cpu, mem);
   }
 
+  /** The team path: one decision (decideTeamAdmission.ts), then the reservation as usual. */
+  private admitForTeam(req: AdmissionRequest, lim: Budget): Reservation {
+    const teams = this.teams!;
+    const team = teams.teamOf(req.owner);
+    const request = { cpuMillis: req.size.cpuRequestMillis, memoryBytes: req.size.memoryRequestBytes };
+    const used = { cpuMillis: this.usedCpu, memoryBytes: this.usedMemory };
+    const d = teams.decide(team, request, { limit: lim, used, total: this.budget });
+    if (!d.admit) throw this.teamRefusal(team, req, d, lim);
+    return this.add(req.id, request.cpuMillis, request.memoryBytes, team);
+  }
+
+  private teamRefusal(
+    team: string,
+    req: AdmissionRequest,
+    d: Exclude<TeamAdmitDecision, { admit: true }>,
+    lim: Budget,
+  ): CapacityError {
+    const fenced = this.scope?.fenced?.() ?? false;
+    const size = req.size.name ?? "?";
+    const details = { reason: d.reason, team, short: d.short, ...(this.scope ? { replicaFenced: fenced } : {}) };
+    if (d.reason === "team_rate") {
+      const secs = Math.max(1, Math.ceil((d.retryAfterMs ?? 1000) / 1000));
+      const rate = this.teams!.tenancy.teams[team]?.limits.createsPerMinute;
+      return new CapacityError(
+        `admission: team ${team} is over its rate of ${rate} creates per minute (creates, warm claims and resumes count); retry after ${secs} s`,
+        secs,
+        details,
+      );
+    }
+    if (d.reason === "team_quota") {
+      const l = this.teams!.tenancy.teams[team]?.limits ?? {};
+      const what = d.short.map((x) =>
+        x === "sandboxes"
+          ? `live sandboxes (${l.sandboxes})`
+          : x === "cpu"
+            ? `cpu (${formatCpu(l.cpuMillis ?? 0)})`
+            : `memory (${formatMemory(l.memoryBytes ?? 0)})`,
+      );
+      const shared = this.scope
+        ? "; with several replicas each holds a part of it, which moves to where the demand is"
+        : "";
+      return new CapacityError(
+        `admission: team ${team} is at its limit on ${what.join(" and ")} for size ${size}${shared}; kill or pause some of the team's sandboxes, or raise tenancy.teams[${team}].limits`,
+        this.retryAfterSeconds,
+        details,
+      );
+    }
+    const whose = !this.scope
+      ? "the budget"
+      : fenced
+        ? "this replica's share of the budget (fenced: it could not renew its share; another replica may admit)"
+        : "this replica's share of the budget (shares move to where demand is)";
+    return new CapacityError(
+      `admission: not enough capacity for size ${size} in ${whose}: short on ${d.short.join(" and ")} (cpu ${formatCpu(this.usedCpu)} of ${formatCpu(lim.cpuMillis)}, memory ${formatMemory(this.usedMemory)} of ${formatMemory(lim.memoryBytes)} used; room the other teams' unused guarantees need is kept for them); retry later or use a smaller size`,
+      this.retryAfterSeconds,
+      details,
+    );
+  }
+
   /** Give a reservation back. Idempotent: releasing an unknown id is a no-op returning false. */
   release(id: string): boolean {
     const r = this.reservations.get(id);
@@ -164,6 +256,7 @@ export class Admission {
     this.reservations.delete(id);
     this.usedCpu -= r.cpuMillis;
     this.usedMemory -= r.memoryBytes;
+    if (r.team !== undefined) this.teams?.remove(r.team, r.cpuMillis, r.memoryBytes);
     return true;
   }
 
@@ -180,11 +273,11 @@ export class Admission {
    * created by another replica). Never rejects: it already runs, so the budget must show it
    * even when that puts usage over the budget (new creates are then rejected until it drops).
    */
-  adopt(s: Pick<Sandbox, "id" | "phase" | "cpuRequestMillis" | "memoryRequestBytes">): boolean {
+  adopt(s: Pick<Sandbox, "id" | "phase" | "cpuRequestMillis" | "memoryRequestBytes"> & { owner?: string }): boolean {
     if (this.reservations.has(s.id) || !holdsCapacity(s.phase)) return false;
     // another replica's sandbox counts against that replica's share, not ours
     if (this.scope && !this.scope.counts(s.id)) return false;
-    this.add(s.id, s.cpuRequestMillis, s.memoryRequestBytes);
+    this.add(s.id, s.cpuRequestMillis, s.memoryRequestBytes, this.teams?.teamOf(s.owner));
     return true;
   }
 
@@ -231,16 +324,34 @@ export class Admission {
       },
       reservations: this.reservations.size,
       ...(this.scope?.stats ? { shared: this.scope.stats() } : {}),
+      ...(this.teams ? { teams: this.teams.usage() } : {}),
     };
   }
 
-  private add(id: string, cpuMillis: number, memoryBytes: number): Reservation {
-    const r = { id, cpuMillis, memoryBytes, seq: this.nextSeq++ };
+  private add(id: string, cpuMillis: number, memoryBytes: number, team?: string): Reservation {
+    const r: Reservation = { id, cpuMillis, memoryBytes, seq: this.nextSeq++, ...(team !== undefined ? { team } : {}) };
     this.reservations.set(r.id, r);
     this.usedCpu += r.cpuMillis;
     this.usedMemory += r.memoryBytes;
+    if (team !== undefined) this.teams?.add(team, cpuMillis, memoryBytes);
     return r;
   }
+}
+
+/** Admission as config asks for it: the budget, and the teams when tenancy is configured. */
+export function admissionOptionsFor(
+  config: {
+    tenancy?: TenancyConfig;
+    sizeClasses?: Record<string, { cpuRequestMillis: number; memoryRequestBytes: number }>;
+  },
+  extra: AdmissionOptions = {},
+): AdmissionOptions {
+  const sizes = Object.values(config.sizeClasses ?? {});
+  const granule = {
+    cpuMillis: sizes.length ? Math.min(...sizes.map((s) => s.cpuRequestMillis)) : 1,
+    memoryBytes: sizes.length ? Math.min(...sizes.map((s) => s.memoryRequestBytes)) : 1,
+  };
+  return { tenancy: config.tenancy, granule, ...extra };
 }
 
 /** Phases whose compute counts against the budget. Paused released its compute; terminal is done. */

@@ -9,7 +9,7 @@
 import type { Duplex, Readable } from "node:stream";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { ActivityTouches } from "./activity.ts";
-import { Admission } from "./admission.ts";
+import { Admission, admissionOptionsFor } from "./admission.ts";
 import { AdmissionFollower } from "./admission-follow.ts";
 import type { AuditEntry, AuditOp, AuditStore } from "./audit.ts";
 import type { ImageCatalog } from "./catalog.ts";
@@ -21,6 +21,7 @@ import type { Logger } from "./log.ts";
 import { Maintenance, type MaintenanceTask } from "./maintenance.ts";
 import { resolveMetadataUpdate } from "./metadata-update.ts";
 import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
+import { pauseQuota } from "./pause-quota.ts";
 import { Reaper } from "./reaper.ts";
 import { resumeAdmission } from "./resume-admission.ts";
 import { validateOwner } from "./spec.ts";
@@ -43,6 +44,7 @@ import type {
   TransferOptions,
   WaitOptions,
 } from "./types.ts";
+import { reportUsage, type UsageReport } from "./usage.ts";
 
 export interface ManagerDeps {
   backend: Backend;
@@ -88,7 +90,9 @@ export class SandboxManager implements Manager {
 
   constructor(private readonly deps: ManagerDeps) {
     const { config } = deps;
-    this.admission = deps.admission ?? new Admission(config.budget);
+    this.admission =
+      deps.admission ??
+      new Admission(config.budget, admissionOptionsFor(config, { nowMs: () => deps.clock.now().getTime() }));
     this.log = deps.logger;
     this.pr = deps.pauseResume;
     this.sandboxes = deps.pauseResume ?? deps.backend;
@@ -274,6 +278,11 @@ export class SandboxManager implements Manager {
     return backend.openPort(id, port);
   }
 
+  /** GET /v1/usage: the caller's team's use against its limits (every team for tenancy.admins). */
+  usage(owner: string): UsageReport {
+    return reportUsage(owner, this.deps.config.tenancy, this.admission.usage(), this.lastList);
+  }
+
   async get(owner: string, id: string): Promise<Sandbox> {
     return this.owned(owner, id);
   }
@@ -333,9 +342,18 @@ export class SandboxManager implements Manager {
     return this.audited("pause", owner, id, async () => {
       const pr = await this.pauseResume(owner, id, "pause");
       let s: Sandbox | undefined;
+      const quota = pauseQuota(id, owner, {
+        tenancy: this.deps.config.tenancy,
+        pausedSnapshots: async () => (await pr.pausedSnapshots?.()) ?? [],
+        retryAfterSeconds: this.admission.retryAfterSeconds,
+      });
       await pr.pause(id, {
         onProgress: opts.onProgress,
-        before: async () => void (await this.owned(owner, id)),
+        before: async () => {
+          await this.owned(owner, id);
+          await quota.before?.();
+        },
+        ...(quota.snapshotWritten ? { snapshotWritten: quota.snapshotWritten } : {}),
         done: async () => {
           this.admission.release(id); // a paused sandbox holds no compute
           s = await pr.describe(id); // before another operation of the sandbox can start

@@ -4,6 +4,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { AdmissionUsage } from "./admission.ts";
 import { SbxError } from "./errors.ts";
+import { teamSeries } from "./metrics-teams.ts";
 import type { LayerPathStats, PortPathStats, Sandbox, SandboxPhase, WarmClaimStats } from "./types.ts";
 
 export const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -170,6 +171,7 @@ export class Metrics {
       },
     });
     this.shareRenewalSeries(sources, registers);
+    teamSeries(sources.admission, registers);
     new Gauge({
       name: "sbx_budget_free",
       help: "admission budget free (resource=cpu_millis|memory_bytes); negative when live sandboxes exceed it",

@@ -24,6 +24,7 @@ export function resumeAdmission(id: string, o: ResumeAdmissionOptions): Transiti
       reservedBefore = o.admission.has(id);
       o.admission.admit({
         id,
+        owner: s.owner,
         size: {
           name: s.size,
           cpuRequestMillis: sc?.cpuRequestMillis ?? s.cpuRequestMillis,

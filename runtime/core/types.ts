@@ -341,6 +341,11 @@ export interface TransitionHooks {
   failed?(): void;
   /** runs after the operation succeeded, still in the sandbox's turn */
   done?(): Promise<void> | void;
+  /**
+   * pause only: runs once the snapshot is written, before it is recorded, with its size; a throw
+   * unwinds the pause (the snapshot is dropped, the sandbox keeps running). Paused quotas.
+   */
+  snapshotWritten?(sizeBytes: number): Promise<void> | void;
 }
 
 export type TransitionOptions = TransferOptions & TransitionHooks;
@@ -376,6 +381,16 @@ export interface PauseResumeService extends SandboxView {
   layerStats?(): LayerPathStats;
   /** the platform's ComputeRelease.keepsMetadata: a metadata write while paused is what the resumed sandbox has */
   readonly keepsMetadata: boolean;
+  /** every sandbox whose snapshot is kept (paused, pausing, resuming), for paused quotas */
+  pausedSnapshots?(): Promise<PausedSnapshot[]>;
+}
+
+/** A paused (or pausing, or resuming) sandbox's snapshot, as the pause/resume records hold it. */
+export interface PausedSnapshot {
+  id: string;
+  owner: string;
+  /** bytes of its snapshot; 0 while its first pause is still writing it */
+  sizeBytes: number;
 }
 
 export interface CreateRequest {

@@ -10,15 +10,9 @@ import Fastify, {
   LogController,
 } from "fastify";
 import { Histogram, type Registry } from "prom-client";
+import { type Authenticator, type Identity, identify } from "../auth/identities.ts";
 import { systemClock } from "../core/clock.ts";
-import {
-  CapacityError,
-  describeValue,
-  HTTP_STATUS,
-  SbxError,
-  UnauthenticatedError,
-  UnavailableError,
-} from "../core/errors.ts";
+import { CapacityError, describeValue, HTTP_STATUS, SbxError, UnavailableError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { LATENCY_BUCKETS } from "../core/metrics.ts";
 import type { Manager } from "../core/types.ts";
@@ -32,6 +26,7 @@ import { type PortOptions, PortService } from "./ports/service.ts";
 import { DEFAULT_DRAIN, deferContinue, refuseDeclaredOverLimit, settleRefusedBody } from "./requestBody.ts";
 import { answerClientError, frameworkFailure, sendError, validationFailure } from "./requestErrors.ts";
 import { DEFAULT_LIMITS, type RouteContext, type RouteDef, type ServerLimits, sandboxRoutes } from "./routes.ts";
+import { usageRoutes } from "./usage.ts";
 
 /** Path parameters longer than the id schema allows get the schema's 400 naming the field; far longer ones a 414. */
 const MAX_PARAM_CHARS = 1024;
@@ -39,12 +34,12 @@ const MAX_PARAM_CHARS = 1024;
 declare module "fastify" {
   interface FastifyRequest {
     owner: string;
+    /** who the credential says the caller is (owner, team, issuer); null on routes without auth */
+    identity: Identity | null;
   }
 }
 
-export interface Authenticator {
-  authenticate(token: string | undefined): string | undefined;
-}
+export type { Authenticator };
 
 export interface AppOptions {
   manager: Manager;
@@ -121,8 +116,29 @@ export function systemRoutes(opts: AppOptions, openapi: () => unknown): RouteDef
       responses: { "200": { description: "OpenAPI document", schema: { type: "object" } } },
       handler: async () => openapi(),
     },
+    {
+      method: "GET",
+      url: "/v1/whoami",
+      operationId: "whoami",
+      auth: true,
+      summary:
+        "The owner and team the presented token maps to, and what established them (the tokens file or an issuer).",
+      responses: { "200": { description: "the caller's identity", schema: identitySchema } },
+      handler: async (_c, req) => req.identity,
+    },
   ];
 }
+
+const identitySchema = {
+  type: "object",
+  required: ["owner", "via"],
+  properties: {
+    owner: { type: "string" },
+    team: { type: "string" },
+    via: { type: "string", description: '"token" (the tokens file) or the name of the issuer in config.auth.issuers' },
+    expiresAt: { type: "string", format: "date-time" },
+  },
+};
 
 /** Request latency by route; one per registry even when several apps share it. */
 function requestHistogram(registry: Registry): Histogram<"route" | "method" | "status"> {
@@ -165,6 +181,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     clientErrorHandler: answerClientError,
   });
   app.decorateRequest("owner", "");
+  app.decorateRequest("identity", null);
 
   const ctx: RouteContext = { manager: opts.manager, logger: opts.logger, limits };
   let doc: unknown;
@@ -181,7 +198,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   app.addHook("onRequest", refuseDeclaredOverLimit);
   const routes =
     (opts.api ?? true)
-      ? [...sandboxRoutes, ...(ports ? portRoutes(ports) : []), ...systemRoutes(opts, () => doc)]
+      ? [...sandboxRoutes, ...usageRoutes, ...(ports ? portRoutes(ports) : []), ...systemRoutes(opts, () => doc)]
       : systemRoutes(opts, () => doc).filter((r) => PROBE_PATHS.has(r.url));
 
   // tar uploads reach the handler as the raw stream; the handler enforces the size limit. Only
@@ -215,9 +232,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
       config: r.requestContentType ? { maxBodyBytes: limits.uploadBytes } : {},
       onRequest: r.auth
         ? async (req) => {
-            const owner = opts.tokens.authenticate(bearer(req));
-            if (owner === undefined) throw new UnauthenticatedError();
-            req.owner = owner;
+            const who = await identify(opts.tokens, bearer(req));
+            req.owner = who.owner;
+            req.identity = who;
           }
         : undefined,
       handler: (req, reply) => r.handler(ctx, req, reply),

@@ -18,6 +18,7 @@ import { ProgressFanout } from "../core/progress-fanout.ts";
 import type {
   Backend,
   LayerPathStats,
+  PausedSnapshot,
   PauseResumeService,
   Sandbox,
   SandboxEvent,
@@ -87,9 +88,18 @@ export class PauseResume implements PauseResumeService, SandboxView {
     return this.o.snapshotter.records();
   }
 
+  /** Sandboxes whose snapshot is kept or being written: what a team's paused quotas count. */
+  async pausedSnapshots(): Promise<PausedSnapshot[]> {
+    return (await this.o.snapshotter.records())
+      .filter((r) => r.state !== "running")
+      .map((r) => ({ id: r.id, owner: r.owner, sizeBytes: r.snapshot?.sizeBytes ?? 0 }));
+  }
+
   /** Idempotent: pausing a paused sandbox resolves with its record; a call queued behind a pause finds it done. */
   pause(id: string, opts: TransitionOptions = {}): Promise<SnapshotRecord> {
-    return this.transition(id, "pause", opts, (signal) => this.o.snapshotter.pause(id, this.progress.sink(id), signal));
+    return this.transition(id, "pause", opts, (signal) =>
+      this.o.snapshotter.pause(id, this.progress.sink(id), signal, opts.snapshotWritten),
+    );
   }
 
   /** Resuming a running sandbox is a no-op; a call queued behind a resume finds it running. */

@@ -154,7 +154,12 @@ export class Snapshotter {
   }
 
   /** Idempotent: pausing a paused sandbox resolves with its record. */
-  async pause(id: string, onProgress: OnProgress | undefined, signal: AbortSignal): Promise<SnapshotRecord> {
+  async pause(
+    id: string,
+    onProgress: OnProgress | undefined,
+    signal: AbortSignal,
+    written?: (sizeBytes: number) => Promise<void> | void,
+  ): Promise<SnapshotRecord> {
     let rec = await this.settle(id);
     if (rec?.state === "paused") return rec;
     const sandbox = await this.o.backend.describe(id);
@@ -189,6 +194,7 @@ export class Snapshotter {
       const hooks = { onProgress, step: (st: PauseStep) => this.step(id, st) };
       const push = () => this.snapshots.push(rec!, tag, hooks, signal);
       snapshot = await (this.o.gc ? this.o.gc.whilePushing(push) : push());
+      await written?.(snapshot.sizeBytes);
     } catch (err) {
       await this.put({ ...rec, state: "running", pending: undefined });
       await this.snapshots

@@ -14,6 +14,8 @@ export interface Captured {
 
 export const ACCOUNT = "123456789012";
 export const REGION = "us-east-1";
+/** the OIDC issuer the mocked EKS cluster reports */
+export const EKS_OIDC_ISSUER = `https://oidc.eks.${REGION}.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE`;
 
 const captured: Captured[] = [];
 
@@ -40,7 +42,7 @@ function outputsFor(type: string, name: string, inputs: Record<string, any>): Re
       return {
         ...inputs,
         kubeconfigJson: JSON.stringify({ apiVersion: "v1", kind: "Config", clusters: [{ name: inputs.name }] }),
-        eksCluster: { name: inputs.name },
+        eksCluster: { name: inputs.name, identities: [{ oidcs: [{ issuer: EKS_OIDC_ISSUER }] }] },
       };
     case "aws:ecr/repository:Repository":
       return {

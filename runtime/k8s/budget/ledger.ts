@@ -36,6 +36,8 @@ import {
   type ShareVec,
   sameVec,
   sharesWithin,
+  vecFinite,
+  vecWithin,
 } from "./sharePlan.ts";
 import { SHARES_ANNOTATION } from "./sharesDoc.ts";
 
@@ -123,6 +125,8 @@ export class ShareLedger {
   private lastRoundEndedAt = Number.NEGATIVE_INFINITY;
   private readonly lease: LeaseRequests;
   private readonly renewalWaitMs: number;
+  /** what live sandboxes of no live replica held at the last round */
+  private lastOrphans: ShareVec = { ...ZERO };
 
   constructor(private readonly o: ShareLedgerOptions) {
     this.now = o.monotonicMs ?? (() => performance.now());
@@ -148,6 +152,19 @@ export class ShareLedger {
   /** What admission may hold now: the written share, or nothing once fenced. */
   limit(): ShareVec {
     return this.fenced() ? { ...ZERO } : this.local;
+  }
+
+  /** The budget less what no live replica's share covers (dead replicas' sandboxes): what the shares split. */
+  available(): ShareVec {
+    return {
+      cpuMillis: Math.max(0, this.o.budget.cpuMillis - this.lastOrphans.cpuMillis),
+      memoryBytes: Math.max(0, this.o.budget.memoryBytes - this.lastOrphans.memoryBytes),
+    };
+  }
+
+  /** Live replicas in the last document read, this one included (at least 1). */
+  replicas(): number {
+    return Math.max(1, this.stats.replicas);
   }
 
   fenced(): boolean {
@@ -364,10 +381,13 @@ export class ShareLedger {
     this.stats.replicas = live.size;
     const used = this.usedOf();
     const active = used.cpuMillis > this.lastUsed.cpuMillis || used.memoryBytes > this.lastUsed.memoryBytes;
+    const activeDims = grownDims(used, this.lastUsed);
     this.lastUsed = used;
     const orphans = this.o.orphans(ids);
+    this.lastOrphans = orphans;
     const decision = decideShare({
       active,
+      activeDims,
       me,
       budget: this.o.budget,
       doc,
@@ -379,10 +399,21 @@ export class ShareLedger {
     if (!this.safeToGrow(doc, cur?.share, decision.share, orphans)) decision.share = { ...(cur?.share ?? ZERO) };
     // never admit past a smaller share while it is being written
     this.local = minVec(this.local, decision.share);
-    const changed = !cur || cur.retired || !sameVec(cur.share, decision.share) || cur.want !== decision.want;
+    const changed =
+      !cur ||
+      cur.retired ||
+      !sameVec(cur.share, decision.share) ||
+      cur.want !== decision.want ||
+      String(cur.wantDims ?? []) !== String(decision.wantDims ?? []);
     const renewDue = !renewed && this.renewDue(at);
     if (!changed && !renewDue && silent.length === 0 && sameVec(this.local, decision.share)) return false;
-    doc.replicas[me] = { share: decision.share, used, want: decision.want, beat: (cur?.beat ?? 0) + 1 };
+    doc.replicas[me] = {
+      share: decision.share,
+      used,
+      want: decision.want,
+      beat: (cur?.beat ?? 0) + 1,
+      ...(decision.wantDims ? { wantDims: decision.wantDims } : {}),
+    };
     return true;
   }
 
@@ -392,8 +423,8 @@ export class ShareLedger {
    */
   private safeToGrow(doc: SharesDoc, before: ShareVec | undefined, next: ShareVec, orphans: ShareVec): boolean {
     const b = before ?? ZERO;
-    const finite = Number.isFinite(next.cpuMillis) && Number.isFinite(next.memoryBytes);
-    if (finite && next.cpuMillis <= b.cpuMillis && next.memoryBytes <= b.memoryBytes) return true;
+    const finite = vecFinite(next);
+    if (finite && vecWithin(next, b)) return true;
     const replicas = { ...doc.replicas, [this.o.identity]: { share: next, used: ZERO, want: false, beat: 0 } };
     if (finite && sharesWithin({ replicas }, orphans, this.o.budget)) return true;
     this.o.logger.error(
@@ -438,7 +469,7 @@ export class ShareLedger {
     if (read.legacy || !before || before.retired || read.raw[this.o.identity] === undefined) return false;
     if (this.pendingDead.length > 0 || this.pendingRetired.length > 0) return false;
     if (!after) return true;
-    return after.share.cpuMillis <= before.share.cpuMillis && after.share.memoryBytes <= before.share.memoryBytes;
+    return vecWithin(after.share, before.share);
   }
 
   private async readOrCreate(): Promise<V1Lease> {
@@ -476,7 +507,7 @@ export class ShareLedger {
     }
     const b = before ?? ZERO;
     if (sameVec(mine.share, b)) return;
-    if (mine.share.cpuMillis > b.cpuMillis || mine.share.memoryBytes > b.memoryBytes) this.stats.moves.grow++;
+    if (!vecWithin(mine.share, b)) this.stats.moves.grow++;
     else this.stats.moves.shrink++;
     this.o.logger.info(
       {
@@ -490,6 +521,13 @@ export class ShareLedger {
       "budget share moved",
     );
   }
+}
+
+/** The team dimensions whose use grew since the last round: those the replica is admitting into. */
+function grownDims(used: ShareVec, last: ShareVec): Set<string> {
+  const out = new Set<string>();
+  for (const [k, x] of Object.entries(used.dims ?? {})) if (x > (last.dims?.[k] ?? 0)) out.add(k);
+  return out;
 }
 
 /** A promise and its resolve: what awaitRenewal waits on (the end of a round). */

@@ -40,6 +40,11 @@ export function parseEntry(id: string, e: unknown): ShareEntry {
     throw new Error(
       `annotation ${SHARES_ANNOTATION}: replica ${id} has a malformed entry ${JSON.stringify(e)}; delete the Lease to reset the shares`,
     );
+  const wantDims = x.wantDims;
+  if (wantDims !== undefined && !(Array.isArray(wantDims) && wantDims.every((d) => typeof d === "string")))
+    throw new Error(
+      `annotation ${SHARES_ANNOTATION}: replica ${id} has a malformed entry ${JSON.stringify(e)}; delete the Lease to reset the shares`,
+    );
   if (x.retired !== undefined && typeof x.retired !== "boolean")
     throw new Error(
       `annotation ${SHARES_ANNOTATION}: replica ${id} has a malformed entry ${JSON.stringify(e)}; delete the Lease to reset the shares`,
@@ -50,12 +55,16 @@ export function parseEntry(id: string, e: unknown): ShareEntry {
     want: x.want,
     beat: x.beat as number,
     ...(x.retired ? { retired: true } : {}),
+    ...(wantDims?.length ? { wantDims } : {}),
   };
 }
 
+/** cpu and memory, and the team limits' dimensions when present (sharePlan.ts) */
 function isVec(v: unknown): v is ShareVec {
   const x = v as ShareVec;
-  return !!x && Number.isFinite(x.cpuMillis) && Number.isFinite(x.memoryBytes);
+  if (!x || !Number.isFinite(x.cpuMillis) || !Number.isFinite(x.memoryBytes)) return false;
+  if (x.dims === undefined) return true;
+  return typeof x.dims === "object" && x.dims !== null && Object.values(x.dims).every((n) => Number.isFinite(n));
 }
 
 export function formatSharesDoc(doc: SharesDoc): string {

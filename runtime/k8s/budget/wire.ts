@@ -2,7 +2,12 @@
 // ledger on the shares Lease, the admission scope that reads it, and the annotation every record
 // this replica accepts carries, so the others (and this replica after a restart) know whose
 // share it counts against. Only processes that admit (roles all and manager) hold a share.
+
+import { teamOfOwner } from "../../config/tenancy.ts";
 import { type AdmissionScope, holdsCapacity } from "../../core/admission.ts";
+import { type TeamScope, teamDim, teamLimitDims, teamLimitsFromDims } from "../../core/admission-teams.ts";
+import type { TeamUse } from "../../core/decideTeamAdmission.ts";
+import type { Sandbox } from "../../core/types.ts";
 import type { KubernetesParts } from "../parts.ts";
 import { ShareLedger } from "./ledger.ts";
 import { planHeadroom, type ShareVec } from "./sharePlan.ts";
@@ -24,21 +29,26 @@ export function createBudgetShares(
   if (!s.enabled || p.role === "controller") return undefined;
   const { index, identity, config } = p;
   const admittedBy = (id: string) => index.resource(id)?.metadata.annotations?.[ADMITTED_BY_ANNOTATION];
+  // with teams, each team limit is one more dimension of the shared budget (sharePlan.ts)
+  const tenancy = config.tenancy?.enabled ? config.tenancy : undefined;
+  const dims = tenancy ? teamLimitDims(tenancy) : {};
+  const budget: ShareVec = Object.keys(dims).length > 0 ? { ...config.budget, dims } : config.budget;
   const ledger = new ShareLedger({
     api: p.clients.shares, // a connection pool of its own: renewals never queue behind the replica's other requests
     namespace: config.kubernetes.runtimeNamespace,
     leaseName: sharesLeaseName(config.kubernetes.leaseName),
     identity,
-    budget: config.budget,
-    headroom: (n) => planHeadroom(config.budget, n, s.headroomFraction),
+    budget,
+    headroom: (n) => planHeadroom(budget, n, s.headroomFraction),
     orphans: (replicas): ShareVec => {
-      const sum = { cpuMillis: 0, memoryBytes: 0 };
+      const sum: ShareVec = { cpuMillis: 0, memoryBytes: 0, ...(budget.dims ? { dims: {} } : {}) };
       for (const sb of index.sandboxes()) {
         if (!holdsCapacity(sb.phase)) continue;
         const by = admittedBy(sb.id);
         if (by !== undefined && replicas.has(by)) continue;
         sum.cpuMillis += sb.cpuRequestMillis;
         sum.memoryBytes += sb.memoryRequestBytes;
+        if (sum.dims && tenancy) addTeamDims(sum.dims, teamOfOwner(tenancy, sb.owner), sb);
       }
       return sum;
     },
@@ -56,6 +66,16 @@ export function createBudgetShares(
       attach: (used) => ledger.bindUsed(used),
       fenced: () => ledger.fenced(),
       awaitRenewal: () => ledger.awaitRenewal(),
+      ...(tenancy
+        ? {
+            teams: teamScope(
+              tenancy,
+              ledger,
+              () => index.sandboxes(),
+              (id) => admittedBy(id) === identity,
+            ),
+          }
+        : {}),
       stats: () => {
         const x = ledger.snapshot();
         return {
@@ -69,5 +89,51 @@ export function createBudgetShares(
       },
     },
     annotations: { [ADMITTED_BY_ANNOTATION]: identity },
+  };
+}
+
+function addTeamDims(dims: Record<string, number>, team: string, sb: Sandbox): void {
+  const add = (k: string, n: number) => (dims[k] = (dims[k] ?? 0) + n);
+  add(teamDim(team, "sandboxes"), 1);
+  add(teamDim(team, "cpu"), sb.cpuRequestMillis);
+  add(teamDim(team, "memory"), sb.memoryRequestBytes);
+}
+
+/** How long what the other replicas hold per team is reused: a listing per admit would cost O(sandboxes). */
+const ELSEWHERE_TTL_MS = 200;
+
+/**
+ * The teams' side of the share: this replica's part of each team's limits (its share's
+ * dimensions), and what the other replicas (and dead replicas' sandboxes) hold per team, from
+ * the index. Records another replica accepted but the index has not seen yet are missing, so
+ * the reserve for unused guarantees is, if anything, too large: the other teams lose a little.
+ */
+function teamScope(
+  tenancy: NonNullable<KubernetesParts["config"]["tenancy"]>,
+  ledger: ShareLedger,
+  sandboxes: () => Iterable<Sandbox>,
+  mine: (id: string) => boolean,
+): TeamScope {
+  let cached: { at: number; used: Map<string, TeamUse> } | undefined;
+  return {
+    teamLimits: (team) => teamLimitsFromDims(tenancy, team, ledger.limit().dims),
+    replicas: () => ledger.replicas(),
+    available: () => ledger.available(),
+    elsewhere: () => {
+      const now = performance.now();
+      if (cached && now - cached.at < ELSEWHERE_TTL_MS) return cached.used;
+      const used = new Map<string, TeamUse>();
+      for (const sb of sandboxes()) {
+        if (!holdsCapacity(sb.phase) || mine(sb.id)) continue;
+        const team = teamOfOwner(tenancy, sb.owner);
+        const u = used.get(team) ?? { sandboxes: 0, cpuMillis: 0, memoryBytes: 0 };
+        u.sandboxes += 1;
+        u.cpuMillis += sb.cpuRequestMillis;
+        u.memoryBytes += sb.memoryRequestBytes;
+        used.set(team, u);
+      }
+      cached = { at: now, used };
+      return used;
+    },
   };
 }

@@ -2,9 +2,11 @@
 // envd routes to the service's fastify app, on the same port. Its own encapsulated context gives
 // the REST routes E2B's auth (X-API-KEY) and E2B's error body without touching our /v1 API.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { type Authenticator, type Identity, identify } from "../../auth/identities.ts";
+import { TokenRejectedError } from "../../auth/jwt.ts";
 import type { RuntimeConfig } from "../../config/schema.ts";
 import { type Clock, systemClock } from "../../core/clock.ts";
-import { NotFoundError, ValidationError } from "../../core/errors.ts";
+import { NotFoundError, UnauthenticatedError, ValidationError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import type { Manager } from "../../core/types.ts";
 import { accessTokenMatches, type EnvdAccess, e2bError } from "./access.ts";
@@ -39,7 +41,8 @@ export function e2bOptionsFor(config: RuntimeConfig): E2bOptions {
 
 export interface E2bDepsIn extends E2bOptions {
   manager: Manager;
-  tokens: { authenticate(token: string | undefined): string | undefined };
+  /** the service's authenticator: static keys and, with identify, JWTs from config.auth.issuers */
+  tokens: Authenticator;
   logger: Logger;
 }
 
@@ -132,10 +135,22 @@ export function registerE2b(app: FastifyInstance, deps: E2bDepsIn): Promise<E2bL
       rest.setErrorHandler(e2bErrorHandler(deps.logger));
       rest.addHook("onRequest", async (req: FastifyRequest, reply: FastifyReply) => {
         const apiKey = presentedKey(req);
-        const owner = deps.tokens.authenticate(apiKey);
-        if (owner === undefined || apiKey === undefined)
-          return e2bError(reply, 401, "missing or invalid API key: send X-API-KEY: <key> (E2B_API_KEY for the SDK)");
+        let who: Identity;
+        try {
+          if (apiKey === undefined) throw new UnauthenticatedError();
+          who = await identify(deps.tokens, apiKey);
+        } catch (err) {
+          if (!(err instanceof UnauthenticatedError)) throw err;
+          // a refused JWT's message names the failed check; a wrong static key gets E2B's wording
+          const message =
+            err instanceof TokenRejectedError
+              ? err.message
+              : "missing or invalid API key: send X-API-KEY: <key> (E2B_API_KEY for the SDK)";
+          return e2bError(reply, 401, message);
+        }
+        const owner = who.owner;
         req.owner = owner;
+        req.identity = who;
         req.e2bCaller = { owner, apiKey };
       });
       registerRoutes(rest, { manager, lifecycle, domain: deps.domain });

@@ -6,6 +6,7 @@ import type { IncomingMessage } from "node:http";
 import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { type Authenticator, ownerOf } from "../../auth/identities.ts";
 import type { RuntimeConfig } from "../../config/schema.ts";
 import type { Clock } from "../../core/clock.ts";
 import { HTTP_STATUS, NotFoundError, SbxError, UnauthenticatedError } from "../../core/errors.ts";
@@ -53,7 +54,7 @@ export const DEFAULT_PORT_OPTIONS = { wakeHoldMs: 30_000, connectRetryMs: 10_000
 
 export interface PortServiceDeps {
   manager: Manager;
-  tokens: { authenticate(token: string | undefined): string | undefined };
+  tokens: Authenticator;
   logger: Logger;
   clock: Clock;
 }
@@ -117,7 +118,7 @@ export class PortService {
   /** Who the request acts for, and whether its Authorization header was our credential. */
   async authorize(req: IncomingMessage, target: PortTarget): Promise<{ owner: string; dropAuthorization: boolean }> {
     const presented = bearerOf(req.headers.authorization);
-    const owner = presented ? this.deps.tokens.authenticate(presented) : undefined;
+    const owner = presented ? await ownerOf(this.deps.tokens, presented) : undefined;
     const access = await this.access.get(target.id, target.port, owner);
     // a public port's own Authorization header (the app's) passes through, unless it was ours
     if (access?.public) return { owner: access.owner, dropAuthorization: owner !== undefined };
