@@ -88,6 +88,8 @@ export class SandboxManager implements Manager {
   /** reads and deletes of sandboxes: through pause/resume when configured, so paused ones show */
   private readonly sandboxes: SandboxView;
 
+  // Over 60 lines on purpose: one assignment per collaborator the Manager wires (admission,
+  // teams, pause quotas, reaper, maintenance); splitting it would scatter the wiring.
   constructor(private readonly deps: ManagerDeps) {
     const { config } = deps;
     this.admission =

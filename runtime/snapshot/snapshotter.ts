@@ -153,6 +153,8 @@ export class Snapshotter {
     return this.o.compute.keepsMetadata === true;
   }
 
+  // Over 60 lines on purpose: the pause steps (freeze, capture, paused-quota check, record) read
+  // in order as the crash-recovery plan names them.
   /** Idempotent: pausing a paused sandbox resolves with its record. */
   async pause(
     id: string,
