@@ -3,6 +3,8 @@
 // ever thrown, whatever JSON comes in.
 // Over 400 lines on purpose: one table row per field and bad shape of the document (63 rows), so a
 // reader sees the parser's whole contract in one place.
+// Over 400 lines on purpose: one table of malformed documents per field of the spec, and the
+// tables share the generators at the top; split files would repeat them.
 import { describe, expect, it } from "vitest";
 import { ValidationError } from "../core/errors.ts";
 import { validateAutoPause } from "./spec.ts";

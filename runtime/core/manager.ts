@@ -5,6 +5,8 @@
 // directly; the Manager adds ownership, admission and audit, inside the service's queue turn.
 // Over 400 lines on purpose: every public call is a short owner check + audit wrapper around one
 // backend call; splitting them across files would scatter the one place those rules are applied.
+// Over 400 lines for now: the Manager's verbs share its admission and pause/resume wiring; team
+// quotas (admission-teams.ts, pause-quota.ts) live outside it, and exec/files are next to move.
 
 import type { Duplex, Readable } from "node:stream";
 import type { RuntimeConfig } from "../config/schema.ts";

@@ -4,6 +4,8 @@
 // its reservation is taken and given back exactly once across pause -> resume -> kill.
 // Over 400 lines on purpose: one booted runtime and registry serve every case, which costs far
 // less than splitting the file into several that each boot their own.
+// Over 400 lines on purpose: one local runtime and registry serve every case; split files would
+// each start them again.
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -5,6 +5,8 @@
 // sandbox, the policy pack runs in the engine, and `destroy` leaves nothing. One up…destroy cycle; the steps run in order.
 // Over 400 lines on purpose: it is one ordered story whose steps share the deployed stack; its
 // helpers (port-forward, CLI, diagnosis) are already in support.ts.
+// Over 400 lines on purpose: one real `pulumi up` (minutes) is shared by every section; split
+// files would each deploy again.
 import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
