@@ -116,9 +116,10 @@ describe("after abandoned downloads and refused uploads", () => {
     const envd = { "e2b-sandbox-id": id, "x-access-token": token };
     expect(await abandonDownload("/files?path=/workspace/big", envd, 8 * 1024 * 1024)).toBeGreaterThan(0);
     const bearer = { authorization: `Bearer ${TOKENS.alice}` };
-    expect(await abandonDownload(`/v1/sandboxes/${id}/files?path=/workspace/big`, bearer, 8 * 1024 * 1024)).toBe(
-      8 * 1024 * 1024,
-    );
+    // at least what was asked for: the last chunk read may run past it
+    expect(
+      await abandonDownload(`/v1/sandboxes/${id}/files?path=/workspace/big`, bearer, 8 * 1024 * 1024),
+    ).toBeGreaterThanOrEqual(8 * 1024 * 1024);
 
     const client = new ReusingClient();
     const octet = "Content-Type: application/octet-stream\r\n";
