@@ -175,6 +175,9 @@ describe("getMetrics() through the real e2b SDK", () => {
       // the static form with a range: nothing before the sandbox existed
       const early = await Sandbox.getMetrics(sbx.sandboxId, { ...opts, end: new Date(0) });
       expect(early).toEqual([]);
+      // a reversed range is the caller's mistake: a 400 naming start, not an empty answer
+      const reversed = Sandbox.getMetrics(sbx.sandboxId, { ...opts, start: new Date(2e9), end: new Date(1e9) });
+      await expect(reversed).rejects.toThrow(/start.*must not be after end/);
     } finally {
       await sbx.kill();
     }
