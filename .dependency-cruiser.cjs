@@ -18,13 +18,13 @@ const PURE = [
   "^(runtime|components|infra|bench)/.*/(plan|decide)[^/]*\\.ts$",
   "^(runtime|components|infra|bench)/.+Plan\\.ts$",
   // runtime: the kernel values, validation and policy
-  "^runtime/core/(errors|types|quantity|spec|admission|admission-teams|logFormat)\\.ts$",
+  "^runtime/core/(errors|types|quantity|spec|admission|admission-teams|logFormat|resources)\\.ts$",
   "^runtime/config/(schema|authSchema|tenancy)\\.ts$",
   // identities: JWT checks and claim mapping (node:crypto only; keys and time are arguments)
   "^runtime/auth/(jwt|claims)\\.ts$",
   // the auto-pause policy: all of it but the controller that acts on it
   "^runtime/autopause/(?!controller\\.ts$)[^/]+\\.ts$",
-  "^runtime/k8s/(contract|sessionPolicy|execCommand|podTemplate|resource|status)\\.ts$",
+  "^runtime/k8s/(contract|sessionPolicy|execCommand|podTemplate|podResources|resource|status)\\.ts$",
   "^runtime/cli/(args|stats)\\.ts$",
   // the Pulumi tree's pure halves
   "^components/cluster/maxPods\\.ts$",

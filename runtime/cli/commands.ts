@@ -9,6 +9,7 @@ import { bench } from "./bench.ts";
 import { type Command, type CommandContext, print, table } from "./command.ts";
 import { copyIn, copyOut } from "./copy.ts";
 import { ProgressDisplay } from "./progress.ts";
+import { stats, top } from "./top.ts";
 import { usage } from "./usage.ts";
 
 export type { CommandContext, Io } from "./command.ts";
@@ -282,6 +283,8 @@ export const COMMANDS: Record<string, Command> = {
   resume: pauseResume("resume"),
   pool,
   usage,
+  stats,
+  top,
   bench,
 };
 
@@ -304,6 +307,9 @@ usage: sbx <command> [options]
                                    on stderr on a terminal, or anywhere with --progress
   pool status                      warm pool state
   usage                            your team's sandboxes, CPU and memory against its limits
+  stats ID [--since 10m] [--history]
+                                   its CPU, memory, pids and /workspace against its limits
+  top [--interval 2s] [--once]     all your sandboxes' figures, redrawn in place on a terminal
   bench create [--count N] [--concurrency C]
                                    measure create-accept latency
   expose ID PORT [--public] | expose ID PORT --close

@@ -15,7 +15,10 @@ import type {
   LogOptions,
   Manager,
   PoolStatus,
+  ResourceRange,
   Sandbox,
+  SandboxResourceLine,
+  SandboxResources,
   TransferOptions,
   TransferProgress,
   WaitOptions,
@@ -295,6 +298,19 @@ export class HttpManager implements Manager {
 
   async poolStatus(): Promise<PoolStatus[]> {
     return (await this.json<{ pools: PoolStatus[] }>("GET", "/v1/pool")).pools;
+  }
+
+  /** GET /v1/sandboxes/:id/metrics, cut to the range when given (Unix seconds on the wire). */
+  resources(_owner: string, id: string, range: ResourceRange = {}): Promise<SandboxResources> {
+    const q = new URLSearchParams();
+    if (range.startMs !== undefined) q.set("start", String(Math.floor(range.startMs / 1000)));
+    if (range.endMs !== undefined) q.set("end", String(Math.ceil(range.endMs / 1000)));
+    return this.json<SandboxResources>("GET", `${HttpManager.sb(id)}/metrics${q.size ? `?${q}` : ""}`);
+  }
+
+  /** GET /v1/resources: each of the token owner's sandboxes with its newest sample. */
+  async resourceLines(_owner?: string): Promise<SandboxResourceLine[]> {
+    return (await this.json<{ sandboxes: SandboxResourceLine[] }>("GET", "/v1/resources")).sandboxes;
   }
 
   /** GET /v1/usage: the token's team (every team for an admin); the owner is the token's. */

@@ -262,6 +262,24 @@ export const runtimeConfigInput = z.object({
       message: "ECR issues its own tokens; unset tokenAuth for an ECR registry",
     })
     .optional(),
+  /** per-sandbox resource figures (runtime/core/resourceSampler.ts, docs/resources.md) */
+  resources: z
+    .object({
+      /** how often every live sandbox is read; 0 turns the sampler off */
+      sampleIntervalMs: z
+        .number()
+        .int()
+        .refine((n) => n === 0 || (n >= 500 && n <= 300_000), {
+          message: "use 0 (off) or 500-300000 ms",
+        })
+        .default(5000),
+      /** how far back each sandbox's history reaches (at most this / sampleIntervalMs samples) */
+      historySeconds: z.number().int().min(60).max(86_400).default(3600),
+      /** warn (log and the sandbox's events) when its memory passes this fraction of its limit */
+      memoryWarnFraction: z.number().gt(0).max(1).default(0.9),
+    })
+    .strict()
+    .default({ sampleIntervalMs: 5000, historySeconds: 3600, memoryWarnFraction: 0.9 }),
   audit: z.object({ path: z.string().optional() }).default({}),
   /** traffic to sandbox ports through the service (docs/ports.md) */
   ports: z

@@ -25,6 +25,8 @@ import { resolveMetadataUpdate } from "./metadata-update.ts";
 import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
 import { pauseQuota } from "./pause-quota.ts";
 import { Reaper } from "./reaper.ts";
+import { ResourceSampler } from "./resourceSampler.ts";
+import { limitsOfSize } from "./resources.ts";
 import { resumeAdmission } from "./resume-admission.ts";
 import { validateOwner } from "./spec.ts";
 import type {
@@ -41,7 +43,10 @@ import type {
   PauseResumeService,
   PoolStatus,
   RegisteredCommand,
+  ResourceRange,
   Sandbox,
+  SandboxResourceLine,
+  SandboxResources,
   SandboxView,
   TransferOptions,
   WaitOptions,
@@ -78,6 +83,9 @@ export class SandboxManager implements Manager {
   readonly admission: Admission;
   readonly metrics: Metrics;
   readonly reaper: Reaper;
+  /** per-sandbox resource figures; absent when the backend cannot read them or resources.sampleIntervalMs is 0 */
+  readonly sampler?: ResourceSampler;
+  private readonly samplerLoop?: Maintenance;
   /** the create path and the creates in flight (create-path.ts) */
   private readonly creates: CreatePath;
   private readonly activity: ActivityTouches;
@@ -108,6 +116,7 @@ export class SandboxManager implements Manager {
     });
     this.follower = new AdmissionFollower({ admission: this.admission, logger: deps.logger });
     this.maintenance = new Maintenance({ tasks: deps.maintenance ?? [], clock: deps.clock, logger: deps.logger });
+    [this.sampler, this.samplerLoop] = this.resourceSampler();
     this.metrics = new Metrics(
       {
         admission: () => this.admission.usage(),
@@ -115,6 +124,7 @@ export class SandboxManager implements Manager {
         ...(deps.backend.claimStats ? { claims: () => deps.backend.claimStats?.() } : {}),
         ...(deps.backend.portStats ? { ports: () => deps.backend.portStats?.() } : {}),
         ...(deps.pauseResume?.layerStats ? { layers: () => deps.pauseResume?.layerStats?.() } : {}),
+        ...(this.sampler ? { resources: () => this.sampler!.ownerTotals() } : {}),
       },
       { defaultMetrics: deps.processMetrics ?? false },
     );
@@ -154,18 +164,45 @@ export class SandboxManager implements Manager {
     });
   }
 
+  /** The sampler and its loop, when the backend reads resources and config.resources leaves it on. */
+  private resourceSampler(): [ResourceSampler?, Maintenance?] {
+    const { backend, config, clock, logger } = this.deps;
+    const rc = config.resources;
+    if (!backend.readResources || !rc || rc.sampleIntervalMs <= 0) return [];
+    const sampler = new ResourceSampler({
+      read: () => backend.readResources!(),
+      clock,
+      logger,
+      intervalMs: rc.sampleIntervalMs,
+      historySeconds: rc.historySeconds,
+      memoryWarnFraction: rc.memoryWarnFraction,
+      onWarning: () => this.metrics.memoryWarnings?.inc(),
+    });
+    const loop = new Maintenance({
+      tasks: [{ name: "resources.sample", everyMs: rc.sampleIntervalMs, run: () => sampler.tick() }],
+      clock,
+      logger,
+    });
+    return [sampler, loop];
+  }
+
   get backendName(): string {
     return this.deps.backend.name;
   }
 
   /** Start the backend, rebuild the budget from what is live, follow events, start the reaper. */
-  async start(opts: { reaper?: boolean; maintenance?: boolean; recover?: boolean } = {}): Promise<void> {
+  async start(
+    opts: { reaper?: boolean; maintenance?: boolean; recover?: boolean; resources?: boolean } = {},
+  ): Promise<void> {
     const { backend } = this.deps;
     this.deps.catalog.start();
     await backend.start();
     // recover: false leaves interrupted pauses and resumes to another process (the manager role: the controller's)
     if (opts.recover ?? true) await this.pr?.recover();
-    this.unsubscribe = this.sandboxes.subscribe((e) => this.follower.onEvent(e));
+    this.unsubscribe = this.sandboxes.subscribe((e) => {
+      this.follower.onEvent(e);
+      if (e.type === "delete") this.sampler?.forget(e.id);
+    });
     const live = await this.sandboxes.list();
     this.lastList = live;
     const { adopted } = this.admission.rebuild(live, this.creates.inFlight());
@@ -181,10 +218,12 @@ export class SandboxManager implements Manager {
     );
     if (opts.reaper ?? true) this.reaper.start();
     if (opts.maintenance ?? opts.reaper ?? true) this.maintenance.start();
+    if (opts.resources ?? true) this.samplerLoop?.start();
   }
 
   async close(): Promise<void> {
     await this.maintenance.stop();
+    await this.samplerLoop?.stop();
     await this.reaper.stop();
     this.unsubscribe?.();
     this.deps.catalog.close();
@@ -285,6 +324,50 @@ export class SandboxManager implements Manager {
   /** GET /v1/usage: the caller's team's use against its limits (every team for tenancy.admins). */
   usage(owner: string): UsageReport {
     return reportUsage(owner, this.deps.config.tenancy, this.admission.usage(), this.lastList);
+  }
+
+  /**
+   * A sandbox's resource history in `range`: owner-checked like every call (another owner's is a
+   * 404), but not activity and never a wake (looking at a sandbox does not keep it alive).
+   */
+  async resources(owner: string, id: string, range: ResourceRange = {}): Promise<SandboxResources> {
+    const s = await this.owned(owner, id, { touch: false });
+    const sampler = this.requireSampler();
+    return (
+      sampler.of(id, range.startMs, range.endMs) ?? {
+        id,
+        intervalMs: sampler.intervalMs,
+        limits: limitsOfSize(this.deps.config.sizeClasses[s.size]),
+        samples: [],
+        events: [],
+      }
+    );
+  }
+
+  /** Every sandbox of the owner with its newest sample (paused and starting ones have none). */
+  async resourceLines(owner: string): Promise<SandboxResourceLine[]> {
+    const sampler = this.requireSampler();
+    const mine = await this.list({ owner });
+    const latest = new Map(sampler.latestOf(mine.map((s) => s.id)).map((l) => [l.id, l]));
+    return mine.map((s) => {
+      const l = latest.get(s.id);
+      return {
+        id: s.id,
+        phase: s.phase,
+        limits: l?.limits ?? limitsOfSize(this.deps.config.sizeClasses[s.size]),
+        ...(l ? { latest: l.sample } : {}),
+      };
+    });
+  }
+
+  private requireSampler(): ResourceSampler {
+    if (this.sampler) return this.sampler;
+    const { backend } = this.deps;
+    throw new ConflictError(
+      backend.readResources
+        ? "metrics: resource sampling is off (config resources.sampleIntervalMs is 0); set it to e.g. 5000"
+        : `metrics: the ${backend.name} backend cannot read sandbox resources yet`,
+    );
   }
 
   async get(owner: string, id: string): Promise<Sandbox> {
@@ -452,6 +535,7 @@ export class SandboxManager implements Manager {
 
   private forget(id: string): void {
     this.activity.forget(id);
+    this.sampler?.forget(id);
     this.follower.ended(id);
   }
 

@@ -4,7 +4,9 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { AdmissionUsage } from "./admission.ts";
 import { SbxError } from "./errors.ts";
+import { resourceSeries } from "./metrics-resources.ts";
 import { teamSeries } from "./metrics-teams.ts";
+import type { OwnerResourceTotals } from "./resourceSampler.ts";
 import type { LayerPathStats, PortPathStats, Sandbox, SandboxPhase, WarmClaimStats } from "./types.ts";
 
 export const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -29,6 +31,8 @@ export interface MetricsSources {
   ports?: () => PortPathStats | undefined;
   /** snapshot layers by the path that moved them (pause/resume configured); absent: no such series */
   layers?: () => LayerPathStats | undefined;
+  /** per-owner totals of the resource sampler's newest samples; absent: the sampler is off */
+  resources?: () => OwnerResourceTotals[];
 }
 
 export class Metrics {
@@ -41,6 +45,8 @@ export class Metrics {
   readonly admissionRejects: Counter;
   readonly renewalWaits: Histogram<"outcome">;
   readonly reaped: Counter<"reason">;
+  /** sandboxes passing the memory warning line; present with sources.resources */
+  readonly memoryWarnings?: Counter;
 
   // Over 60 lines on purpose: one declaration per metric, each a few lines, in the order /metrics lists them.
   constructor(sources: MetricsSources, opts: { defaultMetrics?: boolean } = {}) {
@@ -172,6 +178,7 @@ export class Metrics {
     });
     this.shareRenewalSeries(sources, registers);
     teamSeries(sources.admission, registers);
+    if (sources.resources) this.memoryWarnings = resourceSeries(sources.resources, registers);
     new Gauge({
       name: "sbx_budget_free",
       help: "admission budget free (resource=cpu_millis|memory_bytes); negative when live sandboxes exceed it",

@@ -249,6 +249,89 @@ export interface WarmClaimStats {
   primedChannels: number;
 }
 
+/**
+ * One raw reading of a live sandbox's resources (Backend.readResources): what its substrate counts,
+ * before any arithmetic. CPU is a running total, so the sampler (core/resources.ts) turns two
+ * readings into a rate. A figure the platform cannot read is absent, not zero.
+ */
+export interface ResourceReading {
+  id: string;
+  owner: string;
+  /** CPU time used since the sandbox started, microseconds (monotonic while it lives) */
+  cpuUsageUsec?: number;
+  /** its CPU limit, millicores */
+  cpuLimitMillis: number;
+  /** memory charged to it, page cache included, bytes */
+  memoryBytes?: number;
+  /** of which page cache (file-backed, reclaimable in part), bytes */
+  memoryCacheBytes?: number;
+  /** what it cannot give back without swapping or being killed: usage minus inactive file cache */
+  memoryWorkingSetBytes?: number;
+  memoryLimitBytes: number;
+  pids?: number;
+  pidsLimit: number;
+  /** /workspace bytes in use, and its size */
+  workspaceUsedBytes?: number;
+  workspaceBytes: number;
+}
+
+/** One point of a sandbox's figures (runtime/core/resources.ts). A figure the platform could not read is absent. */
+export interface ResourceSample {
+  /** when it was read, ISO 8601 */
+  at: string;
+  /** CPU cores used on average since the previous sample (absent on the first) */
+  cpuCores?: number;
+  /** cpuCores as a percentage of its CPU limit */
+  cpuPct?: number;
+  memoryBytes?: number;
+  memoryCacheBytes?: number;
+  memoryWorkingSetBytes?: number;
+  /** the working set (else usage) as a percentage of the memory limit */
+  memoryPct?: number;
+  pids?: number;
+  workspaceUsedBytes?: number;
+}
+
+/** What a sandbox may use: fixed by its size class. */
+export interface ResourceLimits {
+  cpuCores: number;
+  memoryBytes: number;
+  pids: number;
+  workspaceBytes: number;
+}
+
+/** Something that happened to a sandbox's resources, kept with its history. */
+export interface ResourceEvent {
+  at: string;
+  type: "memory-high";
+  message: string;
+}
+
+/** A sandbox's resource history: what GET /v1/sandboxes/:id/metrics answers. */
+export interface SandboxResources {
+  id: string;
+  /** how often it is sampled, ms */
+  intervalMs: number;
+  limits: ResourceLimits;
+  /** oldest first */
+  samples: ResourceSample[];
+  events: ResourceEvent[];
+}
+
+/** One line of `sbx top`: a sandbox of the caller's with its newest sample, when it has one. */
+export interface SandboxResourceLine {
+  id: string;
+  phase: SandboxPhase;
+  limits: ResourceLimits;
+  latest?: ResourceSample;
+}
+
+/** A time range of a metrics query, ms since the epoch; absent bounds are open. */
+export interface ResourceRange {
+  startMs?: number;
+  endMs?: number;
+}
+
 export interface Backend {
   readonly name: string;
   /** Start serving: list what exists (for admission rebuild), open watches. */
@@ -283,6 +366,12 @@ export interface Backend {
   poolStatus?(): Promise<PoolStatus[]>;
   /** Warm claims decided ahead of their durable write (Kubernetes); absent elsewhere. */
   claimStats?(): WarmClaimStats;
+  /**
+   * One reading of every live sandbox's resources, read in one pass at a cost independent of the
+   * API server (runtime/core/resourceSampler.ts calls it every few seconds); absent where the
+   * platform cannot read them. A sandbox it could not read this time is left out.
+   */
+  readResources?(): Promise<ResourceReading[]>;
   /** Port connections by path (Kubernetes); absent elsewhere. */
   portStats?(): PortPathStats;
   /**
@@ -437,6 +526,10 @@ export interface Manager {
    * layer's own sandboxes (the E2B timeout sweeper). No HTTP route calls it.
    */
   listMarked?(key: string): Promise<Sandbox[]>;
+  /** A sandbox's resource history in `range` (owner-checked; never wakes or touches it); absent: no sampler. */
+  resources?(owner: string, id: string, range?: ResourceRange): Promise<SandboxResources>;
+  /** Every sandbox of the owner with its newest sample (`sbx top`). */
+  resourceLines?(owner: string): Promise<SandboxResourceLine[]>;
   /** Warm pool state; absent when the backend has no pool. */
   poolStatus?(): Promise<PoolStatus[]>;
   pause?(owner: string, id: string, opts?: TransferOptions): Promise<Sandbox>;

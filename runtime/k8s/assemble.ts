@@ -34,6 +34,7 @@ import { SandboxReads } from "./reads.ts";
 import type { RecordWriter } from "./recordWriter.ts";
 import { RegistryEndpoint } from "./registryEndpoint.ts";
 import { labelSafe, specFromResource } from "./resource.ts";
+import { podResourceReader } from "./resourceReader.ts";
 import { SandboxRecordStore } from "./snapshotRecords.ts";
 import { startSandboxWatch } from "./watch.ts";
 
@@ -116,6 +117,7 @@ export function assembleKubernetesPlatform(p: KubernetesParts, control: Kubernet
     run: sandboxCommands(p, gated, channels),
     ports: sandboxPorts(p, gated, channels),
     commands: commandRegistry(channels, gated),
+    readResources: podResourceReader({ index: p.index, channels, logger: p.logger }),
     lifecycle,
   });
   return {

@@ -15,6 +15,7 @@ import type {
   LogOptions,
   MetadataPatch,
   PoolStatus,
+  ResourceReading,
   Sandbox,
   SandboxEvent,
   SandboxSpec,
@@ -64,6 +65,8 @@ export interface KubernetesBackendParts {
   run: SandboxCommands;
   ports: SandboxPorts;
   commands: NonNullable<Backend["commands"]>;
+  /** every running sandbox with an open channel, read in its pod (resourceReader.ts) */
+  readResources(): Promise<ResourceReading[]>;
   /** starts the watch, the controller and the loops; stops them (runtime/k8s/assemble.ts) */
   lifecycle: { start(): Promise<void>; close(): Promise<void>; closed(): boolean };
 }
@@ -123,6 +126,10 @@ export class KubernetesBackend implements Backend {
 
   portStats() {
     return this.k.ports.portStats();
+  }
+
+  readResources(): Promise<ResourceReading[]> {
+    return this.k.readResources();
   }
 
   async delete(id: string): Promise<void> {

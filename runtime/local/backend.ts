@@ -15,6 +15,7 @@ import type {
   ExecSession,
   LogOptions,
   MetadataPatch,
+  ResourceReading,
   Sandbox,
   SandboxEvent,
   SandboxSpec,
@@ -39,6 +40,7 @@ import {
   writeRecordSyncOrLog,
 } from "./records.ts";
 import { cleanCgroups, recoverSlots } from "./recovery.ts";
+import { readSandboxResources } from "./resources.ts";
 import type { Slot, SlotEnv } from "./slot.ts";
 import { SlotTable } from "./slot-table.ts";
 import { sandboxFor, specFromRecord } from "./specs.ts";
@@ -300,6 +302,37 @@ export class LocalBackend implements Backend {
       throw err;
     }
     return { ...sb };
+  }
+
+  /** Every running sandbox's cgroup and workspace figures (resources.ts); one that ended meanwhile is left out. */
+  async readResources(): Promise<ResourceReading[]> {
+    const layout = this.env?.layout;
+    if (!layout || this.closed) return [];
+    const live = [...this.slots.byId.values()].filter((s) => s.state === "ready" && s.rec.sandbox?.ready);
+    const read = await Promise.all(
+      live.map((slot) =>
+        readSandboxResources(layout, {
+          id: slot.rec.sandbox!.id,
+          owner: slot.rec.sandbox!.owner,
+          dirs: slot.dirs,
+          helperPid: slot.rec.helperPid,
+          cpuLimitMillis: slot.rec.size.cpuLimitMillis,
+          memoryLimitBytes: slot.rec.size.memoryLimitBytes,
+          pidsLimit: slot.rec.size.pids,
+          workspaceBytes: slot.rec.size.workspaceBytes,
+        }).then(
+          (r) => (slot.state === "ready" ? r : undefined),
+          (err: Error) => {
+            this.deps.logger.warn(
+              { sandbox: slot.rec.sandbox?.id, op: "resources", err: err.message },
+              "reading the sandbox's resources failed; it is read again next tick",
+            );
+            return undefined;
+          },
+        ),
+      ),
+    );
+    return read.filter((r): r is ResourceReading => r !== undefined);
   }
 
   subscribe(listener: (event: SandboxEvent) => void): () => void {

@@ -25,6 +25,7 @@ import { portRoutes } from "./ports/routes.ts";
 import { type PortOptions, PortService } from "./ports/service.ts";
 import { DEFAULT_DRAIN, deferContinue, refuseDeclaredOverLimit, settleRefusedBody } from "./requestBody.ts";
 import { answerClientError, frameworkFailure, sendError, validationFailure } from "./requestErrors.ts";
+import { resourceRoutes } from "./resources.ts";
 import { DEFAULT_LIMITS, type RouteContext, type RouteDef, type ServerLimits, sandboxRoutes } from "./routes.ts";
 import { usageRoutes } from "./usage.ts";
 
@@ -198,7 +199,13 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   app.addHook("onRequest", refuseDeclaredOverLimit);
   const routes =
     (opts.api ?? true)
-      ? [...sandboxRoutes, ...usageRoutes, ...(ports ? portRoutes(ports) : []), ...systemRoutes(opts, () => doc)]
+      ? [
+          ...sandboxRoutes,
+          ...resourceRoutes,
+          ...usageRoutes,
+          ...(ports ? portRoutes(ports) : []),
+          ...systemRoutes(opts, () => doc),
+        ]
       : systemRoutes(opts, () => doc).filter((r) => PROBE_PATHS.has(r.url));
 
   // tar uploads reach the handler as the raw stream; the handler enforces the size limit. Only

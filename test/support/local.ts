@@ -10,6 +10,7 @@ import { type Clock, systemClock } from "../../runtime/core/clock.ts";
 import { type Logger, silentLogger } from "../../runtime/core/log.ts";
 import type { SandboxManager } from "../../runtime/core/manager.ts";
 import { hashToken, TokenStore } from "../../runtime/core/tokens.ts";
+import type { Backend } from "../../runtime/core/types.ts";
 import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { buildApp } from "../../runtime/server/app.ts";
 import type { ServerLimits } from "../../runtime/server/routes.ts";
@@ -35,6 +36,8 @@ export interface LocalRuntime {
   config: RuntimeConfig;
   stateDir: string;
   manager: SandboxManager;
+  /** the platform's backend, under the Manager */
+  backend: Backend;
   app: ReturnType<typeof buildApp>;
   /** close the app and the manager (which closes the backend); keeps the state dir */
   stop(): Promise<void>;
@@ -59,7 +62,12 @@ export async function startLocalRuntime(
   const logger = opts.logger ?? silentLogger();
   const clock = opts.clock ?? systemClock;
   const platform = createLocalPlatform(config, { logger, clock });
-  const { manager } = await buildManager(config, { logger, clock, platform, reaperIntervalMs: opts.reaperIntervalMs });
+  const { manager, backend } = await buildManager(config, {
+    logger,
+    clock,
+    platform,
+    reaperIntervalMs: opts.reaperIntervalMs,
+  });
   const app = buildApp({
     manager,
     tokens: testTokens(),
@@ -80,6 +88,7 @@ export async function startLocalRuntime(
     config,
     stateDir,
     manager,
+    backend,
     app,
     stop,
     close: async () => {

@@ -3,6 +3,7 @@
 // /readyz, /metrics or with envd's /files, /health and /<package>.<Service>/<Method>.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ConflictError, ValidationError } from "../../core/errors.ts";
+import { resolveMetricsRange } from "../../core/resources.ts";
 import { e2bError } from "./access.ts";
 import type { CreateBody, E2bCaller, E2bManager, Lifecycle } from "./lifecycle.ts";
 import {
@@ -15,7 +16,7 @@ import {
   sandboxParams,
   timeoutBody,
 } from "./schemas.ts";
-import { e2bState, type ListQuery, pageOf, resolveListFilter, toE2b } from "./shape.ts";
+import { e2bState, type ListQuery, pageOf, resolveListFilter, toE2b, toE2bMetrics } from "./shape.ts";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -146,13 +147,22 @@ export function registerRoutes(app: FastifyInstance, d: RouteDeps): void {
     },
   );
 
-  // sbx does not sample per-sandbox CPU, memory or disk yet: an empty series, not invented numbers
+  // the Manager's resource history in E2B's shape; without a sampler, an empty series, not invented numbers
   app.get(
     "/sandboxes/:sandboxID/metrics",
     { schema: { params: sandboxParams, querystring: metricsQuery } },
     async (req) => {
-      await lifecycle.live(caller(req).owner, idOf(req));
-      return [];
+      const owner = caller(req).owner;
+      const id = idOf(req);
+      await lifecycle.live(owner, id);
+      const range = resolveMetricsRange(req.query as { start?: string; end?: string });
+      if (!manager.resources) return [];
+      try {
+        return toE2bMetrics(await manager.resources(owner, id, range));
+      } catch (err) {
+        if (err instanceof ConflictError && err.message.startsWith("metrics:")) return [];
+        throw err;
+      }
     },
   );
 

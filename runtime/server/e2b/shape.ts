@@ -2,7 +2,7 @@
 // ListedSandbox), the reserved metadata keys the layer keeps on a sandbox, and the list query
 // (metadata/state/template filters, order, cursor paging). No I/O here, so it is table-tested.
 import { ValidationError } from "../../core/errors.ts";
-import type { Sandbox, SandboxPhase } from "../../core/types.ts";
+import type { Sandbox, SandboxPhase, SandboxResources } from "../../core/types.ts";
 import { PORTS_METADATA_PREFIX } from "../ports/metadataAccess.ts";
 import { ENVD_VERSION } from "./access.ts";
 
@@ -195,4 +195,27 @@ export function pageOf(all: Sandbox[], f: ListFilter): { items: Sandbox[]; nextT
   const items = rest.slice(0, f.limit);
   const last = items.at(-1);
   return { items, nextToken: rest.length > f.limit && last ? encodeNextToken(last) : undefined };
+}
+
+/**
+ * Our resource history as the SDK's SandboxMetrics list (timestamp, cpuUsedPct of cpuCount cores,
+ * memUsed as the working set, memCache, diskUsed of /workspace against its size). A first sample has
+ * no CPU rate yet: 0 there, since the SDK's type has no absent figure.
+ */
+export function toE2bMetrics(r: SandboxResources): Record<string, unknown>[] {
+  return r.samples.map((s) => ({
+    timestamp: s.at,
+    timestampUnix: Math.floor(Date.parse(s.at) / 1000),
+    cpuUsedPct: round2(s.cpuPct ?? 0),
+    cpuCount: r.limits.cpuCores,
+    memUsed: s.memoryWorkingSetBytes ?? s.memoryBytes ?? 0,
+    memTotal: r.limits.memoryBytes,
+    memCache: s.memoryCacheBytes ?? 0,
+    diskUsed: s.workspaceUsedBytes ?? 0,
+    diskTotal: r.limits.workspaceBytes,
+  }));
+}
+
+function round2(n: number): number {
+  return Math.round(n * 100) / 100;
 }
