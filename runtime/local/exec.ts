@@ -23,6 +23,9 @@ import type { Slot } from "./slot.ts";
 /** exit code of a command ended by its timeout, as coreutils `timeout` does */
 export const TIMEOUT_EXIT_CODE = 124;
 
+/** TERM of a command on a pty unless its env or the sandbox's says otherwise */
+export const DEFAULT_TERM = "xterm-256color";
+
 const BASE_ENV: Record<string, string> = {
   PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
   HOME: IN_SANDBOX.workspace,
@@ -41,7 +44,13 @@ export async function execInSlot(
   const t0 = performance.now();
   const cgroup = `x${crypto.randomBytes(6).toString("hex")}`;
   const dirs = childDirs(slot.dirs, cgroup);
-  const env = { ...BASE_ENV, SBX_SANDBOX_ID: sandboxId, ...slot.rec.env, ...req.env };
+  const env = {
+    ...BASE_ENV,
+    ...(req.pty ? { TERM: DEFAULT_TERM } : {}),
+    SBX_SANDBOX_ID: sandboxId,
+    ...slot.rec.env,
+    ...req.env,
+  };
   const cwd = req.cwd ?? IN_SANDBOX.workspace;
   const entered = slot.starts.enter();
   if (!entered) {
@@ -50,7 +59,7 @@ export async function execInSlot(
   }
   const releaseStart = await entered;
   const pidsBefore = readPids(layout, slot.dirs);
-  const h = helperExec(slot.paths.socket, { cgroup, cwd, argv: req.command, env }, req.stdin);
+  const h = helperExec(slot.paths.socket, { cgroup, cwd, argv: req.command, env, pty: req.pty }, req.stdin);
   const ender = commandEnder(layout, dirs, h, (err) =>
     log?.warn(
       { sandbox: sandboxId, op: "exec", cgroup, err },
@@ -99,7 +108,12 @@ export async function execInSlot(
     return { exitCode, timedOut, oomKilled, durationMs };
   });
   result.catch(() => {});
-  return { stdout: h.stdout, stderr: h.stderr, result, kill: () => ender.end("kill") };
+  const session: ExecSession = { stdout: h.stdout, stderr: h.stderr, result, kill: () => ender.end("kill") };
+  if (req.pty) {
+    session.resize = (size) => h.resize(size.cols, size.rows);
+    session.signal = (sig) => h.signal(sig);
+  }
+  return session;
 }
 
 export function pidsLimitError(sandboxId: string, pids: number, detail: string): CapacityError {
