@@ -43,6 +43,9 @@ export interface ExecInput {
  */
 export const TERMINAL_LIMITS = { min: 1, max: 1000 } as const;
 
+/** TERM of a command on a pty unless its env or the sandbox's says otherwise (every platform) */
+export const DEFAULT_TERM = "xterm-256color";
+
 function checkWindowField(field: string, v: unknown): void {
   if (typeof v !== "number" || !Number.isInteger(v) || v < TERMINAL_LIMITS.min || v > TERMINAL_LIMITS.max)
     throw new ValidationError(

@@ -4,6 +4,7 @@ import crypto from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { PassThrough } from "node:stream";
 import { CapacityError, UpstreamError, ValidationError } from "../core/errors.ts";
+import { DEFAULT_TERM } from "../core/exec-input.ts";
 import type { Logger } from "../core/log.ts";
 import type { ExecRequest, ExecResult, ExecSession } from "../core/types.ts";
 import {
@@ -22,9 +23,6 @@ import type { Slot } from "./slot.ts";
 
 /** exit code of a command ended by its timeout, as coreutils `timeout` does */
 export const TIMEOUT_EXIT_CODE = 124;
-
-/** TERM of a command on a pty unless its env or the sandbox's says otherwise */
-export const DEFAULT_TERM = "xterm-256color";
 
 const BASE_ENV: Record<string, string> = {
   PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
