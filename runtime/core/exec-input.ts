@@ -33,6 +33,35 @@ export interface ExecInput {
   env?: unknown;
   cwd?: unknown;
   timeoutMs?: unknown;
+  pty?: unknown;
+}
+
+/**
+ * A terminal's columns and rows: at least 1 (a 0-wide window breaks every line editor), at
+ * most 1000 (a 4K screen at the smallest readable font is about 600 columns; beyond that it is
+ * a mistake, and the kernel keeps a window in 16 bits).
+ */
+export const TERMINAL_LIMITS = { min: 1, max: 1000 } as const;
+
+/** TERM of a command on a pty unless its env or the sandbox's says otherwise (every platform) */
+export const DEFAULT_TERM = "xterm-256color";
+
+function checkWindowField(field: string, v: unknown): void {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < TERMINAL_LIMITS.min || v > TERMINAL_LIMITS.max)
+    throw new ValidationError(
+      field,
+      v,
+      `use a whole number of ${field.endsWith("cols") ? "columns" : "rows"} from ${TERMINAL_LIMITS.min} to ${TERMINAL_LIMITS.max}, e.g. 80 columns and 24 rows`,
+    );
+}
+
+/** Throws a ValidationError naming `<prefix>.cols` or `<prefix>.rows` unless size is a terminal window. */
+export function validateTerminalSize(size: unknown, prefix = "pty"): void {
+  if (!size || typeof size !== "object" || Array.isArray(size))
+    throw new ValidationError(prefix, size, "give the terminal's size as {cols, rows}, e.g. {cols: 80, rows: 24}");
+  const s = size as { cols?: unknown; rows?: unknown };
+  checkWindowField(`${prefix}.cols`, s.cols);
+  checkWindowField(`${prefix}.rows`, s.rows);
 }
 
 function checkNoNul(field: string, s: string): void {
@@ -120,4 +149,5 @@ export function validateExecInput(req: ExecInput): void {
   const t = req.timeoutMs;
   if (t !== undefined && !(typeof t === "number" && Number.isFinite(t) && t > 0))
     throw new ValidationError("timeoutMs", t, "use a positive number of milliseconds");
+  if (req.pty !== undefined) validateTerminalSize(req.pty);
 }

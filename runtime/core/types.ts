@@ -117,6 +117,18 @@ export interface ExecRequest {
    * most 8192 characters of base64url. Not audited, never logged.
    */
   label?: string;
+  /**
+   * Run the command on a pseudo-terminal of this size (issue 32): its own session with the
+   * terminal as its controlling one, TERM from env (default xterm-256color), and one merged
+   * output stream on stdout (stderr stays empty). Absent: pipes, as always.
+   */
+  pty?: TerminalSize;
+}
+
+/** A terminal's window: columns and rows, each 1..TERMINAL_LIMITS.max (core/exec-input.ts). */
+export interface TerminalSize {
+  cols: number;
+  rows: number;
 }
 
 /** A command in a sandbox's own registry (Kubernetes: the pod's helper daemon), seen by every replica. */
@@ -165,6 +177,14 @@ export interface ExecSession {
   result: Promise<ExecResult>;
   /** ends the command and every process it started */
   kill(): void;
+  /**
+   * Present on a command started with ExecRequest.pty: sets its terminal's window (the kernel
+   * sends SIGWINCH to the terminal's foreground job). Validated like ExecRequest.pty; a command
+   * that ended ignores it (the caller knows from `result`).
+   */
+  resize?(size: TerminalSize): void;
+  /** Present with a pty: a signal number for the terminal's foreground job (what ^C reaches) */
+  signal?(sig: number): void;
 }
 
 export interface WaitOptions {

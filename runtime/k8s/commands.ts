@@ -6,6 +6,7 @@
 // process marked with the command's id (execKill.ts).
 import { PassThrough, type Readable } from "node:stream";
 import { Log } from "@kubernetes/client-node";
+import { ValidationError } from "../core/errors.ts";
 import type { Backend } from "../core/types.ts";
 import { getArchive, putArchive } from "./archive.ts";
 import { withOomVerdict } from "./channel/oom.ts";
@@ -35,6 +36,13 @@ export function sandboxCommands(p: KubernetesParts, lookup: SandboxLookup, chann
       const { cr, podName } = await lookup.runningPod(id);
       const baseEnv = { ...(cr.spec.env ?? {}), ...(config.credentials ? credentialsEnv(config.credentials, id) : {}) };
       validateWrapperExec(req, baseEnv);
+      // the pod's daemon has no terminals yet (issue 32): refuse rather than run it on pipes
+      if (req.pty)
+        throw new ValidationError(
+          "pty",
+          req.pty,
+          `sandbox ${id} is on the Kubernetes platform, whose commands have no terminals yet; run it without a pty, or use a local sandbox`,
+        );
       const viaChannel = await channels.exec(id, podName, req, baseEnv);
       // a channel that broke because the container was OOM-killed: 137 + oomKilled, as over a websocket
       if (viaChannel) return withOomVerdict(viaChannel, { readEnd: () => containerEnd(podName), clock });

@@ -4,6 +4,7 @@ import crypto from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { PassThrough } from "node:stream";
 import { CapacityError, UpstreamError, ValidationError } from "../core/errors.ts";
+import { DEFAULT_TERM } from "../core/exec-input.ts";
 import type { Logger } from "../core/log.ts";
 import type { ExecRequest, ExecResult, ExecSession } from "../core/types.ts";
 import {
@@ -41,7 +42,13 @@ export async function execInSlot(
   const t0 = performance.now();
   const cgroup = `x${crypto.randomBytes(6).toString("hex")}`;
   const dirs = childDirs(slot.dirs, cgroup);
-  const env = { ...BASE_ENV, SBX_SANDBOX_ID: sandboxId, ...slot.rec.env, ...req.env };
+  const env = {
+    ...BASE_ENV,
+    ...(req.pty ? { TERM: DEFAULT_TERM } : {}),
+    SBX_SANDBOX_ID: sandboxId,
+    ...slot.rec.env,
+    ...req.env,
+  };
   const cwd = req.cwd ?? IN_SANDBOX.workspace;
   const entered = slot.starts.enter();
   if (!entered) {
@@ -50,7 +57,7 @@ export async function execInSlot(
   }
   const releaseStart = await entered;
   const pidsBefore = readPids(layout, slot.dirs);
-  const h = helperExec(slot.paths.socket, { cgroup, cwd, argv: req.command, env }, req.stdin);
+  const h = helperExec(slot.paths.socket, { cgroup, cwd, argv: req.command, env, pty: req.pty }, req.stdin);
   const ender = commandEnder(layout, dirs, h, (err) =>
     log?.warn(
       { sandbox: sandboxId, op: "exec", cgroup, err },
@@ -99,7 +106,12 @@ export async function execInSlot(
     return { exitCode, timedOut, oomKilled, durationMs };
   });
   result.catch(() => {});
-  return { stdout: h.stdout, stderr: h.stderr, result, kill: () => ender.end("kill") };
+  const session: ExecSession = { stdout: h.stdout, stderr: h.stderr, result, kill: () => ender.end("kill") };
+  if (req.pty) {
+    session.resize = (size) => h.resize(size.cols, size.rows);
+    session.signal = (sig) => h.signal(sig);
+  }
+  return session;
 }
 
 export function pidsLimitError(sandboxId: string, pids: number, detail: string): CapacityError {

@@ -10,6 +10,8 @@ export interface HelperExecRequest {
   cwd: string;
   argv: string[];
   env: Record<string, string>;
+  /** a pseudo-terminal of this size instead of pipes (sbx-helper.c, "pty" requests) */
+  pty?: { cols: number; rows: number };
 }
 
 export type HelperStart =
@@ -34,6 +36,10 @@ export interface HelperExec {
    * has not ended graceMs later is cut off.
    */
   release(graceMs?: number): void;
+  /** a pty's window size ('Z'), in order with stdin; ignored once the connection is gone */
+  resize(cols: number, rows: number): void;
+  /** a signal to a pty's foreground job ('K') */
+  signal(sig: number): void;
 }
 
 /** how long a released connection may take to deliver its exit frame */
@@ -61,7 +67,8 @@ export function frame(type: string, payload: Buffer | string = Buffer.alloc(0)):
 
 export function encodeRequest(req: HelperExecRequest): Buffer {
   const env = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
-  const fields = ["exec", req.cgroup, req.cwd, String(req.argv.length), ...req.argv, String(env.length), ...env];
+  const mode = req.pty ? ["pty", String(req.pty.cols), String(req.pty.rows)] : ["exec"];
+  const fields = [...mode, req.cgroup, req.cwd, String(req.argv.length), ...req.argv, String(env.length), ...env];
   for (const f of fields)
     if (f.includes("\0")) throw new Error(`exec: argument, env or cwd contains a NUL byte: ${JSON.stringify(f)}`);
   return frame("R", fields.map((f) => `${f}\0`).join(""));
@@ -163,8 +170,16 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
     const bytes = stdin ? Buffer.from(stdin) : Buffer.alloc(0);
     for (let off = 0; off < bytes.length; off += MAX_STDIN_FRAME)
       head.push(frame("I", bytes.subarray(off, off + MAX_STDIN_FRAME)));
-    head.push(frame("E"));
+    // a terminal without input keeps it open: its end would be a ^D typed at the shell
+    if (!(req.pty && stdin === undefined)) head.push(frame("E"));
   }
+  // control frames sent before the connection is up go out right after the request
+  const early: Buffer[] = [];
+  const control = (f: Buffer) => {
+    if (done || destroyed) return;
+    if (sock) sock.writable && sock.write(f);
+    else early.push(f);
+  };
   const finish = (err?: Error) => {
     resolveStart({
       kind: "failed",
@@ -224,7 +239,7 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
     sock.on("data", (chunk: Buffer) => reader.push(chunk, handlers));
     sock.on("error", finish);
     sock.on("close", () => finish());
-    sock.write(Buffer.concat(head));
+    sock.write(Buffer.concat([...head, ...early]));
     if (stdin && !(stdin instanceof Uint8Array)) pumpStdin(stdin, sock);
   };
   connectUnix(socketPath).then(
@@ -247,6 +262,8 @@ export function helperExec(socketPath: string, req: HelperExecRequest, stdin?: U
       destroyed = true;
       sock?.destroy();
     },
+    resize: (cols, rows) => control(frame("Z", `${cols} ${rows}`)),
+    signal: (sig) => control(frame("K", String(sig))),
     release: (graceMs = RELEASE_GRACE_MS) => {
       if (released || done) return;
       released = true;

@@ -8,10 +8,15 @@
 // sub-cgroup (delegated to the sandbox uid) and multiplexes stdin/stdout/stderr/exit over the
 // connection as frames: type (1 byte) + length (4 bytes, big endian) + payload.
 //
-//   host -> relay  'R' request (NUL-separated: "exec", cgroup name, cwd, argc, argv..., envc, env...)
+//   host -> relay  'R' request (NUL-separated: "exec", cgroup name, cwd, argc, argv..., envc, env...),
+//                  or "pty", cols, rows, then the same fields: the command gets a pseudo-terminal
+//                  (its own session, the terminal as its controlling one and as fds 0-2, the
+//                  window size asked for); its output is one merged stream of '1' frames
 //                  'W' watch (no payload; the connection closes when the sandbox dies)
 //                  'T' tunnel to a port of the sandbox's loopback (payload: the port; port-relay.c)
-//                  'I' stdin bytes, 'E' end of stdin
+//                  'I' stdin bytes, 'E' end of stdin (a pty: the terminal's end-of-file, ^D)
+//                  'Z' window size ("cols rows", a pty only: TIOCSWINSZ, the kernel sends SIGWINCH)
+//                  'K' signal (decimal): to the terminal's foreground group (a pty), else the command's
 //   relay -> host  'P' started (pid inside the sandbox), 'F' could not start (stage:errno:text),
 //                  '1' stdout bytes, '2' stderr bytes, 'X' finished ("exit:N" or "signal:N")
 //                  'C' tunnel connected (then raw bytes both ways)
@@ -209,17 +214,43 @@ static void on_sigchld(int sig) {
 struct request {
   char *cg, *cwd;
   char **argv, **envp;
+  int pty;                   /* 1: run it on a pseudo-terminal of ws's size */
+  struct winsize ws;
 };
+
+/** a window size field: 1..MAX_WINDOW (the host validates; this refuses what slipped past) */
+#define MAX_WINDOW 10000
+static int window_field(const char *f, unsigned short *out) {
+  char *end;
+  long v = strtol(f, &end, 10);
+  if (*end || v < 1 || v > MAX_WINDOW) return -1;
+  *out = (unsigned short)v;
+  return 0;
+}
 
 static int parse_request(char *buf, uint32_t len, struct request *r) {
   char *end = buf + len, *p = buf;
-  char *fields[4];
-  for (int i = 0; i < 4; i++) {
+  memset(&r->ws, 0, sizeof r->ws);
+  r->pty = !strcmp(p, "pty"); /* relay() NUL-terminated the payload */
+  if (r->pty) { /* "pty", cols, rows, then an exec request's fields after its "exec" */
+    char *f[3];
+    for (int i = 0; i < 3; i++) {
+      if (p >= end) return -1;
+      f[i] = p;
+      p += strnlen(p, (size_t)(end - p)) + 1;
+    }
+    if (window_field(f[1], &r->ws.ws_col) < 0 || window_field(f[2], &r->ws.ws_row) < 0) return -1;
+  } else if (strcmp(p, "exec") != 0) {
+    return -1;
+  } else {
+    p += strnlen(p, (size_t)(end - p)) + 1;
+  }
+  char *fields[4] = {"exec"};
+  for (int i = 1; i < 4; i++) {
     if (p >= end) return -1;
     fields[i] = p;
     p += strnlen(p, (size_t)(end - p)) + 1;
   }
-  if (strcmp(fields[0], "exec") != 0) return -1;
   r->cg = fields[1];
   r->cwd = fields[2];
   for (const char *c = r->cg; *c; c++) {
@@ -270,9 +301,19 @@ struct child_error {
   int err;
 };
 
-static void run_child(struct request *r, int in, int out, int err, int *procs, int errpipe) {
+// A pty's command (slave: the terminal's path) opens it as the first terminal of its new session,
+// which makes it the controlling terminal (TIOCSCTTY says so explicitly), and uses it as 0-2.
+static void run_child(struct request *r, int in, int out, int err, int *procs, int errpipe, const char *slave) {
   struct child_error ce = {0, 0};
   setsid();
+  if (slave) {
+    int t = open(slave, O_RDWR);
+    if (t < 0 || ioctl(t, TIOCSCTTY, 0) < 0) {
+      ce = (struct child_error){5, errno};
+      goto fail;
+    }
+    in = out = err = t;
+  }
   for (int i = 0; i < n_cg; i++) {
     if (write(procs[i], "0", 1) < 0) {
       ce = (struct child_error){1, errno};
@@ -295,6 +336,7 @@ static void run_child(struct request *r, int in, int out, int err, int *procs, i
     ce = (struct child_error){3, errno};
     goto fail;
   }
+  if (slave && in > 2) close(in);
   if (chdir(r->cwd) < 0) {
     ce = (struct child_error){2, errno};
     goto fail;
@@ -411,6 +453,133 @@ static void kill_cgroup(const char *cg, pid_t child) {
   }
 }
 
+// ---- a command on a pseudo-terminal ----------------------------------------------------------
+
+/** how long the end of a pty's output is waited for after its command exited (see drain_pty) */
+#define PTY_QUIET_MS 100
+#define PTY_DRAIN_MS 2000
+
+struct pty_input {
+  char buf[CHUNK];
+  size_t len, off; /* read from the socket, not yet taken by the terminal */
+  uint32_t left;   /* bytes of the current 'I' frame still in the socket */
+};
+
+/** the terminal's output as one '1' frame; 0 once no process holds the terminal (EIO) */
+static int pty_output(int sock, int master) {
+  char buf[CHUNK];
+  ssize_t n = read(master, buf, sizeof buf);
+  if (n > 0) return send_frame(sock, '1', buf, (uint32_t)n) < 0 ? -1 : 1;
+  return n < 0 && (errno == EINTR || errno == EAGAIN) ? 1 : 0;
+}
+
+static void pty_write(struct pty_input *in, int master) {
+  while (in->off < in->len) {
+    ssize_t n = write(master, in->buf + in->off, in->len - in->off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return; /* the terminal's input queue is full: poll for room */
+    if (n <= 0) { /* nobody holds the terminal any more: the input goes nowhere */
+      in->off = in->len;
+      return;
+    }
+    in->off += (size_t)n;
+  }
+  in->off = in->len = 0;
+}
+
+// A control frame of a pty: 'Z' window size, 'K' signal, 'E' end of input (the terminal's
+// end-of-file character, as a user typing ^D). Unknown types are skipped. -1: the host is gone.
+static int pty_control(int sock, int type, uint32_t len, int master, pid_t pid, struct pty_input *in) {
+  char arg[64] = {0};
+  if (len >= sizeof arg) return skip_input(sock, len);
+  if (len && read_full(sock, arg, len) < 0) return -1;
+  if (type == 'Z') {
+    struct winsize ws = {0};
+    char *rows = strchr(arg, ' ');
+    if (rows && !window_field(rows + 1, &ws.ws_row) && (*rows = 0, !window_field(arg, &ws.ws_col)))
+      ioctl(master, TIOCSWINSZ, &ws);
+  } else if (type == 'K') {
+    int sig = atoi(arg);
+    pid_t fg = tcgetpgrp(master); /* the job in front: what ^C would reach */
+    if (sig > 0 && sig < 65) fg > 0 ? kill(-fg, sig) : kill(-pid, sig);
+  } else if (type == 'E' && in->len < sizeof in->buf) {
+    in->buf[in->len++] = 4;
+    pty_write(in, master);
+  }
+  return 0;
+}
+
+static int pty_socket(int sock, int master, pid_t pid, struct pty_input *in) {
+  if (in->left > 0) {
+    ssize_t n = read(sock, in->buf, in->left < sizeof in->buf ? in->left : sizeof in->buf);
+    if (n < 0 && errno == EINTR) return 0;
+    if (n <= 0) return -1;
+    in->left -= (uint32_t)n;
+    in->len = (size_t)n;
+    in->off = 0;
+    pty_write(in, master);
+    return 0;
+  }
+  uint32_t len;
+  int type = read_header(sock, &len);
+  if (type < 0 || len > MAX_FRAME) return -1;
+  if (type == 'I') in->left = len;
+  else return pty_control(sock, type, len, master, pid, in);
+  return 0;
+}
+
+// After the command exited: what the terminal still delivers, until it is quiet for a moment,
+// closed (EIO), or a bound passed (a background process may hold it and write forever).
+static void drain_pty(int sock, int master) {
+  double until = now_ms() + PTY_DRAIN_MS;
+  struct pollfd p = {master, POLLIN, 0};
+  while (now_ms() < until && poll(&p, 1, PTY_QUIET_MS) > 0)
+    if (pty_output(sock, master) <= 0) return;
+}
+
+// The loop of a pty's command: the terminal's output out as '1' frames, input frames in (read
+// and written: neither end is a pipe, so no splice), control frames applied. Returns at the
+// command's exit (0), or -1 when the host went away.
+static int relay_pty(int sock, int pidfd, pid_t pid, int master) {
+  static struct pty_input in;
+  int open_out = 1;
+  for (;;) {
+    int pending = in.off < in.len;
+    struct pollfd p[3] = {{pidfd, POLLIN, 0}, {-1, 0, 0}, {-1, 0, 0}};
+    if (open_out) p[1] = (struct pollfd){master, (short)(POLLIN | (pending ? POLLOUT : 0)), 0};
+    if (!pending) p[2] = (struct pollfd){sock, POLLIN, 0};
+    if (poll(p, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (p[1].revents & POLLOUT) pty_write(&in, master);
+    if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+      int r = pty_output(sock, master);
+      if (r < 0) return -1;
+      if (r == 0) open_out = 0, in.off = in.len = 0;
+    }
+    if (p[2].revents && pty_socket(sock, master, pid, &in) < 0) return -1;
+    if (p[0].revents) {
+      drain_pty(sock, master);
+      return 0;
+    }
+  }
+}
+
+/** the terminal's main side, sized, and the path of its other side; -1 with errno */
+static int open_pty(const struct winsize *ws, char *slave, size_t len) {
+  int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (m < 0) return -1;
+  if (grantpt(m) < 0 || unlockpt(m) < 0 || ptsname_r(m, slave, len) != 0 || ioctl(m, TIOCSWINSZ, ws) < 0) {
+    int e = errno;
+    close(m);
+    errno = e;
+    return -1;
+  }
+  fcntl(m, F_SETFL, O_NONBLOCK);
+  return m;
+}
+
 static void relay_exec(int sock, char *buf, uint32_t len) {
   struct request r;
   if (parse_request(buf, len, &r) < 0) fail_start(sock, "request", EINVAL);
@@ -420,12 +589,14 @@ static void relay_exec(int sock, char *buf, uint32_t len) {
     procs[i] = open_join(cg_fds[i], r.cg);
     if (procs[i] < 0) fail_start(sock, "cgroup", errno);
   }
-  int in[2], out[2], err[2], ep[2];
+  int in[2], out[2], err[2], ep[2], master = -1;
+  char slave[64];
+  if (r.pty && (master = open_pty(&r.ws, slave, sizeof slave)) < 0) fail_start(sock, "pty", errno);
   if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0)
     fail_start(sock, "pipe", errno);
   pid_t pid = fork();
   if (pid < 0) fail_start(sock, "fork", errno);
-  if (pid == 0) run_child(&r, in[0], out[1], err[1], procs, ep[1]);
+  if (pid == 0) run_child(&r, in[0], out[1], err[1], procs, ep[1], r.pty ? slave : NULL);
   for (int i = 0; i < n_cg; i++) close(procs[i]);
   close(in[0]);
   close(out[1]);
@@ -434,7 +605,13 @@ static void relay_exec(int sock, char *buf, uint32_t len) {
   struct child_error ce;
   if (read(ep[0], &ce, sizeof ce) == (ssize_t)sizeof ce) {
     waitpid(pid, NULL, 0);
-    fail_start(sock, ce.stage == 1 ? "cgroup" : ce.stage == 2 ? "chdir" : ce.stage == 4 ? "seccomp" : "exec", ce.err);
+    fail_start(sock,
+               ce.stage == 1   ? "cgroup"
+               : ce.stage == 2 ? "chdir"
+               : ce.stage == 4 ? "seccomp"
+               : ce.stage == 5 ? "pty"
+                               : "exec",
+               ce.err);
   }
   close(ep[0]);
   char msg[32];
@@ -443,6 +620,12 @@ static void relay_exec(int sock, char *buf, uint32_t len) {
 
   int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
   if (pidfd < 0) fail_start(sock, "pidfd_open", errno);
+  int status = 0;
+  if (r.pty) {
+    close(in[1]), close(out[0]), close(err[0]);
+    if (relay_pty(sock, pidfd, pid, master) < 0) goto host_gone;
+    goto exited;
+  }
   int stdin_fd = in[1], out_fd = out[0], err_fd = err[0];
   fcntl(stdin_fd, F_SETFL, O_NONBLOCK);
   // best effort: past the uid's pipe allowance the kernel keeps the default 64 KiB
@@ -500,10 +683,10 @@ static void relay_exec(int sock, char *buf, uint32_t len) {
     }
     if (p[i_pid].revents) break;
   }
-  int status = 0;
-  waitpid(pid, &status, 0);
   drain_output(sock, out_fd, '1');
   drain_output(sock, err_fd, '2');
+exited:
+  waitpid(pid, &status, 0);
   n = WIFSIGNALED(status) ? snprintf(msg, sizeof msg, "signal:%d", WTERMSIG(status))
                           : snprintf(msg, sizeof msg, "exit:%d", WEXITSTATUS(status));
   send_frame(sock, 'X', msg, (uint32_t)n);

@@ -9,6 +9,8 @@ import { PassThrough } from "node:stream";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { ValidationError } from "../../../core/errors.ts";
+import { validateTerminalSize } from "../../../core/exec-input.ts";
+import type { TerminalSize } from "../../../core/types.ts";
 import { resolveSandboxPath, userFromAuthorization, validateUser } from "./caller.ts";
 import { callerOf, type EnvdServices } from "./context.ts";
 import { IDLE, type OutputFeed, type ProcessEnd } from "./feed.ts";
@@ -16,6 +18,7 @@ import {
   type Process,
   type ProcessConfig,
   type ProcessEventSchema,
+  type PTY,
   Signal,
   type ProcessSelector as WireSelector,
 } from "./gen/process/process_pb.ts";
@@ -34,6 +37,13 @@ export function processSpecFrom(config: ProcessConfig | undefined, tag: string |
   if (config.cwd !== undefined && config.cwd !== "") spec.cwd = resolveSandboxPath("process.cwd", config.cwd);
   if (tag !== undefined && tag !== "") spec.tag = tag;
   return spec;
+}
+
+/** StartRequest.pty / UpdateRequest.pty as a checked window size (0 or 100000 columns: 400) */
+export function terminalSizeFrom(pty: PTY): TerminalSize {
+  const size = { cols: pty.size?.cols, rows: pty.size?.rows };
+  validateTerminalSize(size, "pty.size");
+  return size as TerminalSize;
 }
 
 function selectorFrom(sel: WireSelector | undefined): ProcessSelector {
@@ -60,6 +70,7 @@ async function* events(
   feed: OutputFeed,
   ctx: HandlerContext,
   keepaliveMs: number,
+  pty = false,
 ): AsyncGenerator<EventMessage> {
   // A client that goes away while this generator waits on a write (connect-node waits for a
   // drain that never comes on a closed response) would keep its feed full and the command's
@@ -74,7 +85,9 @@ async function* events(
       if (u === IDLE) {
         yield { event: { event: { case: "keepalive", value: {} } } };
       } else if (u.kind === "data") {
-        yield { event: { event: { case: "data", value: { output: { case: u.stream, value: u.data } } } } };
+        // a terminal's one merged stream is E2B's `pty` output
+        const stream = pty ? "pty" : u.stream;
+        yield { event: { event: { case: "data", value: { output: { case: stream, value: u.data } } } } };
       } else {
         if (u.end.timedOut)
           throw new ConnectError(
@@ -108,13 +121,14 @@ export function processService(s: EnvdServices): Partial<ServiceImpl<typeof Proc
     async *start(req, ctx) {
       let pid: number;
       let feed: OutputFeed;
+      let pty: TerminalSize | undefined;
       try {
         const caller = callerOf(ctx);
-        if (req.pty)
-          throw new ConnectError("pty: sbx sandboxes have no terminals; run without a pty", Code.Unimplemented);
         validateUser("authorization", userFromAuthorization(ctx.requestHeader.get("authorization")));
         const spec = processSpecFrom(req.process, req.tag);
-        const stdin = req.stdin ? new PassThrough() : undefined;
+        if (req.pty) pty = spec.pty = terminalSizeFrom(req.pty);
+        // a terminal always takes input: SendInput with pty bytes is how it is typed into
+        const stdin = req.stdin || pty ? new PassThrough() : undefined;
         const session = await s.manager.exec(caller.owner, caller.sandboxId, {
           command: [spec.cmd, ...spec.args],
           env: spec.envs,
@@ -122,6 +136,7 @@ export function processService(s: EnvdServices): Partial<ServiceImpl<typeof Proc
           stdin,
           timeoutMs: ctx.timeoutMs(),
           label: encodeProcessLabel(spec, stdin !== undefined),
+          pty,
         });
         // the feed is attached inside add, before any output can have been missed
         const started = await s.registry.add(caller, spec, session, stdin);
@@ -130,20 +145,22 @@ export function processService(s: EnvdServices): Partial<ServiceImpl<typeof Proc
       } catch (err) {
         throw toConnectError(err, log);
       }
-      yield* events(pid, feed, ctx, s.keepaliveMs);
+      yield* events(pid, feed, ctx, s.keepaliveMs, pty !== undefined);
     },
 
     async *connect(req, ctx) {
       let pid: number;
       let feed: OutputFeed;
+      let pty = false;
       try {
         const p = await lookup(ctx, req.process);
         pid = p.pid;
+        pty = p.spec.pty !== undefined;
         feed = await p.follow();
       } catch (err) {
         throw toConnectError(err, log);
       }
-      yield* events(pid, feed, ctx, s.keepaliveMs);
+      yield* events(pid, feed, ctx, s.keepaliveMs, pty);
     },
 
     list: (_req, ctx) =>
@@ -159,8 +176,16 @@ export function processService(s: EnvdServices): Partial<ServiceImpl<typeof Proc
       guarded(log, async () => {
         const p = await lookup(ctx, req.process);
         const input = req.input?.input;
-        if (input?.case !== "stdin")
-          throw new ValidationError("input", input?.case, "send stdin bytes (sbx sandboxes have no pty)");
+        const isPty = p.spec.pty !== undefined;
+        // a terminal takes either (what is typed is its stdin); a process on pipes only stdin
+        if (input?.case !== "stdin" && !(input?.case === "pty" && isPty))
+          throw new ValidationError(
+            "input",
+            input?.case,
+            isPty
+              ? "send pty (or stdin) bytes"
+              : `process ${p.pid} has no pty: send stdin bytes, or start it with a pty to send pty input`,
+          );
         if (!p.hasStdin)
           throw new ConnectError(
             `process ${p.pid} was started without stdin: start it with stdin: true to send input`,
@@ -190,10 +215,15 @@ export function processService(s: EnvdServices): Partial<ServiceImpl<typeof Proc
     update: (req, ctx) =>
       guarded(log, async () => {
         const p = await lookup(ctx, req.process);
-        throw new ConnectError(
-          `process ${p.pid} has no pty to resize: sbx sandboxes have no terminals`,
-          Code.FailedPrecondition,
-        );
+        if (!req.pty) return {};
+        const size = terminalSizeFrom(req.pty);
+        if (!p.resize)
+          throw new ConnectError(
+            `process ${p.pid} has no pty to resize: start it with a pty (sandbox.pty.create) to resize it`,
+            Code.FailedPrecondition,
+          );
+        await p.resize(size);
+        return {};
       }),
   };
 }

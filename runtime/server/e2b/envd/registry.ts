@@ -13,7 +13,7 @@
 // (OutputFeed.full) until it catches up, so a slow reader slows the command instead of growing
 // a queue.
 import type { Writable } from "node:stream";
-import type { ExecResult, ExecSession } from "../../../core/types.ts";
+import type { ExecResult, ExecSession, TerminalSize } from "../../../core/types.ts";
 import type { EnvdCaller } from "../access.ts";
 import { FeedSet, type OutputFeed, type ProcessEnd } from "./feed.ts";
 
@@ -23,6 +23,8 @@ export interface ProcessSpec {
   envs: Record<string, string>;
   cwd?: string;
   tag?: string;
+  /** started on a pseudo-terminal of this size (StartRequest.pty): output is E2B's `pty` bytes */
+  pty?: TerminalSize;
 }
 
 export type ProcessSelector = { pid: number } | { tag: string };
@@ -38,6 +40,8 @@ export interface TrackedProcess {
   closeStdin(): Promise<void>;
   /** ends the command and everything it started (SIGKILL semantics for every signal); resolves once it ended, or after a bound */
   kill(): Promise<void>;
+  /** present on a process started with a pty: sets its window (Update with pty) */
+  resize?(size: TerminalSize): Promise<void>;
 }
 
 /** a started process and the feed Start streams, attached before any output could be missed */
@@ -147,6 +151,12 @@ class Tracked implements TrackedProcess {
   async kill(): Promise<void> {
     this.killed = true;
     this.session.kill();
+  }
+
+  get resize(): ((size: TerminalSize) => Promise<void>) | undefined {
+    const session = this.session;
+    if (!session.resize) return undefined;
+    return async (size) => session.resize!(size);
   }
 }
 
