@@ -224,10 +224,9 @@ static void on_frame(int k, char type, uint32_t stream, char *p, uint32_t len) {
   } else if (type == 'E' && c->pty >= 0) {
     if (c->in_fd >= 0 && c->inq_len < INQ_MAX) { /* a terminal's end of input is the ^D typed into it */
       if (c->inq_len + 1 > c->inq_cap) c->inq = realloc(c->inq, c->inq_cap = c->inq_len + 1 + CHUNK);
-      c->inq[c->inq_len++] = 4;
+      c->inq[c->inq_len++] = 4; /* credited back as written: one byte of slack in the replica's window */
     }
-  }
-  else if (type == 'K') {
+  } else if (type == 'K') {
     int sig = atoi(p);
     if (c->pty < 0 || sig == SIGKILL) c->killed = 1; /* a terminal's ^C is not the command's end */
     reg_signal(c, sig);

@@ -72,11 +72,10 @@ async function output(command: string[]): Promise<string> {
   return out;
 }
 
-/** how many `sleep 600` processes the pod has (the pattern's [0] keeps the grep itself out) */
-const sleepers = async () =>
-  Number(
-    (await output(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' ' | grep -o 'sleep 60[0]' | wc -l"])).trim(),
-  );
+/** how many processes of the pod run `pattern` (a [0] in it keeps the grep itself out) */
+const running = async (pattern: string) =>
+  Number((await output(["sh", "-c", `cat /proc/[0-9]*/cmdline | tr '\\0' ' ' | grep -o '${pattern}' | wc -l`])).trim());
+const sleepers = () => running("sleep 60[0]");
 
 describe("a command on a pty on Kubernetes", () => {
   it("has a controlling terminal at /dev/pts/N, TERM, the size asked for, one stream, the pod's cgroup", async () => {
@@ -112,9 +111,8 @@ describe("a command on a pty on Kubernetes", () => {
   it("a signal reaches the foreground job, not the shell", async () => {
     const { session, stdin, screen } = await openPty(["bash", "--norc", "-i"]);
     stdin.write("sleep 300\n");
-    await screen.waitFor(/sleep 300/);
-    // the job becomes the foreground one a moment after its echo; then the test waits for its end
-    await new Promise((r) => setTimeout(r, 500));
+    // bash's child takes the terminal's foreground before it execs sleep: once sleep runs, it is in front
+    await expect.poll(() => running("sleep 30[0]"), { timeout: 30_000 }).toBe(1);
     session.signal!(2);
     stdin.write("echo after-sleep-$?\n");
     await screen.waitFor(/after-sleep-130/);
@@ -126,7 +124,8 @@ describe("a command on a pty on Kubernetes", () => {
     const { session, stdin, screen } = await openPty(["bash", "--norc", "-i"]);
     stdin.write("(sleep 600 &) ; echo started-bg\n");
     await screen.waitFor(/started-bg\r?\n/);
-    expect(await sleepers()).toBe(1);
+    // the background job may not have exec'd sleep yet when the echo comes (seen at load 10)
+    await expect.poll(sleepers, { timeout: 30_000 }).toBe(1);
     session.kill();
     expect((await session.result).exitCode).not.toBe(0);
     expect(await sleepers()).toBe(0);
