@@ -137,7 +137,8 @@ export class CommandChannel {
    * Reads a running (or recently finished) command from the given offsets (0 replays what the
    * ring kept). With `stdin`, writes it to the command's stdin and ends that when it ends; without,
    * the command's stdin stays open for a later reader. Stdin goes against the credit the daemon
-   * sends after the attach (what an earlier reader queued counts against the window).
+   * sends after the attach (what an earlier reader queued counts against the window). The session
+   * resizes and signals as a pty's does (the daemon ignores a resize of a command on pipes).
    */
   attach(id: string, o: AttachOptions = {}): ChannelSession {
     const payload = fields([id, o.stdout ?? 0, o.stderr ?? 0]);
