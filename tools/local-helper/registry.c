@@ -2,7 +2,8 @@
 // own session and process group, as the pod's user, with the daemon's environment (the
 // container's, from the exec that started the daemon) plus the request's pairs plus
 // SBX_EXEC_ID=<its id>: the marker by which a kill finds the processes that left its group,
-// the same marker the per-exec websocket path uses (runtime/k8s/execKill.ts).
+// the same marker the per-exec websocket path uses (runtime/k8s/execKill.ts). A command runs on
+// pipes, or on a pseudo-terminal the daemon opens for it (start_pty) when its start asks.
 #define _GNU_SOURCE
 #include "registry.h"
 
