@@ -5,7 +5,7 @@
 // by id (as another replica would) sees new output and can type, resize and kill. A pod whose
 // daemon predates terminals refuses a pty start by name and runs nothing.
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { PassThrough, type Readable } from "node:stream";
@@ -174,6 +174,7 @@ describe("a pod whose daemon predates terminals", () => {
     const out = path.join(dir, "sbx-helper");
     execFileSync("gcc", ["-O2", "-static", "-w", "-o", out, ...sources.map((f) => path.join(dir, f))]);
     const old = await loadHelperBinary(out);
+    rmSync(dir, { recursive: true, force: true }); // the binary is in memory now
     const runInPod = podRunner(t.clients.kc, t.ns.sandboxes, systemClock);
     const opened = await openPodChannel({ runInPod, helper: async () => old, clock: systemClock }, "pty-old");
     if (!("channel" in opened)) throw new Error(`the old helper's channel did not open: ${opened.fallback}`);
