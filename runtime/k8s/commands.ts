@@ -6,9 +6,10 @@
 // process marked with the command's id (execKill.ts).
 import { PassThrough, type Readable } from "node:stream";
 import { Log } from "@kubernetes/client-node";
-import { ValidationError } from "../core/errors.ts";
-import type { Backend } from "../core/types.ts";
+import { ConflictError, ValidationError } from "../core/errors.ts";
+import type { Backend, TerminalSize } from "../core/types.ts";
 import { getArchive, putArchive } from "./archive.ts";
+import type { ChannelSession } from "./channel/command.ts";
 import { withOomVerdict } from "./channel/oom.ts";
 import type { SandboxChannels } from "./channel/sandboxChannels.ts";
 import { toDomainError } from "./client.ts";
@@ -36,16 +37,11 @@ export function sandboxCommands(p: KubernetesParts, lookup: SandboxLookup, chann
       const { cr, podName } = await lookup.runningPod(id);
       const baseEnv = { ...(cr.spec.env ?? {}), ...(config.credentials ? credentialsEnv(config.credentials, id) : {}) };
       validateWrapperExec(req, baseEnv);
-      // the pod's daemon has no terminals yet (issue 32): refuse rather than run it on pipes
-      if (req.pty)
-        throw new ValidationError(
-          "pty",
-          req.pty,
-          `sandbox ${id} is on the Kubernetes platform, whose commands have no terminals yet; run it without a pty, or use a local sandbox`,
-        );
       const viaChannel = await channels.exec(id, podName, req, baseEnv);
+      if (viaChannel && req.pty) await terminalStarted(viaChannel);
       // a channel that broke because the container was OOM-killed: 137 + oomKilled, as over a websocket
       if (viaChannel) return withOomVerdict(viaChannel, { readEnd: () => containerEnd(podName), clock });
+      if (req.pty) throw noTerminalOverExec(id, req.pty);
       const execId = newExecId();
       const session = await runInPod(podName, buildExecArgv(req, baseEnv, execId), req.stdin, req.timeoutMs);
       return withProcessKill(session, {
@@ -81,4 +77,21 @@ export function sandboxCommands(p: KubernetesParts, lookup: SandboxLookup, chann
       return out;
     },
   };
+}
+
+// A pty the pod's daemon refuses (one from before terminals: ConflictError) fails the exec, not
+// only its result; the daemon's 'R' or 'F' comes at once.
+async function terminalStarted(session: ChannelSession): Promise<void> {
+  await session.pid.catch((err: unknown) => {
+    if (err instanceof ConflictError) throw err;
+  });
+}
+
+/** one websocket exec per command has no terminal to give (the pod's daemon opens ptys) */
+function noTerminalOverExec(id: string, pty: TerminalSize): ValidationError {
+  return new ValidationError(
+    "pty",
+    pty,
+    `sandbox ${id} runs commands over one exec per command (its pod cannot run the sbx helper, or command channels are off), which has no terminals; run it without a pty, or use a profile whose pods run the helper`,
+  );
 }

@@ -6,11 +6,16 @@
 // Frames (channel.h), replica -> daemon:
 //   'S' start   id NUL cwd NUL timeout-ms NUL argc NUL argv... envc NUL env...  (stream: the caller's)
 //               a last env entry "=sbx-label=<label>" is the command's label (returned by 'L'),
-//               not a variable: no variable name is empty, and a daemon without labels passes it on
+//               not a variable: no variable name is empty, and a daemon without labels passes it on;
+//               one more field after env, "pty=COLS ROWS", runs it on a pseudo-terminal of that
+//               window: its own session, the terminal as controlling tty and fds 0-2, one output
+//               stream ('1'); 'E' then types the terminal's ^D, 'K' reaches its foreground job.
+//               A daemon from before terminals refuses that frame as malformed (it counts fields)
 //   'A' attach  id NUL stdout-offset NUL stderr-offset   (the new reader's stream; it may
 //               write stdin too, against the credit its 'R' is followed by)
 //   'I' stdin bytes   'E' end of stdin   'K' signal (decimal)   'D' detach (the command goes on)
 //   'C' output credit (4 bytes): the stream may send that many more output bytes
+//   'Z' window size of a pty ("COLS ROWS": TIOCSWINSZ; the kernel sends SIGWINCH)
 //   'L' list
 //   'P' tunnel  id NUL port: a TCP connection to the port on the pod's loopback (registry.c);
 //               then 'I'/'E'/'C' as for a command's stdin and output, 'K' closes it
@@ -35,6 +40,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "channel.h"
@@ -44,6 +50,8 @@
 #define OUT_HIGH (512 * 1024) /* stop making output frames for a connection above this */
 #define CHUNK (256 * 1024) /* largest output frame, and the most read from a pipe at once */
 #define INQ_MAX (CH_WINDOW + CH_MAX_FRAME)
+/** a pty's output after its exit is at its end once the terminal was this quiet (settle) */
+#define PTY_QUIET_MS 100
 
 struct conn {
   int fd;
@@ -92,6 +100,15 @@ static int split(char *p, size_t len, char **f, int max) {
   return n;
 }
 
+/** "COLS ROWS", each 1..10000 (the replica validates to its own bound); -1 when malformed */
+static int parse_window(const char *p, struct winsize *ws) {
+  char *end;
+  long cols = strtol(p, &end, 10), rows = *end == ' ' ? strtol(end + 1, &end, 10) : 0;
+  if (*end || cols < 1 || cols > 10000 || rows < 1 || rows > 10000) return -1;
+  *ws = (struct winsize){.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+  return 0;
+}
+
 static void attach(struct command *c, int k, uint32_t stream, uint64_t off_out, uint64_t off_err, int fresh) {
   if (c->conn >= 0 && conns[c->conn].fd >= 0 && !(c->conn == k && c->stream == stream))
     put(&conns[c->conn], 'F', c->stream, "attached by another reader", 26);
@@ -115,8 +132,15 @@ static void on_start(int k, uint32_t stream, char *p, uint32_t len) {
   int n = split(p, len, f, (int)(sizeof f / sizeof *f) - 1);
   long argc = n > 4 ? strtol(f[3], NULL, 10) : 0;
   long envc = argc > 0 && 4 + argc < n ? strtol(f[4 + argc], NULL, 10) : -1;
-  if (argc < 1 || envc < 0 || 5 + argc + envc != n || strlen(f[0]) > ID_MAX || !f[0][0]) {
+  long fields = 5 + argc + envc; /* without a terminal's field */
+  int tty = envc >= 0 && fields + 1 == n && !strncmp(f[n - 1], PTY_FIELD, strlen(PTY_FIELD));
+  struct winsize ws;
+  if (argc < 1 || envc < 0 || fields + tty != n || strlen(f[0]) > ID_MAX || !f[0][0]) {
     put(&conns[k], 'F', stream, "malformed start frame", 21);
+    return;
+  }
+  if (tty && parse_window(f[n - 1] + strlen(PTY_FIELD), &ws) < 0) {
+    put(&conns[k], 'F', stream, "malformed pty size", 18);
     return;
   }
   if (reg_find(f[0])) {
@@ -125,13 +149,13 @@ static void on_start(int k, uint32_t stream, char *p, uint32_t len) {
   }
   char **argv = &f[4], **env = &f[5 + argc];
   char *save = argv[argc], *label = NULL;
-  argv[argc] = NULL; /* envc's slot; env ends at f[n], which split left NULL */
-  f[n] = NULL;
-  if (envc > 0 && !strncmp(f[n - 1], LABEL_ENV, strlen(LABEL_ENV))) { /* the label, not a variable */
-    label = f[n - 1] + strlen(LABEL_ENV);
-    f[n - 1] = NULL;
+  argv[argc] = NULL; /* envc's slot; env ends at f[fields], which split (or this) left NULL */
+  f[fields] = NULL;
+  if (envc > 0 && !strncmp(f[fields - 1], LABEL_ENV, strlen(LABEL_ENV))) { /* the label, not a variable */
+    label = f[fields - 1] + strlen(LABEL_ENV);
+    f[fields - 1] = NULL;
   }
-  struct command *c = reg_start(f[0], f[1], strtod(f[2], NULL), argv, env);
+  struct command *c = reg_start(f[0], f[1], strtod(f[2], NULL), argv, env, tty ? &ws : NULL);
   argv[argc] = save;
   if (c && label && strlen(label) <= LABEL_MAX && !strpbrk(label, "\t\n")) c->label = strdup(label);
   if (!c) {
@@ -194,9 +218,18 @@ static void on_frame(int k, char type, uint32_t stream, char *p, uint32_t len) {
   if (!c) return; /* a stream that ended: late stdin or credit */
   if (type == 'C' && len == 4) c->credit += ch_u32((unsigned char *)p);
   else if (type == 'D') c->conn = -1;
-  else if (type == 'K') {
-    c->killed = 1;
-    reg_signal(c, atoi(p));
+  else if (type == 'Z') {
+    struct winsize ws;
+    if (parse_window(p, &ws) == 0) reg_resize(c, &ws);
+  } else if (type == 'E' && c->pty >= 0) {
+    if (c->in_fd >= 0 && c->inq_len < INQ_MAX) { /* a terminal's end of input is the ^D typed into it */
+      if (c->inq_len + 1 > c->inq_cap) c->inq = realloc(c->inq, c->inq_cap = c->inq_len + 1 + CHUNK);
+      c->inq[c->inq_len++] = 4; /* credited back as written: one byte of slack in the replica's window */
+    }
+  } else if (type == 'K') {
+    int sig = atoi(p);
+    if (c->pty < 0 || sig == SIGKILL) c->killed = 1; /* a terminal's ^C is not the command's end */
+    reg_signal(c, sig);
   } else if (type == 'E') c->in_eof = 1;
   else if (type == 'I' && c->in_fd >= 0) {
     if (c->inq_len + len > INQ_MAX) return drop_conn(k); /* past the window: a broken peer */
@@ -253,6 +286,7 @@ static void read_output(struct command *c, int i) {
   char *slot = ch_ring_slot(&c->out[i], room(c, i), &len);
   if (!slot || !len) return;
   ssize_t n = read(c->out_fd[i], slot, len);
+  if (n > 0 && c->exited) c->quiet_from = ch_now_ms(); /* a pty's tail: settle waits for quiet */
   if (n > 0) ch_ring_commit(&c->out[i], (size_t)n);
   else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
     close(c->out_fd[i]);
@@ -274,7 +308,8 @@ static void write_input(struct command *c) {
 }
 
 // After the command exited its own output is all in the pipes; background processes it left
-// may keep them open, so an empty pipe is the end (as in sbx-helper.c's drain_output).
+// may keep them open, so an empty pipe is the end (as in sbx-helper.c's drain_output); a
+// terminal's end is a quiet moment, or 2 s of output after the exit (sbx-helper.c drain_pty).
 static void settle(struct command *c, double now) {
   if (c->connecting) return; /* its stdin (and end of stdin) waits for the connect */
   if (c->deadline && !c->exited && !c->timed_out && now >= c->deadline) {
@@ -290,10 +325,12 @@ static void settle(struct command *c, double now) {
   if (c->tunnel && !c->connecting && !c->exited && c->out_fd[0] < 0) reg_signal(c, SIGKILL);
   for (int i = 0; i < 2 && c->exited; i++) {
     int avail = 0;
-    if (c->out_fd[i] >= 0 && ioctl(c->out_fd[i], FIONREAD, &avail) == 0 && avail == 0) {
-      close(c->out_fd[i]);
-      c->out_fd[i] = -1;
-    }
+    if (c->out_fd[i] < 0 || ioctl(c->out_fd[i], FIONREAD, &avail) < 0 || avail) continue;
+    // a terminal hands on what was written to it a moment later (the kernel's flip buffer), so
+    // an empty one right at the exit may still have the last line coming: wait for quiet
+    if (c->pty >= 0 && now < c->quiet_from + PTY_QUIET_MS && now < c->drain_until) continue;
+    close(c->out_fd[i]);
+    c->out_fd[i] = -1;
   }
 }
 
@@ -342,6 +379,8 @@ static int next_wakeup(double now) {
   for (int i = 0; i < reg_count; i++) {
     struct command *c = reg_all[i];
     if (c->deadline && !c->exited && c->deadline < t) t = c->deadline;
+    double quiet = c->quiet_from + PTY_QUIET_MS; /* a pty's tail (settle) */
+    if (c->pty >= 0 && c->exited && c->out_fd[0] >= 0 && quiet < t) t = quiet;
   }
   return t <= now ? 0 : (int)(t - now) + 1;
 }

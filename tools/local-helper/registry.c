@@ -2,7 +2,8 @@
 // own session and process group, as the pod's user, with the daemon's environment (the
 // container's, from the exec that started the daemon) plus the request's pairs plus
 // SBX_EXEC_ID=<its id>: the marker by which a kill finds the processes that left its group,
-// the same marker the per-exec websocket path uses (runtime/k8s/execKill.ts).
+// the same marker the per-exec websocket path uses (runtime/k8s/execKill.ts). A command runs on
+// pipes, or on a pseudo-terminal the daemon opens for it (start_pty) when its start asks.
 #define _GNU_SOURCE
 #include "registry.h"
 
@@ -16,8 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -30,6 +33,8 @@ static int reg_cap;
 #define KEEP_UNREAD_MS (10 * 60 * 1000)
 #define KEEP_READ_MS (30 * 1000)
 #define SWEEP_ROUNDS 5
+/** a pty's output after its exit: until EIO, or quiet this long, or at most this long (daemon.c settle) */
+#define PTY_DRAIN_MS 2000
 
 struct command *reg_find(const char *id) {
   for (int i = 0; i < reg_count; i++)
@@ -66,16 +71,26 @@ static char **command_env(char **pairs, char *marker) {
 // are not copied for every command (fork was most of the daemon's CPU per command). Every
 // signal goes back to its default (the daemon ignores SIGPIPE and SIGHUP; an ignored signal
 // would stay ignored across exec) and none is blocked.
-static int spawn(const char *id, const char *cwd, char **argv, char **pairs, int in, int out, int err, pid_t *pid) {
+// A pty's command (slave: the terminal's path, in, out and err -1) opens it as fd 0 after the
+// new session began (glibc runs POSIX_SPAWN_SETSID before the file actions), so it becomes the
+// session's controlling terminal, and takes it as 1 and 2 too.
+static int spawn(const char *id, const char *cwd, char **argv, char **pairs, int in, int out, int err,
+                 const char *slave, pid_t *pid) {
   char marker[ID_MAX + 16];
   snprintf(marker, sizeof marker, "SBX_EXEC_ID=%s", id);
   char **env = command_env(pairs, marker);
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t at;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, in, 0);
-  posix_spawn_file_actions_adddup2(&fa, out, 1);
-  posix_spawn_file_actions_adddup2(&fa, err, 2);
+  if (slave) {
+    posix_spawn_file_actions_addopen(&fa, 0, slave, O_RDWR, 0);
+    posix_spawn_file_actions_adddup2(&fa, 0, 1);
+    posix_spawn_file_actions_adddup2(&fa, 0, 2);
+  } else {
+    posix_spawn_file_actions_adddup2(&fa, in, 0);
+    posix_spawn_file_actions_adddup2(&fa, out, 1);
+    posix_spawn_file_actions_adddup2(&fa, err, 2);
+  }
   posix_spawn_file_actions_addchdir_np(&fa, cwd);
   posix_spawnattr_init(&at);
   sigset_t none, all;
@@ -93,14 +108,15 @@ static int spawn(const char *id, const char *cwd, char **argv, char **pairs, int
 
 // A command that could not start is an entry like any other that exited at once, with the
 // code and the reason a shell gives: 126 cannot enter cwd or cannot run, 127 not found.
-static void failed(struct command *c, const char *what, const char *arg, int e, int code) {
+// On a terminal's one stream (stdout) for a pty, else on stderr.
+static void failed(struct command *c, const char *what, const char *arg, int e, int code, int tty) {
   char msg[512];
-  int n = snprintf(msg, sizeof msg, "sbx: %s %s: %s\n", what, arg, strerror(e));
+  int n = snprintf(msg, sizeof msg, tty ? "sbx: %s %s: %s\r\n" : "sbx: %s %s: %s\n", what, arg, strerror(e));
   size_t len;
-  char *slot = ch_ring_slot(&c->out[1], (size_t)n, &len);
+  char *slot = ch_ring_slot(&c->out[tty ? 0 : 1], (size_t)n, &len);
   if (slot) {
     memcpy(slot, msg, len);
-    ch_ring_commit(&c->out[1], len);
+    ch_ring_commit(&c->out[tty ? 0 : 1], len);
   }
   c->exited = 1;
   c->status = code << 8;
@@ -117,17 +133,57 @@ static struct command *add(struct command *c) {
   return c;
 }
 
-struct command *reg_start(const char *id, const char *cwd, double timeout_ms, char **argv, char **env) {
-  int in[2], out[2], err[2];
-  if (pipe2(in, O_CLOEXEC) < 0) return NULL;
-  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) return NULL;
+/** the terminal's main side, sized, and the path of its other side; -1 with errno */
+static int open_pty(const struct winsize *ws, char *slave, size_t len) {
+  int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (m < 0) return -1;
+  if (grantpt(m) < 0 || unlockpt(m) < 0 || ptsname_r(m, slave, len) != 0 || ioctl(m, TIOCSWINSZ, ws) < 0) {
+    int e = errno;
+    close(m);
+    errno = e;
+    return -1;
+  }
+  return m;
+}
+
+// A pty's command: the main side is its stdin (in_fd, closed by 'E' like a pipe would be: a
+// pty's 'E' is queued as ^D instead, daemon.c), its one output stream (out_fd[0]: EIO once no
+// process holds the terminal) and c->pty (window and foreground job), three fds of one terminal.
+static int start_pty(struct command *c, const char *cwd, char **argv, char **env, const struct winsize *ws) {
+  char slave[64];
+  int m = open_pty(ws, slave, sizeof slave);
+  if (m < 0) return errno;
+  int rc = spawn(c->id, cwd, argv, env, -1, -1, -1, slave, &c->pid);
+  if (rc) {
+    close(m);
+    return rc;
+  }
+  c->pty = m;
+  c->in_fd = fcntl(m, F_DUPFD_CLOEXEC, 0);
+  c->out_fd[0] = fcntl(m, F_DUPFD_CLOEXEC, 0);
+  fcntl(m, F_SETFL, O_NONBLOCK); /* one open file: all three are non-blocking */
+  return 0;
+}
+
+struct command *reg_start(const char *id, const char *cwd, double timeout_ms, char **argv, char **env,
+                          const struct winsize *pty) {
   struct command *c = calloc(1, sizeof *c);
   snprintf(c->id, sizeof c->id, "%s", id);
+  c->pty = c->in_fd = c->out_fd[0] = c->out_fd[1] = -1;
   struct stat st;
   int rc = stat(cwd, &st) < 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : 0;
-  if (rc) failed(c, "cannot enter", cwd, rc, 126);
-  else if ((rc = spawn(id, cwd, argv, env, in[0], out[1], err[1], &c->pid)))
-    failed(c, "cannot run", argv[0], rc, rc == ENOENT ? 127 : 126);
+  if (rc) failed(c, "cannot enter", cwd, rc, 126, pty != NULL);
+  else if (pty && (rc = start_pty(c, cwd, argv, env, pty)))
+    failed(c, "cannot run", argv[0], rc, rc == ENOENT ? 127 : 126, 1);
+  if (pty || rc) {
+    c->deadline = timeout_ms > 0 ? ch_now_ms() + timeout_ms : 0;
+    return add(c);
+  }
+  int in[2], out[2], err[2];
+  if (pipe2(in, O_CLOEXEC) < 0) return free(c), NULL;
+  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) return free(c), NULL;
+  if ((rc = spawn(id, cwd, argv, env, in[0], out[1], err[1], NULL, &c->pid)))
+    failed(c, "cannot run", argv[0], rc, rc == ENOENT ? 127 : 126, 0);
   close(in[0]);
   close(out[1]);
   close(err[1]);
@@ -146,6 +202,10 @@ struct command *reg_start(const char *id, const char *cwd, double timeout_ms, ch
   }
   c->deadline = timeout_ms > 0 ? ch_now_ms() + timeout_ms : 0;
   return add(c);
+}
+
+void reg_resize(struct command *c, const struct winsize *ws) {
+  if (c->pty >= 0 && !c->exited) ioctl(c->pty, TIOCSWINSZ, ws);
 }
 
 // Tunnels (docs/kubernetes-runtime.md, "Ports over the channel"). The address is never the
@@ -176,7 +236,7 @@ static int connect_loopback(struct command *c, int family) {
 struct command *reg_tunnel(const char *id, long port) {
   struct command *c = calloc(1, sizeof *c);
   snprintf(c->id, sizeof c->id, "%s", id);
-  c->in_fd = c->out_fd[0] = c->out_fd[1] = -1;
+  c->pty = c->in_fd = c->out_fd[0] = c->out_fd[1] = -1;
   c->port = (int)port;
   int e = connect_loopback(c, AF_INET);
   if (e == ECONNREFUSED) e = connect_loopback(c, AF_INET6) ? ECONNREFUSED : 0;
@@ -251,7 +311,9 @@ static void sweep(const struct command *c) {
 void reg_signal(struct command *c, int sig) {
   if (c->tunnel) return close_tunnel(c); /* any signal closes a tunnel: it has no process */
   if (c->exited && sig != SIGKILL) return;
-  if (!c->exited && c->pid > 0) { /* pid 0 would be our own group */
+  pid_t fg = c->pty >= 0 && sig != SIGKILL ? tcgetpgrp(c->pty) : -1;
+  if (!c->exited && fg > 0) kill(-fg, sig);
+  else if (!c->exited && c->pid > 0) { /* pid 0 would be our own group */
     kill(-c->pid, sig);
     kill(c->pid, sig);
   }
@@ -268,6 +330,8 @@ void reg_reap(void) {
       c->exited = 1;
       c->status = status;
       c->expires = ch_now_ms() + KEEP_UNREAD_MS;
+      c->quiet_from = ch_now_ms();
+      c->drain_until = c->quiet_from + PTY_DRAIN_MS;
     }
   }
 }
@@ -278,6 +342,7 @@ static void release(struct command *c) {
     ch_ring_free(&c->out[i]);
   }
   if (c->in_fd >= 0) close(c->in_fd);
+  if (c->pty >= 0) close(c->pty);
   free(c->inq);
   free(c->label);
   free(c);

@@ -10,6 +10,8 @@
 #define ID_MAX 64
 /** a start's last env entry with this prefix is its label, not a variable (daemon.c 'S') */
 #define LABEL_ENV "=sbx-label="
+/** a start's field after its env asks for a pty: "pty=COLS ROWS" (daemon.c 'S') */
+#define PTY_FIELD "pty="
 /** longer labels are not kept: the list reply must stay one frame */
 #define LABEL_MAX 8192
 
@@ -38,13 +40,24 @@ struct command {
   int connecting;      /* the connect has not completed: poll in_fd for POLLOUT, move no bytes */
   int port;
   char *label;         /* the replica's opaque label for the command ('S'), returned by 'L'; NULL: none */
+  int pty;             /* a pty's main side, kept for its window and its foreground job; -1: pipes */
+  double quiet_from;   /* a pty's: monotonic ms of its exit, then of each output read after it */
+  double drain_until;  /* a pty's: its output is taken as ended by then, written or not (daemon.c settle) */
 };
 
+struct winsize;
+
 /** starts argv with env pairs added to the daemon's own, in cwd; stderr gets the reason if it cannot */
-struct command *reg_start(const char *id, const char *cwd, double timeout_ms, char **argv, char **env);
+struct command *reg_start(const char *id, const char *cwd, double timeout_ms, char **argv, char **env,
+                          const struct winsize *pty);
+/** a pty's window ('Z'); nothing for a command on pipes */
+void reg_resize(struct command *c, const struct winsize *ws);
 struct command *reg_find(const char *id);
 struct command *reg_by_stream(int conn, uint32_t stream);
-/** signals the command's group; SIGKILL also sweeps every process carrying its SBX_EXEC_ID */
+/**
+ * signals the command's group (a pty's: the terminal's foreground job, what ^C reaches);
+ * SIGKILL also sweeps every process carrying its SBX_EXEC_ID
+ */
 void reg_signal(struct command *c, int sig);
 /** reaps children; marks commands exited */
 void reg_reap(void);

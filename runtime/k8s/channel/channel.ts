@@ -6,6 +6,7 @@
 import type { Readable } from "node:stream";
 import type { Clock } from "../../core/clock.ts";
 import { UpstreamError } from "../../core/errors.ts";
+import type { TerminalSize } from "../../core/types.ts";
 import { ChannelCommand, type ChannelSession } from "./command.ts";
 import { ChannelBrokenError } from "./errors.ts";
 import {
@@ -17,6 +18,7 @@ import {
   LABEL_MAX,
   type ListedCommand,
   OUTPUT_WINDOW,
+  PTY_FIELD,
   parseList,
   u32,
   WINDOW,
@@ -44,6 +46,8 @@ export interface StartCommand {
    * runs (frames.ts LABEL_ENV); at most LABEL_MAX characters of base64url. Never logged.
    */
   label?: string;
+  /** run it on a pseudo-terminal of this window (frames.ts PTY_FIELD): one output stream, stdout */
+  pty?: TerminalSize;
 }
 
 export interface AttachOptions {
@@ -112,8 +116,19 @@ export class CommandChannel {
   start(cmd: StartCommand): ChannelSession {
     const env = Object.entries(cmd.env).map(([k, v]) => `${k}=${v}`);
     if (cmd.label !== undefined) env.push(labelEntry(cmd.label));
-    const payload = fields([cmd.id, cmd.cwd, cmd.timeoutMs ?? 0, cmd.argv.length, ...cmd.argv, env.length, ...env]);
+    const tty = cmd.pty ? [`${PTY_FIELD}${cmd.pty.cols} ${cmd.pty.rows}`] : [];
+    const payload = fields([
+      cmd.id,
+      cmd.cwd,
+      cmd.timeoutMs ?? 0,
+      cmd.argv.length,
+      ...cmd.argv,
+      env.length,
+      ...env,
+      ...tty,
+    ]);
     const c = this.open(cmd.id, encodeFrame("S", this.nextStream, payload));
+    if (cmd.pty) c.onTerminal(this.pod);
     c.pumpStdin(cmd.stdin);
     return c.session();
   }
@@ -122,11 +137,13 @@ export class CommandChannel {
    * Reads a running (or recently finished) command from the given offsets (0 replays what the
    * ring kept). With `stdin`, writes it to the command's stdin and ends that when it ends; without,
    * the command's stdin stays open for a later reader. Stdin goes against the credit the daemon
-   * sends after the attach (what an earlier reader queued counts against the window).
+   * sends after the attach (what an earlier reader queued counts against the window). The session
+   * resizes and signals as a pty's does (the daemon ignores a resize of a command on pipes).
    */
   attach(id: string, o: AttachOptions = {}): ChannelSession {
     const payload = fields([id, o.stdout ?? 0, o.stderr ?? 0]);
     const c = this.open(id, encodeFrame("A", this.nextStream, payload), 0);
+    c.onAttach();
     if (o.stdin) c.pumpStdin(o.stdin, o.thenDetach, o.endStdin ?? !o.thenDetach);
     return c.session();
   }

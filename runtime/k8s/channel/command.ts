@@ -3,9 +3,9 @@
 // readers consume, so a reader that stops stops its own command and no other.
 import { Readable } from "node:stream";
 import type { Clock } from "../../core/clock.ts";
-import { UpstreamError } from "../../core/errors.ts";
-import type { ExecResult, ExecSession } from "../../core/types.ts";
-import { CREDIT_STEP, encodeFrame, type Frame, frameHeader, parseExit, u32, WINDOW } from "./frames.ts";
+import { ConflictError, UpstreamError } from "../../core/errors.ts";
+import type { ExecResult, ExecSession, TerminalSize } from "../../core/types.ts";
+import { CREDIT_STEP, encodeFrame, type Frame, frameHeader, parseExit, REFUSALS, u32, WINDOW } from "./frames.ts";
 
 /** what a command needs of its channel */
 export interface CommandLink {
@@ -45,6 +45,9 @@ export class ChannelCommand {
   private endAtEnd = true;
   private exitText?: string;
   private done = false;
+  /** the pod of a start on a pty (onTerminal); undefined: pipes, or an attach */
+  private terminalPod?: string;
+  private attached = false;
   private readonly started: number;
 
   constructor(
@@ -96,7 +99,8 @@ export class ChannelCommand {
     } else if (type === "X") this.exit(payload.toString());
     else if (type === "F") {
       const refusal = payload.toString();
-      this.broken(new UpstreamError(`command ${this.commandId}: ${refusal}`, { refusal }));
+      if (this.terminalPod !== undefined && refusal === REFUSALS.malformed) this.broken(this.noTerminals());
+      else this.broken(new UpstreamError(`command ${this.commandId}: ${refusal}`, { refusal }));
     }
   }
 
@@ -110,6 +114,32 @@ export class ChannelCommand {
     this.endStreams();
   }
 
+  /** the command starts on a pty in `pod`: its session resizes and signals, and no input sends no end (a ^D) */
+  onTerminal(pod: string): void {
+    this.terminalPod = pod;
+  }
+
+  /**
+   * a reader of a command that may be on a pty: its session resizes and signals too (the daemon
+   * ignores a resize of a command on pipes, and a signal reaches such a command's group)
+   */
+  onAttach(): void {
+    this.attached = true;
+  }
+
+  resize(size: TerminalSize): void {
+    if (!this.done) this.link.send(encodeFrame("Z", this.stream, `${size.cols} ${size.rows}`));
+  }
+
+  // A daemon from before terminals counts a pty start's fields and refuses it, having run nothing
+  // (frames.ts PTY_FIELD): it lives as long as the pod, which the replica that started it chose.
+  private noTerminals(): ConflictError {
+    return new ConflictError(
+      `pod ${this.terminalPod} runs a command daemon from before terminals (started by an older sbx), so command ${this.commandId} did not run; pause and resume the sandbox to give it a current one, or run the command without a pty`,
+      { pod: this.terminalPod, refusal: REFUSALS.malformed },
+    );
+  }
+
   /**
    * `thenDetach`: at the input's end detach (after ending the command's stdin only when
    * `endStdin`): a write from a replica that does not read the command, whose stdin stays open
@@ -119,7 +149,7 @@ export class ChannelCommand {
     this.detachAtEnd = thenDetach;
     this.endAtEnd = endStdin;
     if (!input) {
-      this.link.send(encodeFrame("E", this.stream));
+      if (this.terminalPod === undefined) this.link.send(encodeFrame("E", this.stream));
       return;
     }
     const src = input instanceof Uint8Array ? Readable.from([Buffer.from(input)]) : input;
@@ -174,7 +204,7 @@ export class ChannelCommand {
 
   session(): ChannelSession {
     const self = this;
-    return {
+    const s: ChannelSession = {
       stdout: this.stdout,
       stderr: this.stderr,
       result: this.result,
@@ -185,6 +215,11 @@ export class ChannelCommand {
       },
       kill: () => this.signal(9),
     };
+    if (this.terminalPod !== undefined || this.attached) {
+      s.resize = (size) => this.resize(size);
+      s.signal = (sig) => this.signal(sig);
+    }
+    return s;
   }
 
   private grant(): void {

@@ -144,11 +144,22 @@ export interface ListedCommand {
  * into the command's environment instead of refusing the start, so a running pod keeps working.
  */
 export const LABEL_ENV = "=sbx-label=";
+/**
+ * A start on a pseudo-terminal carries one more field after its env: "pty=COLS ROWS" (daemon.c
+ * 'S'). Not an env entry on purpose: a daemon from before terminals (a pod started by an older
+ * replica keeps its daemon) counts the fields, answers REFUSALS.malformed and runs nothing,
+ * where an env entry would have run the command on pipes.
+ */
+export const PTY_FIELD = "pty=";
 /** the longest label the daemon keeps (registry.h LABEL_MAX); base64url, so no TAB or newline */
 export const LABEL_MAX = 8192;
 
 /** The daemon's words in an 'F' frame, as UpstreamError details.refusal carries them. */
-export const REFUSALS = { displaced: "attached by another reader", unknown: "no such command" } as const;
+export const REFUSALS = {
+  displaced: "attached by another reader",
+  unknown: "no such command",
+  malformed: "malformed start frame",
+} as const;
 
 export function parseList(payload: Buffer): ListedCommand[] {
   return payload

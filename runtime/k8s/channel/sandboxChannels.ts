@@ -4,6 +4,7 @@
 // keeps its old path as the fallback.
 import { type Duplex, PassThrough, type Readable } from "node:stream";
 import type { Clock } from "../../core/clock.ts";
+import { DEFAULT_TERM } from "../../core/exec-input.ts";
 import type { Logger } from "../../core/log.ts";
 import type { ExecRequest } from "../../core/types.ts";
 import { ensureHelperBinary } from "../../local/helper-binary.ts";
@@ -125,11 +126,12 @@ export function createSandboxChannels(o: {
           c.start({
             id: execId,
             argv: req.command,
-            env: { ...baseEnv, ...(req.env ?? {}) },
+            env: { ...(req.pty ? { TERM: DEFAULT_TERM } : {}), ...baseEnv, ...(req.env ?? {}) },
             cwd: req.cwd ?? WORKSPACE_DIR,
             timeoutMs: req.timeoutMs,
             stdin: req.stdin,
             label: req.label,
+            pty: req.pty,
           }),
         settled,
       );

@@ -1,7 +1,8 @@
 // Processes by pid from ANY replica (issue 13): two service replicas on the real test control
 // plane, the real SDK. A command started through replica A lives in the pod's helper registry,
 // so replica B lists it (cmd, args, tag), feeds its stdin, reads it (connect replays the ring)
-// and kills it; and after A crashed, B still lists and kills what A started.
+// and kills it; a pty A started, B types into, resizes and reads as a terminal; and after A
+// crashed, B still lists and kills what A started.
 import { CommandExitError, Sandbox } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
@@ -110,6 +111,33 @@ describe("processes by pid across replicas (Kubernetes platform)", () => {
 
     expect(await sB.commands.kill(tagged)).toBe(true);
     expect(await sA.commands.kill(tagged)).toBe(false);
+  });
+
+  it("a pty started through A: B types into it, resizes it, and connects to it as a terminal", async () => {
+    const screen = () => {
+      const decoder = new TextDecoder();
+      const s = {
+        text: "",
+        onData: (d: Uint8Array) => {
+          s.text += decoder.decode(d, { stream: true });
+        },
+      };
+      return s;
+    };
+    const onA = screen();
+    const h = await sA.pty.create({ cols: 80, rows: 24, onData: onA.onData, timeoutMs: 300_000 });
+    const type = (s: string) => sB.pty.sendInput(h.pid, new TextEncoder().encode(s));
+    // B knows it as a pty from the label A's start stored: pty input is refused for a command on pipes
+    await type("echo via-b-$((3*4))\n");
+    await expect.poll(() => onA.text, { timeout: 30_000 }).toContain("via-b-12");
+    await sB.pty.resize(h.pid, { cols: 66, rows: 11 }); // an attach of B's own, while A reads it
+    await h.disconnect();
+    const onB = screen();
+    const hB = await sB.pty.connect(h.pid, { onData: onB.onData, timeoutMs: 300_000 });
+    await type("stty size\n");
+    await expect.poll(() => onB.text, { timeout: 30_000 }).toContain("11 66");
+    expect(await sB.pty.kill(h.pid)).toBe(true);
+    await expect(hB.wait()).rejects.toMatchObject({ exitCode: -1 });
   });
 
   it("A crashed: B still lists and kills what A started, and a restarted A reads it", async () => {

@@ -36,12 +36,6 @@ describe("readResources on Kubernetes", () => {
     const first = await backend.exec("res-1", { command: ["true"] });
     await first.result;
     expect(t.platform.testing.channels.pool.current("res-1")).toBeDefined();
-    // not resources, but a running pod is needed: its daemon has no terminals yet, so a pty is
-    // refused by name rather than run on pipes (issue 32)
-    await expect(backend.exec("res-1", { command: ["sh"], pty: { cols: 80, rows: 24 } })).rejects.toMatchObject({
-      code: "validation",
-      message: expect.stringMatching(/^pty: .*no terminals yet/),
-    });
 
     const r = (await readOf("res-1"))!;
     expect(r).toBeDefined();

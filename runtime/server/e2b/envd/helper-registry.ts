@@ -11,7 +11,13 @@
 // reader a pause, not output. Two replicas that both stream one command take turns the same way.
 import { PassThrough, Readable, type Writable } from "node:stream";
 import type { SbxError } from "../../../core/errors.ts";
-import type { AttachedCommand, CommandAttachOptions, Manager, RegisteredCommand } from "../../../core/types.ts";
+import type {
+  AttachedCommand,
+  CommandAttachOptions,
+  Manager,
+  RegisteredCommand,
+  TerminalSize,
+} from "../../../core/types.ts";
 import type { EnvdCaller } from "../access.ts";
 import { FeedSet, type OutputFeed, type ProcessEnd } from "./feed.ts";
 import { decodeProcessLabel } from "./label.ts";
@@ -160,6 +166,21 @@ export class HelperProcess implements TrackedProcess {
     if (!s) return;
     discardOutput(s);
     await bounded(s.result, this.o.opTimeoutMs);
+  }
+
+  /** a pty's window: through this replica's reader, else an attach of its own for the one frame (as writeStdin) */
+  get resize(): ((size: TerminalSize) => Promise<void>) | undefined {
+    if (this.spec.pty === undefined) return undefined;
+    return async (size) => {
+      if (this.session?.resize) return this.session.resize(size);
+      const input = new PassThrough(); // ended after the resize: its end detaches, after the window went
+      const s = await this.attach(this.commandId, input, { thenDetach: true });
+      if (!s) return;
+      discardOutput(s);
+      s.resize?.(size);
+      input.end();
+      await bounded(s.result, this.o.opTimeoutMs);
+    };
   }
 
   async kill(): Promise<void> {

@@ -19,6 +19,13 @@ describe("process labels", () => {
     });
   });
 
+  it("carries a pty's window, so another replica knows the process as a terminal", () => {
+    const spec = { cmd: "/bin/bash", args: ["-i", "-l"], envs: {}, pty: { cols: 80, rows: 24 } };
+    expect(decodeProcessLabel(encodeProcessLabel(spec, true))).toEqual({ spec, stdin: true });
+    const huge = { ...spec, cmd: "c".repeat(9000) }; // cut down to the command: still a pty
+    expect(decodeProcessLabel(encodeProcessLabel(huge, true))?.spec.pty).toEqual({ cols: 80, rows: 24 });
+  });
+
   it.each([
     ["big envs are left out first", { E: "e".repeat(9000) }, ["small"], { envs: {}, args: ["small"] }],
     ["then big args", {}, ["a".repeat(9000)], { envs: {}, args: [] }],

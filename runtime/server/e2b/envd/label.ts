@@ -1,4 +1,5 @@
-// What E2B's List returns about a process (cmd, args, envs, cwd, tag, whether it took stdin),
+// What E2B's List returns about a process (cmd, args, envs, cwd, tag, whether it took stdin,
+// the window it was started on a pty with: another replica then types into it as a terminal),
 // carried as the opaque label the in-sandbox registry keeps with the command (ExecRequest.label),
 // so every replica, and a restarted one, can answer List. Pure.
 //
@@ -26,6 +27,7 @@ interface Wire {
   cwd?: string;
   tag?: string;
   stdin: boolean;
+  pty?: { cols: number; rows: number };
   cut?: true;
 }
 
@@ -36,6 +38,7 @@ export function encodeProcessLabel(spec: ProcessSpec, stdin: boolean): string {
   const base: Wire = { v: 1, cmd: spec.cmd, args: spec.args, envs: spec.envs, stdin };
   if (spec.cwd !== undefined) base.cwd = spec.cwd;
   if (spec.tag !== undefined) base.tag = spec.tag;
+  if (spec.pty !== undefined) base.pty = { cols: spec.pty.cols, rows: spec.pty.rows };
   for (const w of [
     base,
     { ...base, envs: {}, cut: true as const },
@@ -45,7 +48,8 @@ export function encodeProcessLabel(spec: ProcessSpec, stdin: boolean): string {
     if (label.length <= LABEL_MAX_CHARS) return label;
   }
   // a cmd or tag alone past the bound: what is left names the process by its pid only
-  return encode({ v: 1, cmd: spec.cmd.slice(0, 1024), args: [], envs: {}, stdin, cut: true });
+  const pty = spec.pty && { pty: { cols: spec.pty.cols, rows: spec.pty.rows } };
+  return encode({ v: 1, cmd: spec.cmd.slice(0, 1024), args: [], envs: {}, stdin, cut: true, ...pty });
 }
 
 const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === "string");
@@ -65,5 +69,7 @@ export function decodeProcessLabel(label: string): ProcessLabel | undefined {
   const spec: ProcessSpec = { cmd: w.cmd, args: w.args, envs: w.envs };
   if (typeof w.cwd === "string") spec.cwd = w.cwd;
   if (typeof w.tag === "string") spec.tag = w.tag;
+  if (Number.isInteger(w.pty?.cols) && Number.isInteger(w.pty?.rows))
+    spec.pty = { cols: w.pty!.cols, rows: w.pty!.rows };
   return { spec, stdin: w.stdin, ...(w.cut ? { cut: true } : {}) };
 }
