@@ -12,7 +12,7 @@ import { finished } from "node:stream/promises";
 import type { FastifyInstance } from "fastify";
 import { type Authenticator, identify } from "../auth/identities.ts";
 import type { Clock } from "../core/clock.ts";
-import { HTTP_STATUS, SbxError, ValidationError } from "../core/errors.ts";
+import { CapacityError, HTTP_STATUS, SbxError, ValidationError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { parseClientControl, parseTerminalQuery, type ServerControl, TERMINAL_PATH } from "../core/terminal.ts";
 import type { ExecSession, Manager } from "../core/types.ts";
@@ -44,9 +44,16 @@ export interface TerminalOptions {
   highWaterBytes?: number;
   /** how often an open terminal re-touches the sandbox's activity (it holds the sandbox active) */
   touchEveryMs?: number;
+  /** terminals one owner may have open (and opening) at once; one more is a 429 before anything starts */
+  maxPerOwner?: number;
 }
 
-export const DEFAULT_TERMINAL_OPTIONS = { maxPayloadBytes: 1 << 20, highWaterBytes: 256 * 1024, touchEveryMs: 10_000 };
+export const DEFAULT_TERMINAL_OPTIONS = {
+  maxPayloadBytes: 1 << 20,
+  highWaterBytes: 256 * 1024,
+  touchEveryMs: 10_000,
+  maxPerOwner: 100,
+};
 
 export interface TerminalDeps {
   manager: Manager;
@@ -73,6 +80,8 @@ export class TerminalService {
   private readonly o: typeof DEFAULT_TERMINAL_OPTIONS;
   /** open terminals: closed (and their commands killed) when the service closes */
   private readonly open = new Set<WsSocket>();
+  /** terminals per owner, open or being opened: a burst of opens is refused, not queued */
+  private readonly perOwner = new Map<string, number>();
 
   constructor(
     private readonly deps: TerminalDeps,
@@ -107,8 +116,10 @@ export class TerminalService {
 
   private async accept(req: IncomingMessage, socket: Duplex, head: Buffer, rawId: string): Promise<void> {
     let session: ExecSession | undefined;
+    let release: (() => void) | undefined;
     try {
       const who = await identify(this.deps.tokens, bearerOf(req.headers.authorization));
+      release = this.hold(who.owner);
       if (String(req.headers.upgrade).toLowerCase() !== "websocket" || req.method !== "GET")
         throw new ValidationError(
           "upgrade",
@@ -134,15 +145,21 @@ export class TerminalService {
       session = s;
       let upgraded = false;
       // a handshake ws refuses (a bad key) destroys the socket without calling back: nobody reads
+      const held = release;
       socket.once("close", () => {
         if (!upgraded) abandon(s);
+        held();
       });
-      if (socket.destroyed) return abandon(s);
+      if (socket.destroyed) {
+        held();
+        return abandon(s);
+      }
       this.wss.handleUpgrade(req, socket, head, (ws) => {
         upgraded = true;
         this.bridge(ws, s, stdin, who.owner, id);
       });
     } catch (err) {
+      release?.();
       if (session) abandon(session);
       if (err instanceof SbxError) {
         const headers: Record<string, string> = {};
@@ -239,6 +256,26 @@ export class TerminalService {
         stdin.end();
       }
     })();
+  }
+
+  /** Counts one more terminal of owner's, or refuses it over maxPerOwner; returns the release (idempotent). */
+  private hold(owner: string): () => void {
+    const n = this.perOwner.get(owner) ?? 0;
+    if (n >= this.o.maxPerOwner)
+      throw new CapacityError(
+        `terminals: ${n} of yours are open, the most one owner may have (${this.o.maxPerOwner}); close one and retry`,
+        1,
+        { open: n, limit: this.o.maxPerOwner },
+      );
+    this.perOwner.set(owner, n + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.perOwner.get(owner) ?? 1) - 1;
+      if (left > 0) this.perOwner.set(owner, left);
+      else this.perOwner.delete(owner);
+    };
   }
 
   /** An open terminal counts as activity, as an open port connection does (idle timeout, auto-pause). */

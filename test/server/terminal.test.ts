@@ -30,7 +30,7 @@ let base = "";
 let id: string;
 
 beforeAll(async () => {
-  rt = await startLocalRuntime({ budget: { cpu: "400m", memory: "4Gi" } });
+  rt = await startLocalRuntime({ budget: { cpu: "400m", memory: "4Gi" } }, { terminals: { maxPerOwner: 3 } });
   base = await rt.app.listen({ host: "127.0.0.1", port: 0 });
   id = (await rt.manager.create({ owner: "alice", profile: "base", size: "nano" })).id;
   await rt.manager.wait("alice", id, { timeoutMs: 60_000 });
@@ -203,6 +203,30 @@ describe("the terminal websocket", () => {
     await next.opened;
     await next.waitFor(/still-here/);
     await next.waitClosed();
+  });
+
+  it("over the per-owner bound a terminal is a 429 before anything starts; closing one makes room", async () => {
+    const ts = [0, 1, 2].map(() => openTerminal(terminalQuery({ command: ["cat"] })));
+    await Promise.all(ts.map((t) => t.opened));
+    const refused = await handshake(`/v1/sandboxes/${id}/terminal`, auth("alice"));
+    expect(refused.status).toBe(429);
+    expect(JSON.parse(refused.body).error.message).toContain("terminals: 3 of yours are open");
+    // another owner is not counted against alice (and still gets the 404 for her sandbox)
+    expect((await handshake(`/v1/sandboxes/${id}/terminal`, auth("bob"))).status).toBe(404);
+    ts[0].ws.close();
+    await ts[0].waitClosed();
+    // the service sees the close a moment after the client does: retry a refusal until then
+    const next = await until("room for a terminal", async () => {
+      const t = openTerminal(terminalQuery({ command: ["sh", "-c", "echo room-again"] }));
+      return t.opened.then(
+        () => t,
+        () => undefined,
+      );
+    });
+    await next.waitFor(/room-again/);
+    await next.waitClosed();
+    for (const t of ts.slice(1)) t.ws.close();
+    await Promise.all(ts.slice(1).map((t) => t.waitClosed()));
   });
 
   it("a client that never reads stalls the command (bounded buffers); closing it leaves nothing running", async () => {
