@@ -109,11 +109,6 @@ export class TerminalService {
     });
   }
 
-  /** Open terminals (tests, metrics). */
-  get openCount(): number {
-    return this.open.size;
-  }
-
   private async accept(req: IncomingMessage, socket: Duplex, head: Buffer, rawId: string): Promise<void> {
     let session: ExecSession | undefined;
     let release: (() => void) | undefined;
