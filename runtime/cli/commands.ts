@@ -9,6 +9,7 @@ import { bench } from "./bench.ts";
 import { type Command, type CommandContext, print, table } from "./command.ts";
 import { copyIn, copyOut } from "./copy.ts";
 import { ProgressDisplay } from "./progress.ts";
+import { shell } from "./shell.ts";
 import { stats, top } from "./top.ts";
 import { usage } from "./usage.ts";
 
@@ -272,6 +273,7 @@ export const COMMANDS: Record<string, Command> = {
   wait,
   run,
   exec: run,
+  shell,
   cp,
   ls,
   list: ls,
@@ -297,6 +299,9 @@ usage: sbx <command> [options]
   wait ID [--timeout 60s]          block until it accepts commands
   run ID [--timeout 30s] [--stdin] -- CMD [ARGS...]
                                    run a command; output streams; exits with its exit code
+  shell ID [--env K=V] [--cwd DIR] [-- CMD [ARGS...]]
+                                   an interactive terminal (default the login shell): raw mode,
+                                   resizes follow; exits with its code; ~. at a line start quits
   cp LOCAL ID:/dir | ID:/path LOCAL copy files in or out (tar)
   ls                               your sandboxes
   get ID                           one sandbox
@@ -329,5 +334,5 @@ otherwise, for platform kubernetes in SBX_CONFIG, it drives the cluster in-proce
 kubeconfig (the local platform always needs the service: npm start).
 Exit codes: 0 ok, 1 command failed, 2 invalid arguments, 3 unauthenticated, 4 not found,
 5 conflict, 6 over capacity, 7 timeout, 8 upstream, 9 sandbox failed, 10 too large;
-run/exec exit with the command's own exit code.
+run/exec/shell exit with the command's own exit code (shell: 255 after ~.).
 `;

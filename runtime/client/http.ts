@@ -42,15 +42,18 @@ interface ErrorBody {
 }
 
 export async function errorFromResponse(res: Response): Promise<SbxError> {
-  const text = await res.text();
+  return errorFromText(await res.text(), res.status, Number(res.headers.get("retry-after") ?? 1));
+}
+
+/** A domain error from an error response's body text (also the terminal's refused handshake). */
+function errorFromText(text: string, status: number, retryAfterSeconds: number): SbxError {
   let body: { error?: ErrorBody } = {};
   try {
     body = JSON.parse(text);
   } catch {
-    // not JSON: fall through to an upstream error carrying the raw text
+    // not JSON: an upstream error carrying the raw text
   }
-  const retryAfter = Number(res.headers.get("retry-after") ?? 1);
-  return errorFromBody(body.error ?? {}, `HTTP ${res.status}: ${text.slice(0, 200)}`, retryAfter, res.status);
+  return errorFromBody(body.error ?? {}, `HTTP ${status}: ${text.slice(0, 200)}`, retryAfterSeconds, status);
 }
 
 /** A domain error from an {code,message,details} object (a response body or a stream's last frame). */
@@ -163,6 +166,14 @@ export class HttpManager implements Manager {
   }
 
   async exec(_owner: string, id: string, req: ExecRequest): Promise<ExecSession> {
+    // a command on a pty is a terminal: the websocket route, loaded only when one is opened
+    if (req.pty) {
+      const { terminalExec } = await import("./terminal.ts");
+      return terminalExec({ server: this.base, token: this.opts.token, errorFrom: errorFromText }, id, {
+        ...req,
+        pty: req.pty,
+      });
+    }
     const ac = new AbortController();
     const stdin = req.stdin === undefined ? undefined : (await drain(req.stdin)).toString("base64");
     const res = await this.call("POST", `${HttpManager.sb(id)}/exec`, {

@@ -27,6 +27,7 @@ import { DEFAULT_DRAIN, deferContinue, refuseDeclaredOverLimit, settleRefusedBod
 import { answerClientError, frameworkFailure, sendError, validationFailure } from "./requestErrors.ts";
 import { resourceRoutes } from "./resources.ts";
 import { DEFAULT_LIMITS, type RouteContext, type RouteDef, type ServerLimits, sandboxRoutes } from "./routes.ts";
+import { type TerminalOptions, TerminalService, terminalRoutes } from "./terminal.ts";
 import { usageRoutes } from "./usage.ts";
 
 /** Path parameters longer than the id schema allows get the schema's 400 naming the field; far longer ones a 414. */
@@ -61,6 +62,8 @@ export interface AppOptions {
   api?: boolean;
   /** the E2B-compatible layer (runtime/server/e2b, docs/e2b.md) beside the API; false: off */
   e2b?: E2bOptions | false;
+  /** the terminal websocket's bounds (runtime/server/terminal.ts) */
+  terminals?: TerminalOptions;
   /** the web console's static pages at /console (runtime/server/console.ts); false: off. Default on */
   console?: false;
 }
@@ -194,6 +197,18 @@ export function buildApp(opts: AppOptions): FastifyInstance {
           opts.ports,
         );
   ports?.register(app);
+  // the terminal websocket (runtime/server/terminal.ts) beside the port relay's upgrades
+  if (opts.api !== false)
+    new TerminalService(
+      {
+        manager: opts.manager,
+        tokens: opts.tokens,
+        logger: opts.logger,
+        clock: systemClock,
+        claimedElsewhere: ports ? (req) => ports.targetOf(req) !== undefined : undefined,
+      },
+      opts.terminals,
+    ).register(app);
   // after the port relay's hook, which hijacks relayed requests (their bodies are the sandbox's)
   deferContinue(app.server);
   app.addHook("onRequest", refuseDeclaredOverLimit);
@@ -203,6 +218,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
           ...sandboxRoutes,
           ...resourceRoutes,
           ...usageRoutes,
+          ...terminalRoutes,
           ...(ports ? portRoutes(ports) : []),
           ...systemRoutes(opts, () => doc),
         ]

@@ -14,6 +14,7 @@ import type { Backend } from "../../runtime/core/types.ts";
 import { createLocalPlatform } from "../../runtime/local/platform.ts";
 import { buildApp } from "../../runtime/server/app.ts";
 import type { ServerLimits } from "../../runtime/server/routes.ts";
+import type { TerminalOptions } from "../../runtime/server/terminal.ts";
 
 export const TOKENS = { alice: "token-alice-0123456789", bob: "token-bob-0123456789" } as const;
 export const auth = (owner: keyof typeof TOKENS) => ({ authorization: `Bearer ${TOKENS[owner]}` });
@@ -54,6 +55,7 @@ export async function startLocalRuntime(
     reaper?: boolean;
     reaperIntervalMs?: number;
     limits?: Partial<ServerLimits>;
+    terminals?: TerminalOptions;
   } = {},
 ): Promise<LocalRuntime> {
   const made = opts.stateDir ? undefined : localConfig(input);
@@ -74,6 +76,7 @@ export async function startLocalRuntime(
     logger,
     metrics: manager.metrics.registry,
     limits: opts.limits,
+    terminals: opts.terminals,
   });
   await manager.start({ reaper: opts.reaper ?? false });
   await app.ready();
