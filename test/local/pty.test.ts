@@ -40,6 +40,17 @@ function screen(session: ExecSession) {
   };
 }
 
+/** How many processes in the sandbox have `pattern` (a grep pattern that does not match itself) in their command line. */
+async function running(pattern: string): Promise<number> {
+  const ps = await rt.manager.exec("alice", id, {
+    command: ["sh", "-c", `cat /proc/[0-9]*/cmdline | tr '\\0' ' ' | grep -o '${pattern}' | wc -l`],
+  });
+  let out = "";
+  ps.stdout.on("data", (c: Buffer) => (out += c.toString()));
+  await ps.result;
+  return Number(out.trim());
+}
+
 async function openPty(command: string[], size = { cols: 100, rows: 30 }) {
   const stdin = new PassThrough();
   const session = await rt.manager.exec("alice", id, { command, stdin, pty: size });
@@ -78,9 +89,8 @@ describe("a command on a pty", () => {
   it("a signal reaches the foreground job, not the shell", async () => {
     const { session, stdin, screen } = await openPty(["bash", "--norc", "-i"]);
     stdin.write("sleep 300\n");
-    await screen.waitFor(/sleep 300/);
-    // give the job a moment to become the foreground one; the test then waits for its end
-    await new Promise((r) => setTimeout(r, 300));
+    // bash's child takes the terminal's foreground before it execs sleep: once sleep runs, it is in front
+    await expect.poll(() => running("sleep 30[0]"), { timeout: 30_000 }).toBe(1);
     session.signal!(2);
     stdin.write("echo after-sleep-$?\n");
     await screen.waitFor(/after-sleep-130/);
@@ -89,23 +99,15 @@ describe("a command on a pty", () => {
   });
 
   it("kill ends the whole tree, background jobs on the terminal too", async () => {
-    const sleepers = async () => {
-      const ps = await rt.manager.exec("alice", id, {
-        command: ["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' ' | grep -o 'sleep 60[0]' | wc -l"],
-      });
-      let out = "";
-      ps.stdout.on("data", (c: Buffer) => (out += c.toString()));
-      await ps.result;
-      return Number(out.trim());
-    };
+    const sleepers = () => running("sleep 60[0]");
     const { session, stdin, screen } = await openPty(["bash", "--norc", "-i"]);
     stdin.write("(sleep 600 &) ; echo started-bg\n");
     await screen.waitFor(/started-bg\r?\n/);
-    expect(await sleepers()).toBe(1);
+    await expect.poll(sleepers, { timeout: 30_000 }).toBe(1);
     session.kill();
     const r = await session.result;
     expect(r.exitCode).not.toBe(0);
-    expect(await sleepers()).toBe(0);
+    await expect.poll(sleepers, { timeout: 30_000 }).toBe(0);
   });
 
   it.each([
