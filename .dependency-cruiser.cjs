@@ -18,7 +18,7 @@ const PURE = [
   "^(runtime|components|infra|bench)/.*/(plan|decide)[^/]*\\.ts$",
   "^(runtime|components|infra|bench)/.+Plan\\.ts$",
   // runtime: the kernel values, validation and policy
-  "^runtime/core/(errors|types|quantity|spec|admission|admission-teams|logFormat|resources)\\.ts$",
+  "^runtime/core/(errors|types|quantity|spec|admission|admissionTeams|logFormat|resources)\\.ts$",
   "^runtime/config/(schema|authSchema|tenancy)\\.ts$",
   // identities: JWT checks and claim mapping (node:crypto only; keys and time are arguments)
   "^runtime/auth/(jwt|claims)\\.ts$",

@@ -4,7 +4,7 @@
 # snapshot layer transfers: blob.c, sha256.c) into
 # .cache/local/sbx-helper, statically linked so it also runs inside OCI image rootfs and pods
 # that have no glibc. Idempotent: rebuilds only when the sha256 of the sources and of this
-# script changed (runtime/local/helper-binary.ts computes the same stamp; keep the
+# script changed (runtime/local/helperBinary.ts computes the same stamp; keep the
 # list and its order in step). Needs gcc and libc6-dev.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -8,7 +8,7 @@ import { basename, dirname, resolve } from "node:path";
 import { PassThrough, pipeline, type Readable, type Writable } from "node:stream";
 import { finished } from "node:stream/promises";
 import { UpstreamError, ValidationError } from "../core/errors.ts";
-import { HeldTail } from "../core/held-tail.ts";
+import { HeldTail } from "../core/heldTail.ts";
 import type { Manager } from "../core/types.ts";
 
 interface LocalTar {

@@ -6,7 +6,7 @@
 // concurrent creates can never both see the same free room. That is what makes "never over
 // budget" hold without locks.
 import type { TenancyConfig } from "../config/tenancy.ts";
-import { TeamAdmission, type TeamScope, type TeamUsage, useDims } from "./admission-teams.ts";
+import { TeamAdmission, type TeamScope, type TeamUsage, useDims } from "./admissionTeams.ts";
 import type { TeamAdmitDecision } from "./decideTeamAdmission.ts";
 import { CapacityError } from "./errors.ts";
 import { formatCpu, formatMemory } from "./quantity.ts";
@@ -108,7 +108,7 @@ export class Admission {
   private nextSeq = 1;
   readonly retryAfterSeconds: number;
   private readonly scope?: AdmissionScope;
-  /** the team half (admission-teams.ts); absent without configured teams */
+  /** the team half (admissionTeams.ts); absent without configured teams */
   readonly teams?: TeamAdmission;
 
   constructor(

@@ -6,28 +6,28 @@
 // Over 400 lines on purpose: every public call is a short owner check + audit wrapper around one
 // backend call; splitting them across files would scatter the one place those rules are applied.
 // Over 400 lines for now: the Manager's verbs share its admission and pause/resume wiring; team
-// quotas (admission-teams.ts, pause-quota.ts) live outside it, and exec/files are next to move.
+// quotas (admissionTeams.ts, pauseQuota.ts) live outside it, and exec/files are next to move.
 
 import type { Duplex, Readable } from "node:stream";
 import type { RuntimeConfig } from "../config/schema.ts";
 import { ActivityTouches } from "./activity.ts";
 import { Admission, admissionOptionsFor } from "./admission.ts";
-import { AdmissionFollower } from "./admission-follow.ts";
+import { AdmissionFollower } from "./admissionFollow.ts";
 import type { AuditEntry, AuditOp, AuditStore } from "./audit.ts";
 import type { ImageCatalog } from "./catalog.ts";
 import type { Clock } from "./clock.ts";
-import { CreatePath } from "./create-path.ts";
+import { CreatePath } from "./createPath.ts";
 import { CapacityError, ConflictError, NotFoundError, SbxError } from "./errors.ts";
-import { validateExecInput } from "./exec-input.ts";
+import { validateExecInput } from "./execInput.ts";
 import type { Logger } from "./log.ts";
 import { Maintenance, type MaintenanceTask } from "./maintenance.ts";
-import { resolveMetadataUpdate } from "./metadata-update.ts";
+import { resolveMetadataUpdate } from "./metadataUpdate.ts";
 import { errorCode, Metrics, observed, secondsSince } from "./metrics.ts";
-import { pauseQuota } from "./pause-quota.ts";
+import { pauseQuota } from "./pauseQuota.ts";
 import { Reaper } from "./reaper.ts";
 import { ResourceSampler } from "./resourceSampler.ts";
 import { limitsOfSize } from "./resources.ts";
-import { resumeAdmission } from "./resume-admission.ts";
+import { resumeAdmission } from "./resumeAdmission.ts";
 import { validateOwner } from "./spec.ts";
 import type {
   AttachedCommand,
@@ -86,7 +86,7 @@ export class SandboxManager implements Manager {
   /** per-sandbox resource figures; absent when the backend cannot read them or resources.sampleIntervalMs is 0 */
   readonly sampler?: ResourceSampler;
   private readonly samplerLoop?: Maintenance;
-  /** the create path and the creates in flight (create-path.ts) */
+  /** the create path and the creates in flight (createPath.ts) */
   private readonly creates: CreatePath;
   private readonly activity: ActivityTouches;
   private readonly follower: AdmissionFollower;

@@ -4,8 +4,8 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { AdmissionUsage } from "./admission.ts";
 import { SbxError } from "./errors.ts";
-import { resourceSeries } from "./metrics-resources.ts";
-import { teamSeries } from "./metrics-teams.ts";
+import { resourceSeries } from "./metricsResources.ts";
+import { teamSeries } from "./metricsTeams.ts";
 import type { OwnerResourceTotals } from "./resourceSampler.ts";
 import type { LayerPathStats, PortPathStats, Sandbox, SandboxPhase, WarmClaimStats } from "./types.ts";
 

@@ -4,7 +4,7 @@
 // command is given. Binary frames carry the terminal's bytes both ways; text frames are control.
 // No I/O here: parsing and checking only, each refusal a ValidationError naming the field.
 import { ValidationError } from "./errors.ts";
-import { TERMINAL_LIMITS } from "./exec-input.ts";
+import { TERMINAL_LIMITS } from "./execInput.ts";
 import type { ExecResult, TerminalSize } from "./types.ts";
 
 /** The route's path; the id is group 1 (still percent-encoded). */

@@ -125,7 +125,7 @@ export interface ExecRequest {
   pty?: TerminalSize;
 }
 
-/** A terminal's window: columns and rows, each 1..TERMINAL_LIMITS.max (core/exec-input.ts). */
+/** A terminal's window: columns and rows, each 1..TERMINAL_LIMITS.max (core/execInput.ts). */
 export interface TerminalSize {
   cols: number;
   rows: number;

@@ -1,7 +1,7 @@
 // Files in and out of a sandbox: tar over exec, streamed both ways. No volume, no sidecar;
 // the sandbox image needs `tar` (every profile image has it).
 import { PassThrough, type Readable } from "node:stream";
-import { DOWNLOAD_CHECK_SH, downloadCheckError, withoutTrailingSlashes } from "../core/download-check.ts";
+import { DOWNLOAD_CHECK_SH, downloadCheckError, withoutTrailingSlashes } from "../core/downloadCheck.ts";
 import { UpstreamError, ValidationError } from "../core/errors.ts";
 import type { ExecSession } from "../core/types.ts";
 import { HELPER_DIR } from "./channel/paths.ts";
@@ -59,7 +59,7 @@ export async function getArchive(run: RunInSandbox, id: string, path: string): P
   const parent = trimmed.slice(0, trimmed.lastIndexOf("/")) || "/";
   const base = trimmed.slice(trimmed.lastIndexOf("/") + 1) || ".";
   const skip = helperExclusion(trimmed, parent, base);
-  // one exec, check then tar: a missing or unreadable path is a 4xx (core/download-check.ts)
+  // one exec, check then tar: a missing or unreadable path is a 4xx (core/downloadCheck.ts)
   const session = await run([
     "sh",
     "-c",

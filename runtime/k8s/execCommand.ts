@@ -17,7 +17,7 @@ export const EXEC_ID_VAR = "SBX_EXEC_ID";
 const EXEC_ID = /^[A-Za-z0-9_-]{8,64}$/;
 
 /**
- * What only this backend refuses, on top of the Manager's one check (core/exec-input.ts, which
+ * What only this backend refuses, on top of the Manager's one check (core/execInput.ts, which
  * has already refused an empty command, bad env names and a relative cwd): the marker variable
  * is the runtime's (in the request's env or the sandbox's), and `env` would read a program name with '=' as an assignment. Checked once
  * per exec, before the channel or the websocket path is chosen, so both refuse the same requests.

@@ -9,7 +9,7 @@
 //   restore: helper blob pull --url <registry>/v2/<repo>/blobs/<digest> --digest D --size N
 //              -- sh -c 'mkdir -p -- "$1" && exec tar -x …' sbx-put <parent>
 //
-// The archive is what the replica's path makes (archive.ts getArchive, then tar-filter.ts
+// The archive is what the replica's path makes (archive.ts getArchive, then tarFilter.ts
 // DropRootEntry), so a snapshot pushed one way restores the other. A pod that cannot (no
 // channel, a helper without `blob`, the registry unreachable from it) answers a fallback and
 // the replica moves the layer as before. What the pod answers is untrusted: it is parsed

@@ -4,7 +4,7 @@
 // writes count against the sandbox's limits. The cost: the image must contain tar.
 import path from "node:path";
 import { PassThrough, type Readable } from "node:stream";
-import { DOWNLOAD_CHECK_SH, downloadCheckError } from "../core/download-check.ts";
+import { DOWNLOAD_CHECK_SH, downloadCheckError } from "../core/downloadCheck.ts";
 import { UpstreamError, ValidationError } from "../core/errors.ts";
 import type { ExecRequest, ExecSession } from "../core/types.ts";
 
@@ -51,7 +51,7 @@ export async function archiveIn(exec: Exec, dir: string, tar: Readable): Promise
 
 export async function archiveOut(exec: Exec, p: string): Promise<Readable> {
   validatePath("path", p);
-  // missing or unreadable: a 4xx now, not an archive that breaks off later (core/download-check.ts)
+  // missing or unreadable: a 4xx now, not an archive that breaks off later (core/downloadCheck.ts)
   const check = await exec({ command: ["sh", "-c", `p=$1\n${DOWNLOAD_CHECK_SH}`, "sbx-check", p] });
   check.stdout.resume();
   const [checkErr, checked] = await Promise.all([collect(check.stderr), check.result]);

@@ -24,7 +24,7 @@ import type {
 import { archiveIn, archiveOut } from "./archive.ts";
 import { detectCgroups, listSandboxKeys, removeRootIfEmpty } from "./cgroups.ts";
 import { execInSlot } from "./exec.ts";
-import { ensureHelperBinary } from "./helper-binary.ts";
+import { ensureHelperBinary } from "./helperBinary.ts";
 import { claimStateDir, findBwrap, hostEtc, hostTopLevel } from "./host.ts";
 import { ImageStore } from "./images.ts";
 import { followFile, readTail } from "./logs.ts";
@@ -42,9 +42,9 @@ import {
 import { cleanCgroups, recoverSlots } from "./recovery.ts";
 import { readSandboxResources } from "./resources.ts";
 import type { Slot, SlotEnv } from "./slot.ts";
-import { SlotTable } from "./slot-table.ts";
+import { SlotTable } from "./slotTable.ts";
 import { sandboxFor, specFromRecord } from "./specs.ts";
-import { WarmPool } from "./warm-pool.ts";
+import { WarmPool } from "./warmPool.ts";
 import { within } from "./within.ts";
 import { WorkspaceStore } from "./workspaces.ts";
 
@@ -68,7 +68,7 @@ export class LocalBackend implements Backend {
   private readonly images: ImageStore;
   private readonly workspaces: WorkspaceStore;
   private env?: SlotEnv;
-  /** every slot this process knows: warm, claimed, and dead-but-not-deleted ones (slot-table.ts) */
+  /** every slot this process knows: warm, claimed, and dead-but-not-deleted ones (slotTable.ts) */
   private readonly slots: SlotTable;
   private readonly pool: WarmPool<Slot>;
   private readonly catalog: ImageLookup;

@@ -4,7 +4,7 @@ import crypto from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { PassThrough } from "node:stream";
 import { CapacityError, UpstreamError, ValidationError } from "../core/errors.ts";
-import { DEFAULT_TERM } from "../core/exec-input.ts";
+import { DEFAULT_TERM } from "../core/execInput.ts";
 import type { Logger } from "../core/log.ts";
 import type { ExecRequest, ExecResult, ExecSession } from "../core/types.ts";
 import {

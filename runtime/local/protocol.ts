@@ -2,7 +2,7 @@
 // frames of type (1 byte) + length (4 bytes big endian) + payload.
 import net from "node:net";
 import { PassThrough, type Readable } from "node:stream";
-import { MAX_STDIN_FRAME, StdinFrames } from "./stdin-frames.ts";
+import { MAX_STDIN_FRAME, StdinFrames } from "./stdinFrames.ts";
 
 export interface HelperExecRequest {
   /** name of the per-command cgroup the helper creates: [a-z0-9-] */

@@ -8,8 +8,8 @@ import { type CgroupLayout, killCgroup, listSandboxKeys, removeCgroup, sandboxDi
 import { readRecords, writeRecord } from "./records.ts";
 import { planSlotRecovery, shouldProbeSlot } from "./recoveryPlan.ts";
 import type { Slot, SlotEnv } from "./slot.ts";
-import type { SlotTable } from "./slot-table.ts";
-import type { WarmPool } from "./warm-pool.ts";
+import type { SlotTable } from "./slotTable.ts";
+import type { WarmPool } from "./warmPool.ts";
 import type { WorkspaceStore } from "./workspaces.ts";
 
 export interface RecoveryDeps {

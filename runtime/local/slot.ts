@@ -1,5 +1,5 @@
 // One running local sandbox ("slot"): launch with bubblewrap, readiness, the watch connection
-// that tells us when it dies, and teardown. Policy (TTL, death, events) lives in slot-table.ts,
+// that tells us when it dies, and teardown. Policy (TTL, death, events) lives in slotTable.ts,
 // the pool and the verbs in backend.ts.
 import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
@@ -19,7 +19,7 @@ import { type LaunchEtc, planBwrapArgs } from "./launch.ts";
 import { type HostEtc, planSandboxEtc } from "./planEtc.ts";
 import { helperWatch } from "./protocol.ts";
 import { type SandboxRecord, type SlotPaths, slotPaths } from "./records.ts";
-import { StartGate } from "./start-gate.ts";
+import { StartGate } from "./startGate.ts";
 import type { WorkspaceStore } from "./workspaces.ts";
 
 export interface SlotEnv {

@@ -20,7 +20,7 @@ export interface ExecBody {
  * The request body (already shape-checked by the route's schema) as an ExecRequest, with stdin
  * decoded: its base64 padding and decoded size are checked here, since only this wire carries
  * stdin as base64. The command, env, cwd and timeout are checked once, by Manager.exec
- * (core/exec-input.ts). Everything refused is a 4xx naming the field.
+ * (core/execInput.ts). Everything refused is a 4xx naming the field.
  */
 export function execRequestFrom(body: ExecBody, stdinLimitBytes: number): ExecRequest {
   const req: ExecRequest = { command: body.command, env: body.env, cwd: body.cwd, timeoutMs: body.timeoutMs };

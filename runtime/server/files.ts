@@ -5,7 +5,7 @@
 import { pipeline, type Readable, Transform, type TransformCallback } from "node:stream";
 import type { FastifyReply } from "fastify";
 import { TooLargeError } from "../core/errors.ts";
-import { HeldTail } from "../core/held-tail.ts";
+import { HeldTail } from "../core/heldTail.ts";
 
 /** Trailer sent after a complete archive, and only then. */
 export const ARCHIVE_TRAILER = "sbx-archive";

@@ -2,7 +2,7 @@
 // document is built from the same objects, so the description cannot drift from the checks.
 
 import { HTTP_STATUS } from "../core/errors.ts";
-import { EXEC_LIMITS } from "../core/exec-input.ts";
+import { EXEC_LIMITS } from "../core/execInput.ts";
 import { LIMITS } from "../core/spec.ts";
 
 // Patterns the message builder (requestErrors.ts) turns into a fix instead of echoing the regex.

@@ -9,7 +9,7 @@ import type { Backend, LayerPathStats } from "../core/types.ts";
 import { parentDir, readSnapshotLayers } from "./manifest.ts";
 import type { OciClient } from "./oci.ts";
 import type { SnapshotInfo, SnapshotLayer } from "./record.ts";
-import { DropRootEntry } from "./tar-filter.ts";
+import { DropRootEntry } from "./tarFilter.ts";
 
 export interface LayerIo {
   backend: Pick<Backend, "getArchive" | "putArchive">;

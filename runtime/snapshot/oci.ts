@@ -1,13 +1,13 @@
 // A small OCI distribution client over node:http(s): streaming blob push and pull with
 // digests computed on the fly, manifest put/get/head/delete. No dependencies, constant
 // memory: a push holds at most two upload chunks (default 16 MiB each), a pull holds nothing.
-// The HTTP exchange itself (auth challenges, redirects, error mapping) is registry-http.ts.
+// The HTTP exchange itself (auth challenges, redirects, error mapping) is registryHttp.ts.
 import { createHash } from "node:crypto";
 import { finished, type Readable } from "node:stream";
 import { UpstreamError } from "../core/errors.ts";
 import type { RegistryAuth } from "./auth.ts";
 import { DigestMismatchError, sha256Digest, VerifyingStream } from "./digest.ts";
-import { RegistryHttp } from "./registry-http.ts";
+import { RegistryHttp } from "./registryHttp.ts";
 
 export const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 

@@ -12,9 +12,9 @@
 // The operations themselves are the Snapshotter's; the backend only lends its two-method
 // ComputeRelease capability.
 import { ConflictError } from "../core/errors.ts";
-import { KeyedQueue } from "../core/keyed-queue.ts";
+import { KeyedQueue } from "../core/keyedQueue.ts";
 import type { Logger } from "../core/log.ts";
-import { ProgressFanout } from "../core/progress-fanout.ts";
+import { ProgressFanout } from "../core/progressFanout.ts";
 import type {
   Backend,
   LayerPathStats,

@@ -34,7 +34,7 @@ import {
   toStoredSpec,
 } from "./record.ts";
 import { computeAlive, planRecovery, type RecoveryObserved, type RecoveryPlan } from "./recoveryPlan.ts";
-import { RegistrySnapshots } from "./registry-snapshots.ts";
+import { RegistrySnapshots } from "./registrySnapshots.ts";
 
 export const DEFAULT_WRITABLE_PATHS = ["/workspace", "/tmp"];
 
@@ -97,7 +97,7 @@ type OnProgress = (p: TransferProgress) => void;
 
 export class Snapshotter {
   private readonly io: LayerIo;
-  /** the registry side: push, read back, delete (registry-snapshots.ts) */
+  /** the registry side: push, read back, delete (registrySnapshots.ts) */
   private readonly snapshots: RegistrySnapshots;
 
   constructor(private readonly o: SnapshotterOptions) {

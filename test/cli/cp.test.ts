@@ -9,7 +9,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HELD_TAIL_BYTES } from "../../runtime/core/held-tail.ts";
+import { HELD_TAIL_BYTES } from "../../runtime/core/heldTail.ts";
 import {
   auth,
   createReadySandbox,

@@ -8,7 +8,7 @@ import { gunzipSync } from "node:zlib";
 import { expect, it } from "vitest";
 import { bundleRuntime, joinBundleParts } from "../../components/runtime/bundle.ts";
 import { EMBEDDED_HELPER_GLOBAL, embeddedHelper } from "../../runtime/k8s/channel/embedded.ts";
-import { HELPER_BINARY } from "../../runtime/local/helper-binary.ts";
+import { HELPER_BINARY } from "../../runtime/local/helperBinary.ts";
 
 const FIXTURE_ENTRY = fileURLToPath(new URL("./fixtures/entry.ts", import.meta.url));
 

@@ -11,8 +11,8 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureHelperBinary } from "../../runtime/local/helper-binary.ts";
-import { DropRootEntry } from "../../runtime/snapshot/tar-filter.ts";
+import { ensureHelperBinary } from "../../runtime/local/helperBinary.ts";
+import { DropRootEntry } from "../../runtime/snapshot/tarFilter.ts";
 import { startRegistry, type TestRegistry } from "../support/registry.ts";
 
 let helper: string;

@@ -7,7 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HELPER_STAMP_INPUTS, helperSourceDigest } from "../../runtime/local/helper-binary.ts";
+import { HELPER_STAMP_INPUTS, helperSourceDigest } from "../../runtime/local/helperBinary.ts";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 let root: string;

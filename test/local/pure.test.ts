@@ -4,7 +4,7 @@ import { detectCgroups } from "../../runtime/local/cgroups.ts";
 import { IN_SANDBOX, type LaunchPlan, planBwrapArgs } from "../../runtime/local/launch.ts";
 import { HOST_ETC_KEPT, type HostEtc, planSandboxEtc, wantedHostEtc } from "../../runtime/local/planEtc.ts";
 import { encodeRequest, FrameReader, frame } from "../../runtime/local/protocol.ts";
-import { WarmPool } from "../../runtime/local/warm-pool.ts";
+import { WarmPool } from "../../runtime/local/warmPool.ts";
 
 const v1 = `
 25 24 0:22 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755

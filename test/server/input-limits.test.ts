@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AUDIT_BOUNDS } from "../../runtime/core/audit.ts";
-import { EXEC_LIMITS } from "../../runtime/core/exec-input.ts";
+import { EXEC_LIMITS } from "../../runtime/core/execInput.ts";
 import { auth, createReadySandbox, type LocalRuntime, parseExecFrames, startLocalRuntime } from "../support/local.ts";
 
 let rt: LocalRuntime;

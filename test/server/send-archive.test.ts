@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import Fastify, { type FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HELD_TAIL_BYTES } from "../../runtime/core/held-tail.ts";
+import { HELD_TAIL_BYTES } from "../../runtime/core/heldTail.ts";
 import { sendArchive } from "../../runtime/server/files.ts";
 
 let work: string;

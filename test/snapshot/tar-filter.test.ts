@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterEach, beforeEach, expect, it } from "vitest";
-import { DropRootEntry } from "../../runtime/snapshot/tar-filter.ts";
+import { DropRootEntry } from "../../runtime/snapshot/tarFilter.ts";
 
 let dir: string;
 beforeEach(() => {

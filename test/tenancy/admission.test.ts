@@ -6,7 +6,7 @@ import { validateRuntimeConfig } from "../../runtime/config/schema.ts";
 import { resolveTenancy } from "../../runtime/config/tenancy.ts";
 import { Admission, admissionOptionsFor } from "../../runtime/core/admission.ts";
 import { CapacityError } from "../../runtime/core/errors.ts";
-import { resumeAdmission } from "../../runtime/core/resume-admission.ts";
+import { resumeAdmission } from "../../runtime/core/resumeAdmission.ts";
 import type { Sandbox } from "../../runtime/core/types.ts";
 
 const Mi = 2 ** 20;

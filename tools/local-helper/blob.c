@@ -8,7 +8,7 @@
 //       streams as the archive comes (chunked encoding; or, with --chunk-bytes N, one PATCH
 //       per N bytes with Content-Range, for registries that want parts), then PUT ?digest=.
 //       --tar-root drops the archive's entry for NAME itself and counts the others, as
-//       runtime/snapshot/tar-filter.ts DropRootEntry does. Prints
+//       runtime/snapshot/tarFilter.ts DropRootEntry does. Prints
 //       {"digest":"sha256:…","size":N,"entries":E} (entries -1 without --tar-root).
 //   blob pull --url <registry>/v2/<repo>/blobs/<digest> --digest D [--size N] [--auth-stdin]
 //             -- CMD ARGS...
@@ -496,7 +496,7 @@ static int wait_status(pid_t pid) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-// ---- the tar filter (runtime/snapshot/tar-filter.ts DropRootEntry, the same rules) ---------------
+// ---- the tar filter (runtime/snapshot/tarFilter.ts DropRootEntry, the same rules) ---------------
 
 struct chunker; // where the filter's output goes
 static void emit(struct chunker *k, const char *buf, size_t n);

@@ -5,7 +5,7 @@
 
 import { teamOfOwner } from "../../config/tenancy.ts";
 import { type AdmissionScope, holdsCapacity } from "../../core/admission.ts";
-import { type TeamScope, teamDim, teamLimitDims, teamLimitsFromDims } from "../../core/admission-teams.ts";
+import { type TeamScope, teamDim, teamLimitDims, teamLimitsFromDims } from "../../core/admissionTeams.ts";
 import type { TeamUse } from "../../core/decideTeamAdmission.ts";
 import type { Sandbox } from "../../core/types.ts";
 import type { KubernetesParts } from "../parts.ts";

@@ -4,10 +4,10 @@
 // keeps its old path as the fallback.
 import { type Duplex, PassThrough, type Readable } from "node:stream";
 import type { Clock } from "../../core/clock.ts";
-import { DEFAULT_TERM } from "../../core/exec-input.ts";
+import { DEFAULT_TERM } from "../../core/execInput.ts";
 import type { Logger } from "../../core/log.ts";
 import type { ExecRequest } from "../../core/types.ts";
-import { ensureHelperBinary } from "../../local/helper-binary.ts";
+import { ensureHelperBinary } from "../../local/helperBinary.ts";
 import type { RunInSandbox } from "../archive.ts";
 import { newExecId } from "../execKill.ts";
 import type { RunInPod } from "../podExec.ts";

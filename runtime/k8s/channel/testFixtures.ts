@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Clock } from "../../core/clock.ts";
-import { ensureHelperBinary } from "../../local/helper-binary.ts";
+import { ensureHelperBinary } from "../../local/helperBinary.ts";
 import { CommandChannel } from "./channel.ts";
 import { localChannelTransport } from "./localTransport.ts";
 

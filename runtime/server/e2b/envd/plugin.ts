@@ -5,7 +5,7 @@
 // 49983-<id>.<domain> host) and are authorised only by X-Access-Token (EnvdAccess).
 //
 // The Connect services run in @connectrpc/connect's router on connect-node's request/response
-// bridge (rpc-adapter.ts): these routes hand it the raw
+// bridge (rpcAdapter.ts): these routes hand it the raw
 // request and response (reply.hijack) after the access check, with the caller as a context value.
 import type { IncomingMessage } from "node:http";
 import { createContextValues } from "@connectrpc/connect";
@@ -15,24 +15,24 @@ import { DEFAULT_DRAIN, settleRefusedBody } from "../../requestBody.ts";
 import type { E2bDeps, EnvdCaller } from "../access.ts";
 import { accessTokenFrom, sandboxIdFrom } from "./caller.ts";
 import { CALLER, type EnvdServices } from "./context.ts";
-import { downloadFile, type FilesQuery, uploadFiles } from "./files-http.ts";
-import { filesystemService } from "./filesystem-service.ts";
+import { downloadFile, type FilesQuery, uploadFiles } from "./filesHttp.ts";
+import { filesystemService } from "./filesystemService.ts";
 import { Filesystem } from "./gen/filesystem/filesystem_pb.ts";
 import { Process } from "./gen/process/process_pb.ts";
-import { processService } from "./process-service.ts";
-import { ProcessTable } from "./process-table.ts";
+import { processService } from "./processService.ts";
+import { ProcessTable } from "./processTable.ts";
 import type { ProcessRegistry } from "./registry.ts";
-import { rpcAdapter } from "./rpc-adapter.ts";
+import { rpcAdapter } from "./rpcAdapter.ts";
 import { DEFAULT_WATCH_LIMITS, WatcherSlots, type WatchLimits } from "./watchers.ts";
 
 export interface EnvdOptions {
-  /** the process table; by default the sandbox's own registry where it has one, else this replica's (process-table.ts) */
+  /** the process table; by default the sandbox's own registry where it has one, else this replica's (processTable.ts) */
   registry?: ProcessRegistry;
   /** keepalive period of idle Start/Connect streams; the SDK asks for at least one per 50 s */
   keepaliveMs?: number;
   /** largest upload body (POST /files), bytes */
   uploadBytes?: number;
-  /** WatchDir's polling interval and per-owner bounds (watch-service.ts DEFAULT_WATCH_LIMITS) */
+  /** WatchDir's polling interval and per-owner bounds (watchService.ts DEFAULT_WATCH_LIMITS) */
   watch?: Partial<WatchLimits>;
 }
 

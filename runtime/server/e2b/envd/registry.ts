@@ -1,7 +1,7 @@
 // The table of running commands an E2B client addresses by pid: list, stdin, signal, and
 // re-attach (Connect) to their output. Two implementations behind one interface, chosen per
-// command by how it was started (process-table.ts):
-// - helper-registry.ts: the sandbox's own registry (Kubernetes over the helper daemon), so
+// command by how it was started (processTable.ts):
+// - helperRegistry.ts: the sandbox's own registry (Kubernetes over the helper daemon), so
 //   every replica, and a restarted one, finds the command; pids are the kernel's.
 // - MemoryProcessRegistry here: the local platform and the per-exec websocket path. Per replica
 //   and in memory: another replica does not see the command, a restart forgets the table (the

@@ -4,14 +4,14 @@
 // listings and turns the difference into the events the SDK's files.watchDir understands. The
 // polling runs inside the sandbox, on the sandbox's own CPU and pids limits, and costs the
 // control plane nothing while nothing changes. Pure here: the script, the listing parser and the
-// diff, so the rules are table-tested; watch-service.ts runs them.
+// diff, so the rules are table-tested; watchService.ts runs them.
 //
 // What polling cannot see: changes undone within one interval, and the order of changes within
 // one. A file created with content is a create then a write, as inotify reports it; a rename
 // within the watched tree (same inode, new name) is a rename of the old name then a create of
 // the new one, as envd (fsnotify) reports it.
 import { EventType } from "./gen/filesystem/filesystem_pb.ts";
-import { EXIT } from "./sandbox-command.ts";
+import { EXIT } from "./sandboxCommand.ts";
 
 /** type, inode, size, mtime (s.frac), mode (octal), path relative to the watched directory */
 const WATCH_FORMAT = "%y\\0%i\\0%s\\0%T@\\0%m\\0%P\\0";

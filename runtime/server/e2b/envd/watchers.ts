@@ -1,4 +1,4 @@
-// WatchDir's bounds and the count of open watchers per owner (watch-service.ts says what each
+// WatchDir's bounds and the count of open watchers per owner (watchService.ts says what each
 // bound does). Apart from the service so the shared context can hold them without a cycle.
 import { Code, ConnectError } from "@connectrpc/connect";
 

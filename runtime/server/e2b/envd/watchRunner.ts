@@ -1,13 +1,13 @@
-// The machinery shared by both forms of a directory watch (watch-service.ts): the in-sandbox
+// The machinery shared by both forms of a directory watch (watchService.ts): the in-sandbox
 // polling command of watch.ts started through the Manager's exec, its output turned into events
 // in a WatchState, and the stop that frees what a watcher costs (the command, the owner's place,
-// the watchdog). See watch-service.ts for the bounds.
+// the watchdog). See watchService.ts for the bounds.
 import { Code, ConnectError } from "@connectrpc/connect";
 import { NotFoundError, ValidationError } from "../../../core/errors.ts";
 import type { ExecSession } from "../../../core/types.ts";
 import type { EnvdCaller } from "../access.ts";
 import type { EnvdServices } from "./context.ts";
-import { EXIT } from "./sandbox-command.ts";
+import { EXIT } from "./sandboxCommand.ts";
 import { decideWatchEvents, type Listing, ListingReader, WATCH_SCRIPT, type WatchEvent } from "./watch.ts";
 import type { WatchLimits } from "./watchers.ts";
 

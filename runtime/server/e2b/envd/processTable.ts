@@ -7,7 +7,7 @@
 import type { Writable } from "node:stream";
 import type { ExecSession, Manager } from "../../../core/types.ts";
 import type { EnvdCaller } from "../access.ts";
-import { HelperProcessRegistry, type HelperRegistryOptions, isRegistered } from "./helper-registry.ts";
+import { HelperProcessRegistry, type HelperRegistryOptions, isRegistered } from "./helperRegistry.ts";
 import {
   MemoryProcessRegistry,
   type ProcessRegistry,

@@ -14,7 +14,7 @@ import type { EnvdCaller } from "../access.ts";
 import { resolveSandboxPath, validateUser } from "./caller.ts";
 import type { EnvdServices } from "./context.ts";
 import { boundaryOf, type FormPart, MultipartReader } from "./multipart.ts";
-import { EXIT, runScript, startScript } from "./sandbox-command.ts";
+import { EXIT, runScript, startScript } from "./sandboxCommand.ts";
 
 const READ = `
 if [ ! -e "$1" ]; then exit ${EXIT.missing}; fi

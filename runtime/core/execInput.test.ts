@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { boundAuditEntry } from "./audit.ts";
 import { describeValue, detailValue } from "./errors.ts";
-import { EXEC_LIMITS, type ExecInput, validateExecInput } from "./exec-input.ts";
+import { EXEC_LIMITS, type ExecInput, validateExecInput } from "./execInput.ts";
 
 const bytesOf = (argv: string[]) => argv.reduce((n, a) => n + Buffer.byteLength(a) + 1, 0);
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ProgressFanout } from "./progress-fanout.ts";
+import { ProgressFanout } from "./progressFanout.ts";
 import type { TransferProgress } from "./types.ts";
 
 describe("ProgressFanout", () => {

@@ -8,8 +8,8 @@ import { describe, expect, it } from "vitest";
 import { silentLogger } from "../../../core/log.ts";
 import type { ExecResult, ExecSession, Manager } from "../../../core/types.ts";
 import type { EnvdServices } from "./context.ts";
-import { downloadFile, firstOutcome } from "./files-http.ts";
-import { EXIT } from "./sandbox-command.ts";
+import { downloadFile, firstOutcome } from "./filesHttp.ts";
+import { EXIT } from "./sandboxCommand.ts";
 
 interface FakeSession extends ExecSession {
   stdout: PassThrough;

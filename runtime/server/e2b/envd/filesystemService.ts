@@ -1,4 +1,4 @@
-// filesystem.Filesystem through small commands in the sandbox (sandbox-command.ts): GNU find
+// filesystem.Filesystem through small commands in the sandbox (sandboxCommand.ts): GNU find
 // describes entries, mkdir/mv/rm change them, a polling loop watches a directory (watch.ts). Every image profile we ship has GNU findutils
 // and coreutils (the host's tools locally, Debian-based images on Kubernetes).
 import { posix } from "node:path";
@@ -9,9 +9,9 @@ import { resolveSandboxPath, userFromAuthorization, validateUser } from "./calle
 import { callerOf, type EnvdServices } from "./context.ts";
 import { type Entry, FIND_FORMAT, parseFindEntries } from "./entries.ts";
 import type { Filesystem } from "./gen/filesystem/filesystem_pb.ts";
-import { guarded, toConnectError } from "./rpc-errors.ts";
-import { type CommandOutput, EXIT, runScript } from "./sandbox-command.ts";
-import { PolledWatchers, watchDir } from "./watch-service.ts";
+import { guarded, toConnectError } from "./rpcErrors.ts";
+import { type CommandOutput, EXIT, runScript } from "./sandboxCommand.ts";
+import { PolledWatchers, watchDir } from "./watchService.ts";
 
 /** List $1 to depth $2 ($2 = 0: the entry itself). */
 const LIST = `

@@ -1,7 +1,7 @@
 // process.Process on top of the Manager's exec: Start runs `cmd args...` (the SDK sends
 // /bin/bash -l -c <command>) as an exec session, tracked in the ProcessRegistry so List,
 // SendInput, SendSignal, CloseStdin and Connect find it by pid (on Kubernetes from any replica:
-// the exec carries the label List reads back, label.ts and process-table.ts). The command outlives the
+// the exec carries the label List reads back, label.ts and processTable.ts). The command outlives the
 // request: a client that goes away only detaches; the command ends by itself, by kill, by its
 // timeout (Connect-Timeout-Ms, the SDK's timeoutMs, becomes the exec timeout), or with the
 // sandbox.
@@ -9,7 +9,7 @@ import { PassThrough } from "node:stream";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { ValidationError } from "../../../core/errors.ts";
-import { validateTerminalSize } from "../../../core/exec-input.ts";
+import { validateTerminalSize } from "../../../core/execInput.ts";
 import type { TerminalSize } from "../../../core/types.ts";
 import { resolveSandboxPath, userFromAuthorization, validateUser } from "./caller.ts";
 import { callerOf, type EnvdServices } from "./context.ts";
@@ -24,7 +24,7 @@ import {
 } from "./gen/process/process_pb.ts";
 import { encodeProcessLabel } from "./label.ts";
 import type { ProcessSelector, ProcessSpec, TrackedProcess } from "./registry.ts";
-import { guarded, toConnectError } from "./rpc-errors.ts";
+import { guarded, toConnectError } from "./rpcErrors.ts";
 
 /** the body of both StartResponse and ConnectResponse */
 type EventMessage = { event: MessageInitShape<typeof ProcessEventSchema> };

@@ -5,7 +5,7 @@
 import type { RuntimeConfig } from "../config/schema.ts";
 import type { ActivityTouches } from "./activity.ts";
 import type { Admission } from "./admission.ts";
-import type { AdmissionFollower } from "./admission-follow.ts";
+import type { AdmissionFollower } from "./admissionFollow.ts";
 import type { AuditOp } from "./audit.ts";
 import type { ImageCatalog } from "./catalog.ts";
 import type { Clock } from "./clock.ts";

@@ -1,4 +1,4 @@
-// The Connect services as a node (req, res) handler, on our own bridge (node-bridge.ts: less
+// The Connect services as a node (req, res) handler, on our own bridge (nodeBridge.ts: less
 // work per call than connect-node's). connect-node's
 // connectNodeAdapter does the same but reports a response it could not finish (the client went
 // away mid-stream, an everyday event for a long command) with console.error; here it goes to our
@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { Code, ConnectError, type ConnectRouter, type ContextValues, createConnectRouter } from "@connectrpc/connect";
 import { compressionGzip } from "@connectrpc/connect-node";
 import type { Logger } from "../../../core/log.ts";
-import { universalRequest, writeUniversalResponse } from "./node-bridge.ts";
+import { universalRequest, writeUniversalResponse } from "./nodeBridge.ts";
 
 export interface RpcAdapterOptions {
   routes: (router: ConnectRouter) => void;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ValidationError } from "./errors.ts";
-import { resolveMetadataUpdate } from "./metadata-update.ts";
+import { resolveMetadataUpdate } from "./metadataUpdate.ts";
 
 const many = (n: number, prefix = "k") =>
   Object.fromEntries(Array.from({ length: n }, (_, i) => [`${prefix}${i}`, "v"]));

@@ -1,7 +1,7 @@
 // Tenant paths reach these helpers on every download (Kubernetes) and on every missing-path
 // answer (both platforms): they must cost time linear in the path.
 import { describe, expect, it } from "vitest";
-import { downloadCheckError, PATH_MISSING_EXIT, withoutTrailingSlashes } from "./download-check.ts";
+import { downloadCheckError, PATH_MISSING_EXIT, withoutTrailingSlashes } from "./downloadCheck.ts";
 
 describe("withoutTrailingSlashes", () => {
   it.each([

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { KeyedQueue } from "./keyed-queue.ts";
+import { KeyedQueue } from "./keyedQueue.ts";
 
 function deferred(): { promise: Promise<void>; resolve: () => void; reject: (e: Error) => void } {
   let resolve!: () => void;

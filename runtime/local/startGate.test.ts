@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { StartGate } from "./start-gate.ts";
+import { StartGate } from "./startGate.ts";
 
 describe("StartGate", () => {
   it("lets `starting` in at once, queues `waiting` in order, refuses past that", async () => {

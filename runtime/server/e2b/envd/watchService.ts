@@ -1,4 +1,4 @@
-// filesystem.Filesystem's directory watches, both forms, on the machinery of watch-runner.ts:
+// filesystem.Filesystem's directory watches, both forms, on the machinery of watchRunner.ts:
 // WatchDir (the stream the JS SDK's files.watchDir reads: a start event once the watch is in
 // place, one message per filesystem event, keepalives while nothing happens) and the polled form,
 // CreateWatcher / GetWatcherEvents / RemoveWatcher (what clients without streams use: E2B's
@@ -20,7 +20,7 @@ import type { EnvdCaller } from "../access.ts";
 import type { EnvdServices } from "./context.ts";
 import type { WatchDirResponseSchema } from "./gen/filesystem/filesystem_pb.ts";
 import type { WatchEvent } from "./watch.ts";
-import { RunningWatch } from "./watch-runner.ts";
+import { RunningWatch } from "./watchRunner.ts";
 
 type WatchMessage = MessageInitShape<typeof WatchDirResponseSchema>;
 
