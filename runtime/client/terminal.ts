@@ -4,7 +4,6 @@
 // the exit frame), so `sbx shell` runs over the Manager seam in both of the CLI's modes. `ws` is
 // loaded at the first terminal, never at the CLI's start.
 import type { IncomingMessage } from "node:http";
-import { createRequire } from "node:module";
 import { PassThrough, type Readable } from "node:stream";
 import { SbxError, UpstreamError, ValidationError } from "../core/errors.ts";
 import { type ServerControl, terminalQuery } from "../core/terminal.ts";
@@ -44,7 +43,8 @@ export async function terminalExec(t: TerminalTarget, id: string, req: ExecReque
       req.timeoutMs,
       "a terminal has no timeout: leave it out and kill the session",
     );
-  const WebSocket = createRequire(import.meta.url)("ws") as WsConstructor;
+  // loaded when a terminal opens, not at every CLI start; a literal import, so bundles carry it
+  const WebSocket = (await import("isomorphic-ws")).default as unknown as WsConstructor;
   const query = terminalQuery({ size: req.pty, command: req.command, env: req.env, cwd: req.cwd });
   const url = `${t.server.replace(/^http/, "ws")}/v1/sandboxes/${encodeURIComponent(id)}/terminal?${query}`;
   const ws = new WebSocket(url, {

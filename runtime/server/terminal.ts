@@ -6,10 +6,10 @@
 // server's 'upgrade' event beside the port relay's (ports/service.ts): this listener takes the
 // terminal path, leaves what the relay claims to it, and answers 404 for every other path.
 import type { IncomingMessage } from "node:http";
-import { createRequire } from "node:module";
 import { type Duplex, PassThrough } from "node:stream";
 import { finished } from "node:stream/promises";
 import type { FastifyInstance } from "fastify";
+import WebSocket from "isomorphic-ws";
 import { type Authenticator, identify } from "../auth/identities.ts";
 import type { Clock } from "../core/clock.ts";
 import { CapacityError, HTTP_STATUS, SbxError, ValidationError } from "../core/errors.ts";
@@ -20,7 +20,12 @@ import { rawAnswer } from "./ports/forward.ts";
 import { errorBody } from "./requestErrors.ts";
 import type { RouteDef } from "./routes.ts";
 
-/** The few parts of the `ws` package used here (it ships no types, and @types/ws is not a dependency). */
+/**
+ * The few parts of the `ws` package used here (it ships no types, and @types/ws is not a dependency).
+ * Imported through isomorphic-ws (typed, and a literal import): esbuild then carries `ws` into the
+ * deployed runtime.mjs, which runs with no node_modules beside it; a createRequire("ws") it cannot
+ * see made the bundled manager exit at start (test/k8s/runtime/roles-bundle.test.ts).
+ */
 interface WsSocket {
   readonly readyState: number;
   send(data: Buffer | string, opts: { binary: boolean }, cb?: (err?: Error) => void): void;
@@ -88,10 +93,12 @@ export class TerminalService {
     opts: TerminalOptions = {},
   ) {
     this.o = { ...DEFAULT_TERMINAL_OPTIONS, ...opts };
-    const { WebSocketServer } = createRequire(import.meta.url)("ws") as {
-      WebSocketServer: new (o: { noServer: true; maxPayload: number; perMessageDeflate: false }) => WsServer;
-    };
-    this.wss = new WebSocketServer({ noServer: true, maxPayload: this.o.maxPayloadBytes, perMessageDeflate: false });
+    const Server = WebSocket.WebSocketServer as unknown as new (o: {
+      noServer: true;
+      maxPayload: number;
+      perMessageDeflate: false;
+    }) => WsServer;
+    this.wss = new Server({ noServer: true, maxPayload: this.o.maxPayloadBytes, perMessageDeflate: false });
   }
 
   register(app: FastifyInstance): void {
