@@ -6,8 +6,8 @@
 import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ValidationError } from "../../runtime/core/errors.ts";
-import type { ExecSession } from "../../runtime/core/types.ts";
 import { type LocalRuntime, startLocalRuntime } from "../support/local.ts";
+import { terminalScreen } from "../support/terminalScreen.ts";
 
 let rt: LocalRuntime;
 let id: string;
@@ -21,24 +21,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rt?.close();
 });
-
-/** A terminal session's screen so far, and a wait for text on it (generous: the machine is busy). */
-function screen(session: ExecSession) {
-  let text = "";
-  session.stdout.on("data", (c: Buffer) => (text += c.toString()));
-  return {
-    get text() {
-      return text;
-    },
-    async waitFor(re: RegExp, ms = 30_000): Promise<RegExpMatchArray> {
-      for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 20))) {
-        const m = text.match(re);
-        if (m) return m;
-      }
-      throw new Error(`no ${re} on the terminal within ${ms} ms; it shows ${JSON.stringify(text.slice(-500))}`);
-    },
-  };
-}
 
 /** How many processes in the sandbox have `pattern` (a grep pattern that does not match itself) in their command line. */
 async function running(pattern: string): Promise<number> {
@@ -54,7 +36,7 @@ async function running(pattern: string): Promise<number> {
 async function openPty(command: string[], size = { cols: 100, rows: 30 }) {
   const stdin = new PassThrough();
   const session = await rt.manager.exec("alice", id, { command, stdin, pty: size });
-  return { session, stdin, screen: screen(session) };
+  return { session, stdin, screen: terminalScreen(session.stdout) };
 }
 
 describe("a command on a pty", () => {

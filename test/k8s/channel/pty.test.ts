@@ -8,7 +8,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { PassThrough, type Readable } from "node:stream";
+import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../../runtime/config/schema.ts";
 import { systemClock } from "../../../runtime/core/clock.ts";
@@ -17,6 +17,7 @@ import type { ExecRequest, ExecSession } from "../../../runtime/core/types.ts";
 import { loadHelperBinary, openPodChannel } from "../../../runtime/k8s/channel/open.ts";
 import { podRunner } from "../../../runtime/k8s/podExec.ts";
 import type { KubernetesBackend } from "../../../runtime/kubernetes.ts";
+import { terminalScreen } from "../../support/terminalScreen.ts";
 import { startTestBackend, type TestBackend, testSandboxSpec } from "../runtime/support.ts";
 
 /** the daemon's sources before terminals (the commit that merged local ptys): what older pods run */
@@ -37,30 +38,12 @@ afterAll(async () => {
   await t?.close();
 });
 
-/** A terminal session's screen so far, and a wait for text on it (generous: the machine is busy). */
-function screen(out: Readable) {
-  let text = "";
-  out.on("data", (c: Buffer) => (text += c.toString()));
-  return {
-    get text() {
-      return text;
-    },
-    async waitFor(re: RegExp, ms = 30_000): Promise<RegExpMatchArray> {
-      for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 20))) {
-        const m = text.match(re);
-        if (m) return m;
-      }
-      throw new Error(`no ${re} on the terminal within ${ms} ms; it shows ${JSON.stringify(text.slice(-500))}`);
-    },
-  };
-}
-
 async function openPty(command: string[], extra: Partial<ExecRequest> = {}, id = "pty-1") {
   const stdin = new PassThrough();
   const session = await backend.exec(id, { command, stdin, pty: { cols: 100, rows: 30 }, ...extra });
   let stderr = "";
   session.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-  return { session, stdin, screen: screen(session.stdout), stderr: () => stderr };
+  return { session, stdin, screen: terminalScreen(session.stdout), stderr: () => stderr };
 }
 
 async function output(command: string[]): Promise<string> {
@@ -149,7 +132,7 @@ describe("a command on a pty on Kubernetes", () => {
     const input = new PassThrough();
     const again = (await backend.commands!.attach("pty-1", commandId, input))!;
     expect(await firstReader).toContain("attached by another reader");
-    const seen = screen(again.stdout);
+    const seen = terminalScreen(again.stdout);
     await seen.waitFor(/first-2/); // the ring replays what came before the attach
     input.write("echo again-$((2+3))\n");
     await seen.waitFor(/again-5/);
