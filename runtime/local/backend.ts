@@ -1,5 +1,8 @@
 // The local Backend: real Linux sandboxes on this machine (bubblewrap + cgroups + a tiny helper
 // as each sandbox's PID 1). See docs/local-backend.md for the isolation model and its limits.
+// Over 400 lines (415): one class with exactly Backend's members, each a short call into the part
+// that does the work; readResources (issue 32) tipped it over. Next to split out: its body, into
+// resources.ts beside the cgroup reader it calls.
 import fs from "node:fs";
 import path from "node:path";
 import { type Duplex, Readable } from "node:stream";

@@ -19,9 +19,8 @@
 // bounded (a dead connection would otherwise hold the loop for minutes), and a create that finds
 // the replica fenced only because a renewal is late can wait for the round (awaitRenewal).
 // Over 400 lines: the loop, the round and the write are one piece of state (the local limit,
-// the last write sent, the round in flight) that a split would pass back and forth.
-// Over 400 lines for now: the shares loop, liveness and reconcile read one Lease document in one
-// place; the pure sizing already lives in sharePlan.ts and shareEntries.ts.
+// the last write sent, the round in flight) that a split would pass back and forth; the pure
+// sizing already lives in sharePlan.ts and shareEntries.ts.
 import type { CoordinationV1Api, V1Lease } from "@kubernetes/client-node";
 import type { Clock } from "../../core/clock.ts";
 import type { Logger } from "../../core/log.ts";
