@@ -7,7 +7,7 @@
 // budget" hold without locks.
 import type { TenancyConfig } from "../config/tenancy.ts";
 import { TeamAdmission, type TeamScope, type TeamUsage, useDims } from "./admissionTeams.ts";
-import type { TeamAdmitDecision } from "./decideTeamAdmission.ts";
+import type { TeamAdmitDecision, Vec } from "./decideTeamAdmission.ts";
 import { CapacityError } from "./errors.ts";
 import { formatCpu, formatMemory } from "./quantity.ts";
 import { type Sandbox, TERMINAL_PHASES } from "./types.ts";
@@ -80,8 +80,11 @@ export interface AdmissionScope {
   limit(): Budget;
   /** whether a live sandbox found on the substrate was admitted by this replica */
   counts(id: string): boolean;
-  /** called once by the Admission it scopes: the scope sizes its share by what is used */
-  attach?(used: () => Budget): void;
+  /**
+   * called once by the Admission it scopes: the scope sizes its share by what is used, and never
+   * below that plus `kept`, the room a share holds for other teams' unused guarantees
+   */
+  attach?(used: () => Budget, kept?: (share: Budget) => Vec): void;
   stats?(): SharedBudgetStats;
   /** true while the share cannot be trusted (not renewed): rejects say so instead of naming the share */
   fenced?(): boolean;
@@ -125,11 +128,14 @@ export class Admission {
       if (opts.scope?.teams) this.teams.scope = opts.scope.teams;
     }
     const teams = this.teams;
-    this.scope?.attach?.(() => ({
-      cpuMillis: this.usedCpu,
-      memoryBytes: this.usedMemory,
-      ...(teams ? { dims: useDims(teams.usedHere()) } : {}),
-    }));
+    this.scope?.attach?.(
+      () => ({
+        cpuMillis: this.usedCpu,
+        memoryBytes: this.usedMemory,
+        ...(teams ? { dims: useDims(teams.usedHere()) } : {}),
+      }),
+      teams ? (share) => teams.kept({ limit: share, total: this.budget }) : undefined,
+    );
   }
 
   /**

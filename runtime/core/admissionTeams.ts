@@ -25,6 +25,9 @@ import {
 } from "./decideTeamAdmission.ts";
 
 /** What a shared budget tells the team half (absent: one replica, the whole of every limit). */
+/** No team can be named this (TEAM_NAME_RE): the requester of kept(), whose own guarantee is none. */
+const NO_TEAM = "";
+
 export interface TeamScope {
   /** this replica's part of the team's hard limits; undefined: the whole configured limits */
   teamLimits?(team: string): TeamLimitVec | undefined;
@@ -203,6 +206,14 @@ export class TeamAdmission {
     if (fromScope) return fromScope;
     const l = this.tenancy.teams[team]?.limits ?? {};
     return { sandboxes: l.sandboxes, cpuMillis: l.cpuMillis, memoryBytes: l.memoryBytes };
+  }
+
+  /**
+   * The room kept here for every team's unused guarantee (what a create of a team with none
+   * is refused into): the budget shares never move it to another replica (sharePlan.ts).
+   */
+  kept(g: { limit: Vec; total: Vec }): Vec {
+    return this.reserveFor(NO_TEAM, g);
   }
 
   private reserveFor(team: string, g: { limit: Vec; total: Vec }): Vec {

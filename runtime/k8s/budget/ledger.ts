@@ -114,6 +114,8 @@ export class ShareLedger {
     abandoned: 0,
   };
   private usedOf: () => ShareVec;
+  /** the room admission keeps for other teams' unused guarantees: the share never shrinks below used plus it */
+  private keptOf: (share: ShareVec) => { cpuMillis: number; memoryBytes: number } = () => ZERO;
   /** replicas the round being written retires or removes (for the log and stats once it lands) */
   private pendingDead: string[] = [];
   private pendingRetired: string[] = [];
@@ -146,8 +148,9 @@ export class ShareLedger {
     this.renewalWaitMs = Math.min(o.renewalWaitMs ?? RENEWAL_WAIT_MS, Math.floor(this.phaseMs / 2));
   }
 
-  bindUsed(used: () => ShareVec): void {
+  bindUsed(used: () => ShareVec, kept?: (share: ShareVec) => { cpuMillis: number; memoryBytes: number }): void {
     this.usedOf = used;
+    if (kept) this.keptOf = kept;
   }
 
   /** What admission may hold now: the written share, or nothing once fenced. */
@@ -394,6 +397,7 @@ export class ShareLedger {
       doc,
       orphans,
       used,
+      kept: this.keptOf(doc.replicas[me]?.share ?? ZERO),
       headroom: this.o.headroom(live.size),
     });
     const cur = doc.replicas[me];

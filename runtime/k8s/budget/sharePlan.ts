@@ -60,6 +60,13 @@ export interface ShareInput {
   orphans: ShareVec;
   /** what this replica's admission holds now */
   used: ShareVec;
+  /**
+   * Free room this replica must keep for other teams' unused guarantees (decideReserve): it never
+   * gives that away. A share moved from a replica whose room backs a guarantee to one whose part
+   * of it is already used would turn that room into slack for the other teams, and the
+   * guaranteed team would find the budget full (test/k8s/tenancy/teams.test.ts saw 197 of 200).
+   */
+  kept?: { cpuMillis: number; memoryBytes: number };
   /** the free room a replica keeps ahead of its used, so it admits while a move is under way */
   headroom: ShareVec;
   /** this replica admitted since its last round: it keeps its fair part even when others want */
@@ -94,7 +101,8 @@ export function decideShare(i: ShareInput): ShareDecision {
     const fair = Math.floor(avail / (others.length + 1));
     const othersHold = entries.reduce((sum, [, e]) => sum + e.share[d], 0);
     const room = avail - othersHold - current[d];
-    const used = i.used[d];
+    // what may not be given away: the admitted sandboxes and the room kept for guarantees
+    const used = i.used[d] + (i.kept?.[d] ?? 0);
     const need = used + i.headroom[d];
     const keep = i.active ? fair : Math.min(need, fair);
     const desired = othersWant ? Math.max(used, keep) : Math.max(need, fair);

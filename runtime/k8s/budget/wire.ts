@@ -65,7 +65,7 @@ export function createBudgetShares(
     scope: {
       limit: () => ledger.limit(),
       counts: (id) => admittedBy(id) === identity,
-      attach: (used) => ledger.bindUsed(used),
+      attach: (used, kept) => ledger.bindUsed(used, kept),
       fenced: () => ledger.fenced(),
       awaitRenewal: () => ledger.awaitRenewal(),
       ...(tenancy
