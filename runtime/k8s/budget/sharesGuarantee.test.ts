@@ -68,7 +68,10 @@ function run(keepRoom: boolean, bAt: (step: number) => number): { a: number; b: 
         }
       // A, three creates a round on every replica, each past the room kept for B
       for (let k = 0; k < 3; k++) if (r.a + r.b + 1 + reserveOn(r, rs, share) <= share) r.a++;
-      worstA = Math.max(worstA, rs.reduce((s, x) => s + x.a, 0));
+      worstA = Math.max(
+        worstA,
+        rs.reduce((s, x) => s + x.a, 0),
+      );
     });
   }
   return { a: rs.reduce((s, x) => s + x.a, 0), b: rs.reduce((s, x) => s + x.b, 0), worstA };
