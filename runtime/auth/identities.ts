@@ -46,6 +46,8 @@ export class Identities implements Authenticator {
     private readonly statics: { authenticate(token: string | undefined): string | undefined },
     readonly issuers: IssuerVerifier[],
     private readonly logger: Logger,
+    /** the configured teams, when teams are: a token naming another one is refused (unknown_team) */
+    private readonly teams?: ReadonlySet<string>,
   ) {
     this.byIssuer = new Map(issuers.map((v) => [v.config.issuer, v]));
   }
@@ -55,13 +57,19 @@ export class Identities implements Authenticator {
     return this.statics.authenticate(token);
   }
 
+  private knownTeam(identity: Identity, issuer: string): Identity {
+    if (identity.team !== undefined && this.teams && !this.teams.has(identity.team))
+      throw unknownTeam(identity.team, issuer, this.teams);
+    return identity;
+  }
+
   async identify(token: string | undefined): Promise<Identity> {
     if (typeof token !== "string" || token.length === 0) throw new UnauthenticatedError();
     const jwt = looksLikeJwt(token) ? decodeQuietly(token) : undefined;
     const verifier = jwt ? this.byIssuer.get(jwt.payload.iss as string) : undefined;
     if (jwt && verifier) {
       try {
-        return await verifier.verify(jwt);
+        return this.knownTeam(await verifier.verify(jwt), verifier.name);
       } catch (err) {
         if (err instanceof TokenRejectedError)
           this.logger.debug({ op: "auth", issuer: verifier.name, reason: err.reason }, "token refused");
@@ -86,6 +94,17 @@ export class Identities implements Authenticator {
   }
 }
 
+/**
+ * With teams configured, a token whose team claim names none of them is refused: counting it
+ * against the default team would let a misspelt or unmapped group escape its quotas unnoticed.
+ */
+function unknownTeam(team: string, issuer: string, teams: ReadonlySet<string>): TokenRejectedError {
+  return new TokenRejectedError(
+    "unknown_team",
+    `the team claim of issuer ${issuer} names team ${JSON.stringify(team)}, which config.tenancy.teams does not define (defined: ${[...teams].join(", ") || "none"}); add the team, or change the issuer's team mapping`,
+  );
+}
+
 function decodeQuietly(token: string): DecodedJwt | undefined {
   try {
     return decodeJwt(token);
@@ -96,12 +115,14 @@ function decodeQuietly(token: string): DecodedJwt | undefined {
 
 /** The service's authenticator from config: the tokens file plus config.auth.issuers. */
 export function buildIdentities(
-  config: Pick<RuntimeConfig, "auth">,
+  config: Pick<RuntimeConfig, "auth"> & Partial<Pick<RuntimeConfig, "tenancy">>,
   statics: { authenticate(token: string | undefined): string | undefined },
   deps: IssuerDeps,
 ): Identities {
   const issuers = config.auth.issuers.map(
     (cfg, i) => new IssuerVerifier({ ...cfg, audiences: cfg.audiences ?? [] }, deps, `config.auth.issuers.${i}`),
   );
-  return new Identities(statics, issuers, deps.logger);
+  const t = config.tenancy;
+  const teams = t?.enabled ? new Set([...Object.keys(t.teams), t.defaultTeam]) : undefined;
+  return new Identities(statics, issuers, deps.logger, teams);
 }

@@ -18,6 +18,7 @@ export type RejectReason =
   | "not_yet_valid"
   | "wrong_audience"
   | "missing_claim"
+  | "unknown_team"
   | "issuer_unavailable";
 
 /** A 401 that names the failed check; the token itself is never in it. */

@@ -102,6 +102,26 @@ export function teamOfOwner(t: TenancyConfig, owner: string): string {
   return Object.hasOwn(t.teamOf, owner) ? t.teamOf[owner] : t.defaultTeam;
 }
 
+/** Metadata keys under this prefix are the service's tenancy state: no caller sets or sees them. */
+export const TENANCY_METADATA_PREFIX = "sbx.tenancy.";
+/**
+ * Stamped on a sandbox at create when the caller's token named a configured team (a JWT's team
+ * claim, docs/identity.md): the team it counts against wherever it is counted, on every replica
+ * and after restarts, without the token.
+ */
+export const TEAM_METADATA_KEY = `${TENANCY_METADATA_PREFIX}team`;
+
+/** The team a sandbox counts against: the one stamped at its create, else its owner's. */
+export function teamOfSandbox(t: TenancyConfig, s: { owner?: string; metadata?: Record<string, string> }): string {
+  const stamped = s.metadata?.[TEAM_METADATA_KEY];
+  return stamped !== undefined && Object.hasOwn(t.teams, stamped) ? stamped : teamOfOwner(t, s.owner ?? "");
+}
+
+/** A caller's team: the team its token named when that team is configured, else its owner's. */
+export function teamOfCaller(t: TenancyConfig, owner: string, claimed: string | undefined): string {
+  return claimed !== undefined && Object.hasOwn(t.teams, claimed) ? claimed : teamOfOwner(t, owner);
+}
+
 /**
  * Exact numbers from the parsed section, or a ValidationError naming the key: a quantity that
  * does not parse, an owner in two teams, two teams of one name, or guarantees that sum past the

@@ -102,6 +102,8 @@ export interface AdmissionRequest {
   id: string;
   size: { name?: string; cpuRequestMillis: number; memoryRequestBytes: number };
   owner?: string;
+  /** its metadata: the team stamped at create (TEAM_METADATA_KEY) wins over the owner's */
+  metadata?: Record<string, string>;
 }
 
 export class Admission {
@@ -199,7 +201,7 @@ export class Admission {
   /** The team path: one decision (decideTeamAdmission.ts), then the reservation as usual. */
   private admitForTeam(req: AdmissionRequest, lim: Budget): Reservation {
     const teams = this.teams!;
-    const team = teams.teamOf(req.owner);
+    const team = teams.teamOf(req);
     const request = { cpuMillis: req.size.cpuRequestMillis, memoryBytes: req.size.memoryRequestBytes };
     const used = { cpuMillis: this.usedCpu, memoryBytes: this.usedMemory };
     const d = teams.decide(team, request, { limit: lim, used, total: this.budget });
@@ -279,11 +281,16 @@ export class Admission {
    * created by another replica). Never rejects: it already runs, so the budget must show it
    * even when that puts usage over the budget (new creates are then rejected until it drops).
    */
-  adopt(s: Pick<Sandbox, "id" | "phase" | "cpuRequestMillis" | "memoryRequestBytes"> & { owner?: string }): boolean {
+  adopt(
+    s: Pick<Sandbox, "id" | "phase" | "cpuRequestMillis" | "memoryRequestBytes"> & {
+      owner?: string;
+      metadata?: Record<string, string>;
+    },
+  ): boolean {
     if (this.reservations.has(s.id) || !holdsCapacity(s.phase)) return false;
     // another replica's sandbox counts against that replica's share, not ours
     if (this.scope && !this.scope.counts(s.id)) return false;
-    this.add(s.id, s.cpuRequestMillis, s.memoryRequestBytes, this.teams?.teamOf(s.owner));
+    this.add(s.id, s.cpuRequestMillis, s.memoryRequestBytes, this.teams?.teamOf(s));
     return true;
   }
 

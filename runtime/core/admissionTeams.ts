@@ -8,7 +8,7 @@
 // team's bucket here refills at its rate divided by the live replicas, so together they admit
 // no faster than the team's rate.
 import type { TeamLimits, TenancyConfig } from "../config/tenancy.ts";
-import { teamOfOwner } from "../config/tenancy.ts";
+import { teamOfSandbox } from "../config/tenancy.ts";
 import {
   type Bucket,
   type BucketRate,
@@ -114,8 +114,8 @@ export class TeamAdmission {
     for (const t of Object.values(tenancy.teams)) if (t.guarantee) this.guarantees[t.name] = t.guarantee;
   }
 
-  teamOf(owner: string | undefined): string {
-    return teamOfOwner(this.tenancy, owner ?? "");
+  teamOf(s: { owner?: string; metadata?: Record<string, string> }): string {
+    return teamOfSandbox(this.tenancy, s);
   }
 
   /** The decision for one create of `team`; on admit the team's token is taken. */

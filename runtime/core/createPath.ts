@@ -3,6 +3,7 @@
 // (audit, metrics, log). Its own file because it is the one verb with a life of its own: the
 // creates in flight are state the reaper and the admission rebuild must see (inFlight()).
 import type { RuntimeConfig } from "../config/schema.ts";
+import { TEAM_METADATA_KEY, type TenancyConfig } from "../config/tenancy.ts";
 import type { ActivityTouches } from "./activity.ts";
 import type { Admission } from "./admission.ts";
 import type { AdmissionFollower } from "./admissionFollow.ts";
@@ -55,6 +56,7 @@ export class CreatePath {
     let spec: SandboxSpec;
     try {
       spec = resolveSpec(req, this.d.config, (p) => this.d.catalog.resolve(p), this.d.clock.now());
+      stampTeam(spec, req.team, this.d.config.tenancy);
     } catch (err) {
       this.d.audit("create", String(req.owner), undefined, err);
       throw err;
@@ -171,4 +173,13 @@ export class CreatePath {
 function sameOwner(s: Sandbox, owner: string): Sandbox {
   if (s.owner !== owner) throw new NotFoundError("sandbox", s.id);
   return s;
+}
+
+/**
+ * A create whose token named a configured team counts against that team wherever the sandbox is
+ * counted (docs/tenancy.md): the team goes on the sandbox, under a key no caller may set.
+ */
+function stampTeam(spec: SandboxSpec, team: string | undefined, tenancy: TenancyConfig | undefined): void {
+  if (team === undefined || !tenancy?.enabled || !Object.hasOwn(tenancy.teams, team)) return;
+  spec.metadata = { ...spec.metadata, [TEAM_METADATA_KEY]: team };
 }

@@ -28,12 +28,12 @@ export function decidePausedQuota(limits: TeamLimits, held: PausedUse, adding: n
 /** What the team holds paused, this sandbox left out (a re-pause replaces its own snapshot). */
 export function pausedUseOf(
   snapshots: readonly PausedSnapshot[],
-  inTeam: (owner: string) => boolean,
+  inTeam: (s: PausedSnapshot) => boolean,
   except: string,
 ): PausedUse {
   const use: PausedUse = { sandboxes: 0, bytes: 0 };
   for (const s of snapshots) {
-    if (s.id === except || !inTeam(s.owner)) continue;
+    if (s.id === except || !inTeam(s)) continue;
     use.sandboxes += 1;
     use.bytes += s.sizeBytes;
   }

@@ -322,8 +322,8 @@ export class SandboxManager implements Manager {
   }
 
   /** GET /v1/usage: the caller's team's use against its limits (every team for tenancy.admins). */
-  usage(owner: string): UsageReport {
-    return reportUsage(owner, this.deps.config.tenancy, this.admission.usage(), this.lastList);
+  usage(owner: string, team?: string): UsageReport {
+    return reportUsage(owner, this.deps.config.tenancy, this.admission.usage(), this.lastList, team);
   }
 
   /**
@@ -429,7 +429,9 @@ export class SandboxManager implements Manager {
     return this.audited("pause", owner, id, async () => {
       const pr = await this.pauseResume(owner, id, "pause");
       let s: Sandbox | undefined;
-      const quota = pauseQuota(id, owner, {
+      // its team (stamped at create, else its owner's); before() below still answers a missing one
+      const known = await this.owned(owner, id, { touch: false }).catch(() => undefined);
+      const quota = pauseQuota(known ?? { id, owner }, {
         tenancy: this.deps.config.tenancy,
         pausedSnapshots: async () => (await pr.pausedSnapshots?.()) ?? [],
         retryAfterSeconds: this.admission.retryAfterSeconds,

@@ -5,7 +5,7 @@
 // see the others' records from "pausing" on, so they overshoot by at most the ones that started
 // in the same instant: the cost of not holding a team-wide lock across a snapshot's upload.
 import type { TenancyConfig } from "../config/tenancy.ts";
-import { teamOfOwner } from "../config/tenancy.ts";
+import { teamOfSandbox } from "../config/tenancy.ts";
 import { decidePausedQuota, hasPausedLimits, type PausedLimit, pausedUseOf } from "./decidePausedQuota.ts";
 import { CapacityError } from "./errors.ts";
 import { formatMemory } from "./quantity.ts";
@@ -21,15 +21,19 @@ export interface PauseQuotaOptions {
   retryAfterSeconds: number;
 }
 
-/** The hooks to add to a pause of `id` owned by `owner`; none when its team has no paused limit. */
-export function pauseQuota(id: string, owner: string, o: PauseQuotaOptions): Partial<TransitionHooks> {
+/** The hooks to add to a pause of sandbox `s`; none when its team has no paused limit. */
+export function pauseQuota(
+  s: { id: string; owner: string; metadata?: Record<string, string> },
+  o: PauseQuotaOptions,
+): Partial<TransitionHooks> {
   const t = o.tenancy;
   if (!t?.enabled) return {};
-  const team = teamOfOwner(t, owner);
+  const id = s.id;
+  const team = teamOfSandbox(t, s);
   const limits = t.teams[team]?.limits;
   if (!limits || !hasPausedLimits(limits)) return {};
   const check = async (adding: number) => {
-    const held = pausedUseOf(await o.pausedSnapshots(), (x) => teamOfOwner(t, x) === team, id);
+    const held = pausedUseOf(await o.pausedSnapshots(), (x) => teamOfSandbox(t, x) === team, id);
     const over = decidePausedQuota(limits, held, adding);
     if (over.length === 0) return;
     const what = over.map((k: PausedLimit) =>

@@ -500,6 +500,8 @@ export interface PauseResumeService extends SandboxView {
 export interface PausedSnapshot {
   id: string;
   owner: string;
+  /** its metadata's stamped team (TEAM_METADATA_KEY), when its create's token named one */
+  metadata?: Record<string, string>;
   /** bytes of its snapshot; 0 while its first pause is still writing it */
   sizeBytes: number;
 }
@@ -515,6 +517,8 @@ export interface CreateRequest {
   metadata?: Record<string, string>;
   /** automatic pause/wake policy (needs snapshots configured) */
   autoPause?: AutoPauseDocument;
+  /** the team the caller's token named (a JWT's team claim): set by the service from the identity, never from a body */
+  team?: string;
 }
 
 export interface ListFilter {

@@ -3,7 +3,7 @@
 // own team; an owner listed in tenancy.admins sees every team. Pure: it reads Admission's counts
 // and the last listing the Manager already holds, so a request costs no call to the substrate.
 import type { TeamLimits, TenancyConfig } from "../config/tenancy.ts";
-import { teamOfOwner } from "../config/tenancy.ts";
+import { teamOfCaller, teamOfSandbox } from "../config/tenancy.ts";
 import type { AdmissionUsage } from "./admission.ts";
 import type { Sandbox } from "./types.ts";
 
@@ -35,13 +35,15 @@ export function reportUsage(
   tenancy: TenancyConfig | undefined,
   admission: AdmissionUsage,
   listed: readonly Sandbox[],
+  /** the team the caller's token named (a JWT's claim) */
+  claimedTeam?: string,
 ): UsageReport {
-  const team = tenancy ? teamOfOwner(tenancy, owner) : "default";
+  const team = tenancy ? teamOfCaller(tenancy, owner, claimedTeam) : "default";
   const admin = !!tenancy?.admins.includes(owner);
   const paused = new Map<string, number>();
   for (const s of listed) {
     if (s.phase !== "Paused") continue;
-    const t = tenancy ? teamOfOwner(tenancy, s.owner) : "default";
+    const t = tenancy ? teamOfSandbox(tenancy, s) : "default";
     paused.set(t, (paused.get(t) ?? 0) + 1);
   }
   if (!admission.teams) {

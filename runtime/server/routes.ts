@@ -107,7 +107,7 @@ export const sandboxRoutes: RouteDef[] = [
     handler: async ({ manager }, req, reply) => {
       const body = (req.body ?? {}) as Omit<CreateRequest, "owner">;
       refuseReserved(body.metadata);
-      const s = await manager.create({ ...body, owner: owner(req) } as CreateRequest);
+      const s = await manager.create({ ...body, owner: owner(req), team: req.identity?.team } as CreateRequest);
       return reply.code(201).send(visible(s));
     },
   },

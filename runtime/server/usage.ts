@@ -42,7 +42,7 @@ export const usageSchema = {
 
 /** The Manager's usage report, when it has one (the SandboxManager does). */
 interface UsageSource {
-  usage?(owner: string): UsageReport;
+  usage?(owner: string, team?: string): UsageReport;
 }
 
 export const usageRoutes: RouteDef[] = [
@@ -57,7 +57,7 @@ export const usageRoutes: RouteDef[] = [
     handler: async ({ manager }, req: FastifyRequest) => {
       const m = manager as UsageSource;
       if (!m.usage) return { team: "default", admin: false, teams: [] } satisfies UsageReport;
-      return m.usage(req.owner);
+      return m.usage(req.owner, req.identity?.team);
     },
   },
 ];

@@ -11,6 +11,7 @@
 //     what the backend reports).
 // The operations themselves are the Snapshotter's; the backend only lends its two-method
 // ComputeRelease capability.
+import { TEAM_METADATA_KEY } from "../config/tenancy.ts";
 import { ConflictError } from "../core/errors.ts";
 import { KeyedQueue } from "../core/keyedQueue.ts";
 import type { Logger } from "../core/log.ts";
@@ -92,7 +93,14 @@ export class PauseResume implements PauseResumeService, SandboxView {
   async pausedSnapshots(): Promise<PausedSnapshot[]> {
     return (await this.o.snapshotter.records())
       .filter((r) => r.state !== "running")
-      .map((r) => ({ id: r.id, owner: r.owner, sizeBytes: r.snapshot?.sizeBytes ?? 0 }));
+      .map((r) => ({
+        id: r.id,
+        owner: r.owner,
+        ...(r.spec.metadata[TEAM_METADATA_KEY] !== undefined
+          ? { metadata: { [TEAM_METADATA_KEY]: r.spec.metadata[TEAM_METADATA_KEY] } }
+          : {}),
+        sizeBytes: r.snapshot?.sizeBytes ?? 0,
+      }));
   }
 
   /** Idempotent: pausing a paused sandbox resolves with its record; a call queued behind a pause finds it done. */

@@ -18,8 +18,13 @@ export interface AuthApp {
   close(): Promise<void>;
 }
 
-export async function startAuthApp(issuers: unknown[], timing: Partial<KeyTiming> = {}): Promise<AuthApp> {
-  const config = validateRuntimeConfig({ auth: { issuers } });
+/** `runtime`: more of the runtime's config (budget, tenancy), for the issuers and the runtime alike. */
+export async function startAuthApp(
+  issuers: unknown[],
+  timing: Partial<KeyTiming> = {},
+  runtime: Record<string, unknown> = {},
+): Promise<AuthApp> {
+  const config = validateRuntimeConfig({ ...runtime, auth: { issuers } });
   const clock = { ms: Date.now() };
   const { logger, lines } = captureLogger();
   const identities = buildIdentities(config, testTokens(), {
@@ -27,7 +32,7 @@ export async function startAuthApp(issuers: unknown[], timing: Partial<KeyTiming
     logger: logger as Logger,
     timing,
   });
-  const rt = await startLocalRuntime();
+  const rt = await startLocalRuntime(runtime);
   const app = buildApp({ manager: rt.manager, tokens: identities, logger: logger as Logger });
   await app.ready();
   return {

@@ -236,7 +236,7 @@ describe("property: never over, per team and globally; a guarantee is always rea
         const owner = owners[Math.floor(r() * owners.length)];
         const size = sizes[Math.floor(r() * sizes.length)];
         const id = `s${step}`;
-        const team = adm.teams!.teamOf(owner);
+        const team = adm.teams!.teamOf({ owner });
         const before = adm.teams!.usage(team)[0].used;
         try {
           adm.admit({ id, owner, size });

@@ -34,7 +34,7 @@ describe("decidePausedQuota", () => {
       { id: "2", owner: "alice", sizeBytes: 20 },
       { id: "3", owner: "bob", sizeBytes: 40 },
     ];
-    expect(pausedUseOf(snaps, (o) => o === "alice", "2")).toEqual({ sandboxes: 1, bytes: 10 });
+    expect(pausedUseOf(snaps, (s) => s.owner === "alice", "2")).toEqual({ sandboxes: 1, bytes: 10 });
   });
 });
 

@@ -3,7 +3,7 @@
 // this replica accepts carries, so the others (and this replica after a restart) know whose
 // share it counts against. Only processes that admit (roles all and manager) hold a share.
 
-import { teamOfOwner } from "../../config/tenancy.ts";
+import { teamOfSandbox } from "../../config/tenancy.ts";
 import { type AdmissionScope, holdsCapacity } from "../../core/admission.ts";
 import { type TeamScope, teamDim, teamLimitDims, teamLimitsFromDims } from "../../core/admissionTeams.ts";
 import type { TeamUse } from "../../core/decideTeamAdmission.ts";
@@ -50,7 +50,7 @@ export function createBudgetShares(
         if (by !== undefined && replicas.has(by)) continue;
         sum.cpuMillis += sb.cpuRequestMillis;
         sum.memoryBytes += sb.memoryRequestBytes;
-        if (sum.dims && tenancy) addTeamDims(sum.dims, teamOfOwner(tenancy, sb.owner), sb);
+        if (sum.dims && tenancy) addTeamDims(sum.dims, teamOfSandbox(tenancy, sb), sb);
       }
       return sum;
     },
@@ -127,7 +127,7 @@ function teamScope(
       const used = new Map<string, TeamUse>();
       for (const sb of sandboxes()) {
         if (!holdsCapacity(sb.phase) || mine(sb.id)) continue;
-        const team = teamOfOwner(tenancy, sb.owner);
+        const team = teamOfSandbox(tenancy, sb);
         const u = used.get(team) ?? { sandboxes: 0, cpuMillis: 0, memoryBytes: 0 };
         u.sandboxes += 1;
         u.cpuMillis += sb.cpuRequestMillis;

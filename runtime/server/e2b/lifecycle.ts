@@ -32,6 +32,8 @@ export interface LifecycleDeps {
 export interface E2bCaller {
   owner: string;
   apiKey: string;
+  /** the team the API key (a JWT) named: a create counts against it (docs/tenancy.md) */
+  team?: string;
 }
 
 export interface CreateBody {
@@ -125,6 +127,7 @@ export class Lifecycle {
     const end = new Date(this.d.clock.now().getTime() + timeout * 1000).toISOString();
     const req: Omit<CreateRequest, "size"> = {
       owner: caller.owner,
+      team: caller.team,
       profile: template,
       env: b.envVars,
       // the substrate's hard limit is the ceiling; the E2B end (setTimeout can move it) sits inside

@@ -151,7 +151,7 @@ export function registerE2b(app: FastifyInstance, deps: E2bDepsIn): Promise<E2bL
         const owner = who.owner;
         req.owner = owner;
         req.identity = who;
-        req.e2bCaller = { owner, apiKey };
+        req.e2bCaller = { owner, apiKey, ...(who.team !== undefined ? { team: who.team } : {}) };
       });
       registerRoutes(rest, { manager, lifecycle, domain: deps.domain });
     });

@@ -1,6 +1,8 @@
 // Pure translation between our Sandbox and the JSON the E2B SDK parses (SandboxDetail /
 // ListedSandbox), the reserved metadata keys the layer keeps on a sandbox, and the list query
 // (metadata/state/template filters, order, cursor paging). No I/O here, so it is table-tested.
+
+import { TENANCY_METADATA_PREFIX } from "../../config/tenancy.ts";
 import { ValidationError } from "../../core/errors.ts";
 import type { Sandbox, SandboxPhase, SandboxResources } from "../../core/types.ts";
 import { PORTS_METADATA_PREFIX } from "../ports/metadataAccess.ts";
@@ -40,6 +42,7 @@ export function e2bState(phase: SandboxPhase): E2bState | undefined {
 export const SERVICE_PREFIXES = {
   [RESERVED.prefix]: "the service's E2B layer",
   [PORTS_METADATA_PREFIX]: "port exposures (PUT /v1/sandboxes/{id}/exposed-ports/{port})",
+  [TENANCY_METADATA_PREFIX]: "the team the creator's token named (docs/tenancy.md)",
 } as const;
 export const serviceKey = (k: string): string | undefined => Object.keys(SERVICE_PREFIXES).find((p) => k.startsWith(p));
 
