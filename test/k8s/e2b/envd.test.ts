@@ -3,34 +3,22 @@
 // than the local file (test/e2b/envd.test.ts): run, exit codes, envs/cwd, streamed output,
 // background processes by pid, file round trips and listing, watchDir, and a wrong access token.
 import { createHash, randomBytes } from "node:crypto";
-import { CommandExitError, type FilesystemEvent, Sandbox } from "e2b";
+import { CommandExitError, type FilesystemEvent, type Sandbox } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Service } from "../../../runtime/server/service.ts";
-import { TOKENS } from "../../support/local.ts";
-import { startTestService, type TestService } from "../runtime/service-support.ts";
-import type { TestNamespaces } from "../runtime/support.ts";
+import { type E2bOnService, startE2bSandbox } from "../runtime/service-support.ts";
 
-let t: TestService;
-let ns: TestNamespaces;
+let e: E2bOnService;
 let service: Service;
 let sbx: Sandbox;
 
 beforeAll(async () => {
-  t = await startTestService("e2b-envd");
-  ({ ns, service } = t);
-  sbx = await Sandbox.create("base", {
-    apiKey: TOKENS.alice,
-    apiUrl: service.url,
-    sandboxUrl: service.url,
-    requestTimeoutMs: 150_000,
-    timeoutMs: 600_000,
-  });
+  e = await startE2bSandbox("e2b-envd");
+  ({ service, sbx } = e);
 }, 240_000);
 
 afterAll(async () => {
-  await sbx?.kill().catch(() => undefined);
-  await service?.close();
-  await ns?.cleanup();
+  await e?.close();
 });
 
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");

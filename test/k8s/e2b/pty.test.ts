@@ -4,35 +4,21 @@
 // resize reaches `stty size`, kill ends it, and a pty outlives the request that started it:
 // pty.connect by pid after that request ended sees output typed later. The same assertions as
 // the local platform's test/e2b/envd-pty.test.ts: one scenario for both, in test/support/e2bPty.ts.
-import { Sandbox } from "e2b";
+import type { Sandbox } from "e2b";
 import { afterAll, beforeAll, describe, it } from "vitest";
-import type { Service } from "../../../runtime/server/service.ts";
 import { ptyCreateResizeKill, ptyReconnect } from "../../support/e2bPty.ts";
-import { TOKENS } from "../../support/local.ts";
-import { startTestService, type TestService } from "../runtime/service-support.ts";
-import type { TestNamespaces } from "../runtime/support.ts";
+import { type E2bOnService, startE2bSandbox } from "../runtime/service-support.ts";
 
-let t: TestService;
-let ns: TestNamespaces;
-let service: Service;
+let e: E2bOnService;
 let sbx: Sandbox;
 
 beforeAll(async () => {
-  t = await startTestService("e2b-pty");
-  ({ ns, service } = t);
-  sbx = await Sandbox.create("base", {
-    apiKey: TOKENS.alice,
-    apiUrl: service.url,
-    sandboxUrl: service.url,
-    requestTimeoutMs: 150_000,
-    timeoutMs: 600_000,
-  });
+  e = await startE2bSandbox("e2b-pty");
+  ({ sbx } = e);
 }, 240_000);
 
 afterAll(async () => {
-  await sbx?.kill().catch(() => undefined);
-  await service?.close();
-  await ns?.cleanup();
+  await e?.close();
 });
 
 describe("sandbox.pty (Kubernetes platform)", () => {
