@@ -192,11 +192,12 @@ describe("three manager replicas, one budget", () => {
         (await clients.core.listNamespacedPod({ namespace: ns.sandboxes })).items.filter(
           (p) => !p.metadata?.deletionTimestamp,
         ).length === admitted.length,
-      120_000,
+      // a safety net, not the assertion: under a loaded machine 150 pods take minutes to appear
+      240_000,
     );
     expect((await liveRecords(clients, ns.sandboxes)).quotaExceeded).toBe(0);
     expect(sumShares(await readShares(clients, ns.runtime))).toBeLessThanOrEqual(BUDGET * NANO_CPU);
-  });
+  }, 420_000);
 });
 
 describe("a replica SIGKILLed mid-burst", () => {
