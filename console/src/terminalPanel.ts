@@ -119,7 +119,9 @@ function connect(
     // mouse reports in the X10 encoding: one byte per character
     term.onBinary((d) => send(Uint8Array.from(d, (c) => c.charCodeAt(0) & 0xff))),
     term.onResize(({ cols, rows }) => {
-      if (sock.readyState === WebSocket.OPEN) sock.send(JSON.stringify({ type: "resize", cols, rows }));
+      if (sock.readyState !== WebSocket.OPEN) return;
+      sock.send(JSON.stringify({ type: "resize", cols, rows }));
+      status.textContent = `open: ${cols}×${rows}`;
     }),
   ];
   status.textContent = "opening…";

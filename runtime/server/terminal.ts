@@ -338,7 +338,7 @@ export const terminalRoutes: RouteDef[] = [
     operationId: "openTerminal",
     auth: true,
     summary:
-      "A terminal (websocket): a command on a pty, default the sandbox's login shell. Query: cols, rows (default 80x24), cmd (repeat: argv), env (repeat: NAME=VALUE), cwd. Binary frames carry bytes both ways; text frames are JSON control: client {type:resize,cols,rows} and {type:signal,signal}; service {type:exit,exitCode,...} then close. A paused sandbox is woken. See docs/terminals.md.",
+      "A terminal (websocket): a command on a pty, default the sandbox's login shell. Query: cols, rows (default 80x24), cmd (repeat: argv), env (repeat: NAME=VALUE), cwd. Binary frames carry bytes both ways; text frames are JSON control: client {type:resize,cols,rows} and {type:signal,signal}; service {type:exit,exitCode,...} then close. A paused sandbox is woken. A browser, which cannot send Authorization on a websocket, offers the subprotocols sbx.terminal.v1 and sbx.bearer.<unpadded base64url token>; the answer selects sbx.terminal.v1. See docs/terminals.md.",
     responses: {
       "101": { description: "switching to the websocket" },
       "400": { description: "a bad query (naming the field), or a GET without Upgrade: websocket" },

@@ -144,6 +144,23 @@ describe("the console in Chromium, on the local platform", () => {
     await page.keyboard.press("Enter");
     await terminalShows("hi-42"); // only the command's output: the echoed line reads hi-$((6*7))
     await browser.screenshot(page, "03-terminal");
+    // a narrower window refits the terminal; the new size reaches the shell as a resize frame
+    const sizeShown = () => page.textContent("[data-test=terminal-status]");
+    const before = await sizeShown();
+    await page.setViewportSize({ width: 900, height: 900 });
+    const after = await page.waitForFunction(
+      (b) => {
+        const t = (globalThis as any).document.querySelector("[data-test=terminal-status]")?.textContent ?? "";
+        return t !== b && /^open: (\d+)×(\d+)$/.exec(t)?.slice(1);
+      },
+      before,
+      { timeout: 120_000 },
+    );
+    const [cols, rows] = (await after.jsonValue()) as string[];
+    await page.keyboard.type("stty size");
+    await page.keyboard.press("Enter");
+    await terminalShows(`${rows} ${cols}`);
+    await page.setViewportSize({ width: 1360, height: 900 });
     await page.keyboard.type("exit 3");
     await page.keyboard.press("Enter");
     await terminalShows("[exited 3]");
@@ -154,7 +171,7 @@ describe("the console in Chromium, on the local platform", () => {
     expect(sockets[0]).not.toMatch(/bearer|token/i);
     // xterm's <style> elements carry the page's nonce: the strict CSP refused nothing
     await expectNoScriptRan(page);
-  });
+  }, 300_000);
 
   it("uploads by the picker and by drag-and-drop; hostile names are listed as text", async () => {
     const hello = join(ARTIFACTS, "hello.txt");
@@ -206,7 +223,7 @@ describe("the console in Chromium, on the local platform", () => {
     expect(await bob.textContent("[data-test=terminal-error]")).toMatch(/^the service refused the terminal/);
     await browser.screenshot(bob, "04-other-owner");
     await bob.close();
-  });
+  }, 240_000);
 
   it("pauses and resumes from the page; the uploaded file is still there", async () => {
     await page.click("[data-action=pause]");
