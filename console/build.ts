@@ -1,5 +1,6 @@
 // Builds the web console (console/src) into static assets: esbuild bundles the TypeScript into
-// one script and the stylesheet into one file; index.html is copied. Run by `npm ci` (the
+// two scripts (the console, and xterm.js, which the terminal loads when opened) and the
+// stylesheet, xterm's included, into one file; index.html is copied. Run by `npm ci` (the
 // `prepare` script) and `npm run build:console`, writing dist/console, which the service serves
 // (runtime/server/console.ts); the runtime bundle (components/runtime/bundle.ts) carries the same
 // assets in memory, so a deployed runtime serves them with no file beside it.
@@ -20,7 +21,12 @@ export type BuiltConsole = Record<string, string>;
 export function buildConsoleAssets(root = ROOT): BuiltConsole {
   const result = buildSync({
     absWorkingDir: root,
-    entryPoints: { "app.js": join(root, SRC, "main.ts"), "app.css": join(root, SRC, "console.css") },
+    entryPoints: {
+      "app.js": join(root, SRC, "main.ts"),
+      // xterm.js apart: loaded only when a terminal opens (console/src/xtermEntry.ts)
+      "xterm.js": join(root, SRC, "xtermEntry.ts"),
+      "app.css": join(root, SRC, "console.css"),
+    },
     entryNames: "[name]",
     bundle: true,
     format: "iife",

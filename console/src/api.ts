@@ -1,5 +1,6 @@
 // The console's client of the sbx API: same origin, the bearer token in the Authorization header
-// and nowhere else (no cookie exists, so no request can be forged from another site). The token
+// (or, for the terminal's websocket, which cannot send one, in its subprotocol) and nowhere else
+// (no cookie exists, so no request can be forged from another site). The token
 // lives in this module's memory only: a reload asks for it again, and no other page of this
 // origin (a sandbox's port seen through the path form) can read it from storage.
 
@@ -42,6 +43,22 @@ export function setToken(t: string | undefined): void {
 
 export function hasToken(): boolean {
   return token !== undefined;
+}
+
+/**
+ * The subprotocols that open a terminal websocket as this token (docs/terminals.md): a browser's
+ * WebSocket cannot send Authorization, and a URL would carry the token into logs and histories.
+ * The service selects sbx.terminal.v1 alone, so the token is not echoed back.
+ */
+export function terminalProtocols(): string[] {
+  return token ? ["sbx.terminal.v1", `sbx.bearer.${base64url(token)}`] : ["sbx.terminal.v1"];
+}
+
+/** Unpadded base64url of the UTF-8 bytes (RFC 4648 §5), as the service decodes it. */
+function base64url(s: string): string {
+  let bin = "";
+  for (const b of new TextEncoder().encode(s)) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
 
 function headers(extra: Record<string, string> = {}): Record<string, string> {

@@ -7,6 +7,7 @@ import { listPage } from "./listPage.ts";
 import { poolPage } from "./poolPage.ts";
 import { sandboxPage } from "./sandboxPage.ts";
 import { fail, type PageContext } from "./shell.ts";
+import { stampStyleNonce } from "./styleNonce.ts";
 
 let dispose: (() => void) | undefined;
 
@@ -90,5 +91,6 @@ function route(): void {
   else dispose = listPage(ctx);
 }
 
+stampStyleNonce(document); // before anything creates a <style>: xterm.js does
 window.addEventListener("hashchange", route);
 route();

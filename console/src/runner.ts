@@ -1,4 +1,5 @@
-// The command runner (in place of a terminal until the service has a terminal websocket): runs
+// The command runner, beside the terminal (terminalPanel.ts): one-shot commands with stdout and
+// stderr shown apart, through plain HTTP, so it also works where a proxy passes no websocket. Runs
 // `sh -c <line>` through POST /v1/sandboxes/{id}/exec and appends the NDJSON stream's output as
 // it arrives, stdout and stderr apart, then the exit status.
 import { sandboxPath } from "./actions.ts";

@@ -1,4 +1,6 @@
-// One sandbox: its state and actions, the command runner, files, logs (followed), exposed ports
+// One sandbox: its state and actions, a terminal (xterm.js over the terminal websocket), the
+// command runner (kept beside it: one-shot commands with stdout and stderr apart, and a way in
+// where a proxy passes no websocket), files, logs (followed), exposed ports
 // with their preview links, resource charts (only when the service has the metrics route), and
 // the events this page saw, pause and resume with their durations among them.
 import { eventsOf, kill, observe, pause, resume, sandboxPath } from "./actions.ts";
@@ -8,6 +10,7 @@ import { duration, h, replace } from "./dom.ts";
 import { filesPanel } from "./filesPanel.ts";
 import { runnerPanel } from "./runner.ts";
 import { fail, type PageContext } from "./shell.ts";
+import { terminalPanel } from "./terminalPanel.ts";
 
 const POLL_MS = 2000;
 
@@ -184,6 +187,7 @@ export function sandboxPage(ctx: PageContext, id: string): () => void {
     h(
       "div",
       { class: "grid" },
+      terminalPanel(id, ac.signal),
       runnerPanel(id, ac.signal),
       filesPanel(id, ac.signal),
       logsPanel(id, ac.signal),

@@ -136,3 +136,69 @@ export function parseClientControl(text: string): ClientControl {
   }
   throw new ValidationError("type", m.type, `unknown control message; ${CONTROL_EXAMPLE}`);
 }
+
+/**
+ * Browser authentication (docs/terminals.md, "From a browser"): a browser's WebSocket cannot send an
+ * Authorization header, but it can offer subprotocols. The client offers TERMINAL_PROTOCOL and
+ * BEARER_PROTOCOL_PREFIX + base64url(token); the service reads the token from there exactly as
+ * from the header and selects TERMINAL_PROTOCOL alone, so the token is never echoed. Each replica
+ * checks the token itself, as for every request: nothing is shared between replicas.
+ */
+export const TERMINAL_PROTOCOL = "sbx.terminal.v1";
+export const BEARER_PROTOCOL_PREFIX = "sbx.bearer.";
+
+/** What names the protocol entry in a refusal: the entry itself would carry the token. */
+const BEARER_SHOWN = `${BEARER_PROTOCOL_PREFIX}…`;
+const PROTOCOL_FIELD = "Sec-WebSocket-Protocol";
+const OFFER_EXAMPLE = `new WebSocket(url, ["${TERMINAL_PROTOCOL}", "${BEARER_PROTOCOL_PREFIX}" + base64url(token)])`;
+/** RFC 6455 4.1: each offered subprotocol is an HTTP token (RFC 7230 tchar) */
+const PROTOCOL_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/** The subprotocol entry that carries `token` (what a client offers beside TERMINAL_PROTOCOL). */
+export function bearerProtocol(token: string): string {
+  return BEARER_PROTOCOL_PREFIX + Buffer.from(token, "utf8").toString("base64url");
+}
+
+/**
+ * The protocols a handshake offers, and the bearer token among them if any. A malformed header,
+ * two bearer entries, a bearer entry that is not base64url, or a bearer entry offered without
+ * TERMINAL_PROTOCOL (the protocol the service will select) is a ValidationError naming the
+ * header; its value is shown with the token elided.
+ */
+export function parseTerminalProtocols(header: string | undefined): { offered: string[]; token?: string } {
+  if (header === undefined) return { offered: [] };
+  const offered = header.split(",").map((p) => p.trim());
+  const shown = offered.map((p) => (p.startsWith(BEARER_PROTOCOL_PREFIX) ? BEARER_SHOWN : p)).join(", ");
+  if (offered.some((p) => !PROTOCOL_TOKEN.test(p)) || new Set(offered).size !== offered.length)
+    throw new ValidationError(
+      PROTOCOL_FIELD,
+      shown,
+      "offer distinct subprotocols separated by commas, each an HTTP token (letters, digits, . _ - and the like)",
+    );
+  const bearers = offered.filter((p) => p.startsWith(BEARER_PROTOCOL_PREFIX));
+  if (bearers.length === 0) return { offered };
+  if (bearers.length > 1)
+    throw new ValidationError(PROTOCOL_FIELD, shown, `offer one ${BEARER_SHOWN} entry: ${OFFER_EXAMPLE}`);
+  if (!offered.includes(TERMINAL_PROTOCOL))
+    throw new ValidationError(
+      PROTOCOL_FIELD,
+      shown,
+      `offer ${TERMINAL_PROTOCOL} beside the token, the protocol the service selects: ${OFFER_EXAMPLE}`,
+    );
+  const encoded = bearers[0].slice(BEARER_PROTOCOL_PREFIX.length);
+  const token = /^[A-Za-z0-9_-]+$/.test(encoded) ? Buffer.from(encoded, "base64url").toString("utf8") : "";
+  // base64url decoding is lenient: only an exact round trip is the token the client encoded
+  if (!token || Buffer.from(token, "utf8").toString("base64url") !== encoded)
+    throw new ValidationError(
+      PROTOCOL_FIELD,
+      shown,
+      `encode the token as unpadded base64url (RFC 4648 §5) after ${BEARER_PROTOCOL_PREFIX}: ${OFFER_EXAMPLE}`,
+    );
+  return { offered, token };
+}
+
+/** The protocol the service answers a handshake with: TERMINAL_PROTOCOL when offered, never a bearer entry. */
+export function selectTerminalProtocol(offered: Iterable<string>): string | false {
+  for (const p of offered) if (p === TERMINAL_PROTOCOL) return p;
+  return false;
+}

@@ -4,7 +4,11 @@
 // builds (console/build.ts). Every answer carries a strict Content-Security-Policy: the page
 // runs only its own script, talks only to this origin, and cannot be framed. The console is
 // refused on a sandbox's preview origin ({port}-{id}.{ports.domain}), whose pages are the
-// sandbox's: a console there would share an origin with code the sandbox serves.
+// sandbox's: a console there would share an origin with code the sandbox serves. The page itself
+// carries a fresh style nonce per load: xterm.js (the terminal) writes its layout and theme into
+// <style> elements, which 'self' alone refuses; the page stamps that nonce on the ones it makes
+// (console/src/styleNonce.ts). Scripts stay 'self' only.
+import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { extname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -44,6 +48,18 @@ export const CONSOLE_SECURITY_HEADERS: Readonly<Record<string, string>> = {
   "cross-origin-opener-policy": "same-origin",
   "cross-origin-resource-policy": "same-origin",
 };
+
+/** In index.html, where each answer's style nonce goes (on the stylesheet link: console/src/styleNonce.ts). */
+export const STYLE_NONCE_PLACEHOLDER = "SBX_STYLE_NONCE";
+
+/** The CSP with style-src allowing <style> elements that carry `nonce` (128 random bits, one per page load). */
+export function pageSecurityHeaders(nonce: string): Record<string, string> {
+  const csp = CONSOLE_SECURITY_HEADERS["content-security-policy"].replace(
+    "style-src 'self'",
+    `style-src 'self' 'nonce-${nonce}'`,
+  );
+  return { ...CONSOLE_SECURITY_HEADERS, "content-security-policy": csp };
+}
 
 const TYPES: Record<string, string> = {
   ".html": "text/html; charset=utf-8",
@@ -103,7 +119,16 @@ export function registerConsole(app: FastifyInstance, opts: ConsoleOptions = {})
       return sendError(reply, 404, "not_found", `no console file ${JSON.stringify(name)}; open ${CONSOLE_PATH}/`, {
         file: name,
       });
-    // the page is small and changes with each build: always revalidated, never stale
+    if (name === "index.html") {
+      // a nonce per answer, never cached: a reused nonce would be one an attacker could learn
+      const nonce = randomBytes(16).toString("base64");
+      return reply
+        .headers(pageSecurityHeaders(nonce))
+        .header("cache-control", "no-store")
+        .type(TYPES[".html"])
+        .send(body.replaceAll(STYLE_NONCE_PLACEHOLDER, nonce));
+    }
+    // the assets are small and change with each build: always revalidated, never stale
     return reply.header("cache-control", "no-cache").type(TYPES[extname(name)]).send(body);
   };
   app.get(CONSOLE_PATH, (req, reply) => {

@@ -14,7 +14,14 @@ import { type Authenticator, identify } from "../auth/identities.ts";
 import type { Clock } from "../core/clock.ts";
 import { CapacityError, HTTP_STATUS, SbxError, ValidationError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import { parseClientControl, parseTerminalQuery, type ServerControl, TERMINAL_PATH } from "../core/terminal.ts";
+import {
+  parseClientControl,
+  parseTerminalProtocols,
+  parseTerminalQuery,
+  type ServerControl,
+  selectTerminalProtocol,
+  TERMINAL_PATH,
+} from "../core/terminal.ts";
 import type { ExecSession, Manager } from "../core/types.ts";
 import { rawAnswer } from "./ports/forward.ts";
 import { errorBody } from "./requestErrors.ts";
@@ -80,6 +87,22 @@ function bearerOf(h: string | string[] | undefined): string | undefined {
   return typeof h === "string" ? /^Bearer\s+(\S+)\s*$/i.exec(h)?.[1] : undefined;
 }
 
+/**
+ * The handshake's token: the Authorization header's (the CLI), or the one a browser offers as a
+ * subprotocol (parseTerminalProtocols). Both at once is refused: which one counts would be a guess.
+ */
+export function terminalToken(req: IncomingMessage): string | undefined {
+  const header = req.headers.authorization;
+  const { token } = parseTerminalProtocols(req.headers["sec-websocket-protocol"]);
+  if (token !== undefined && header !== undefined)
+    throw new ValidationError(
+      "Sec-WebSocket-Protocol",
+      "sbx.bearer.…",
+      "send the token once: in the Authorization header or as the sbx.bearer. subprotocol, not both",
+    );
+  return token ?? bearerOf(header);
+}
+
 export class TerminalService {
   private readonly wss: WsServer;
   private readonly o: typeof DEFAULT_TERMINAL_OPTIONS;
@@ -97,8 +120,15 @@ export class TerminalService {
       noServer: true;
       maxPayload: number;
       perMessageDeflate: false;
+      handleProtocols: (offered: Set<string>) => string | false;
     }) => WsServer;
-    this.wss = new Server({ noServer: true, maxPayload: this.o.maxPayloadBytes, perMessageDeflate: false });
+    this.wss = new Server({
+      noServer: true,
+      maxPayload: this.o.maxPayloadBytes,
+      perMessageDeflate: false,
+      // ws's default selects the first offered protocol, which may be the one carrying the token
+      handleProtocols: selectTerminalProtocol,
+    });
   }
 
   register(app: FastifyInstance): void {
@@ -120,7 +150,7 @@ export class TerminalService {
     let session: ExecSession | undefined;
     let release: (() => void) | undefined;
     try {
-      const who = await identify(this.deps.tokens, bearerOf(req.headers.authorization));
+      const who = await identify(this.deps.tokens, terminalToken(req));
       release = this.hold(who.owner);
       if (String(req.headers.upgrade).toLowerCase() !== "websocket" || req.method !== "GET")
         throw new ValidationError(
@@ -308,7 +338,7 @@ export const terminalRoutes: RouteDef[] = [
     operationId: "openTerminal",
     auth: true,
     summary:
-      "A terminal (websocket): a command on a pty, default the sandbox's login shell. Query: cols, rows (default 80x24), cmd (repeat: argv), env (repeat: NAME=VALUE), cwd. Binary frames carry bytes both ways; text frames are JSON control: client {type:resize,cols,rows} and {type:signal,signal}; service {type:exit,exitCode,...} then close. A paused sandbox is woken. See docs/terminals.md.",
+      "A terminal (websocket): a command on a pty, default the sandbox's login shell. Query: cols, rows (default 80x24), cmd (repeat: argv), env (repeat: NAME=VALUE), cwd. Binary frames carry bytes both ways; text frames are JSON control: client {type:resize,cols,rows} and {type:signal,signal}; service {type:exit,exitCode,...} then close. A paused sandbox is woken. A browser, which cannot send Authorization on a websocket, offers the subprotocols sbx.terminal.v1 and sbx.bearer.<unpadded base64url token>; the answer selects sbx.terminal.v1. See docs/terminals.md.",
     responses: {
       "101": { description: "switching to the websocket" },
       "400": { description: "a bad query (naming the field), or a GET without Upgrade: websocket" },

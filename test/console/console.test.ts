@@ -1,6 +1,7 @@
 // The web console in a real browser (Debian's headless Chromium through playwright-core) against
 // the real service on the LOCAL platform: real bubblewrap sandboxes, a real registry for pause and
-// resume. One tab signs in and walks a sandbox's whole life through the pages; another owner's tab
+// resume. One tab signs in and walks a sandbox's whole life through the pages, a terminal (xterm.js
+// over the terminal websocket) among them; another owner's tab
 // sees nothing of it; names and metadata written to attack the page render as text. A screenshot
 // of each page goes to .artifacts/console/.
 import { writeFileSync } from "node:fs";
@@ -64,8 +65,22 @@ async function expectNoScriptRan(p: Page): Promise<void> {
     scripts: [...(globalThis as any).document.querySelectorAll("script")].map((s: any) => s.getAttribute("src")),
     csp: (globalThis as any).__csp,
   }));
-  expect(state).toEqual({ xss: undefined, imgs: 0, scripts: ["app.js"], csp: [] });
+  // app.js, and xterm.js once a terminal was opened (it loads on first use): nothing else
+  expect(state).toEqual({
+    xss: undefined,
+    imgs: 0,
+    scripts: state.scripts.includes("xterm.js") ? ["app.js", "xterm.js"] : ["app.js"],
+    csp: [],
+  });
 }
+
+/** What the terminal shows (xterm's DOM renderer draws each row as text), once `ok` holds for it. */
+const terminalShows = (text: string) =>
+  page.waitForFunction(
+    (t) => (globalThis as any).document.querySelector("[data-test=terminal] .xterm-rows")?.textContent?.includes(t),
+    text,
+    { timeout: 120_000 },
+  );
 
 describe("the console in Chromium, on the local platform", () => {
   it("refuses a wrong token with the API's message, then signs in to the list", async () => {
@@ -114,6 +129,50 @@ describe("the console in Chromium, on the local platform", () => {
     expect(await page.textContent("[data-test=runner-output] .stderr")).toBe("second\n");
   });
 
+  it("opens a terminal, types into it and sees the output, then the exit; the token is not in the URL", async () => {
+    const sockets: string[] = [];
+    page.on("websocket", (ws) => sockets.push(ws.url()));
+    await page.click("[data-action=terminal]");
+    await page.waitForFunction(
+      () => (globalThis as any).document.querySelector("[data-test=terminal-status]")?.textContent?.startsWith("open:"),
+      undefined,
+      { timeout: 120_000 },
+    );
+    await terminalShows("$ "); // the shell's prompt: typing waits for it, so the screen reads plainly
+    await page.click("[data-test=terminal] .xterm-screen");
+    await page.keyboard.type("echo hi-$((6*7))");
+    await page.keyboard.press("Enter");
+    await terminalShows("hi-42"); // only the command's output: the echoed line reads hi-$((6*7))
+    await browser.screenshot(page, "03-terminal");
+    // a narrower window refits the terminal; the new size reaches the shell as a resize frame
+    const sizeShown = () => page.textContent("[data-test=terminal-status]");
+    const before = await sizeShown();
+    await page.setViewportSize({ width: 900, height: 900 });
+    const after = await page.waitForFunction(
+      (b) => {
+        const t = (globalThis as any).document.querySelector("[data-test=terminal-status]")?.textContent ?? "";
+        return t !== b && /^open: (\d+)×(\d+)$/.exec(t)?.slice(1);
+      },
+      before,
+      { timeout: 120_000 },
+    );
+    const [cols, rows] = (await after.jsonValue()) as string[];
+    await page.keyboard.type("stty size");
+    await page.keyboard.press("Enter");
+    await terminalShows(`${rows} ${cols}`);
+    await page.setViewportSize({ width: 1360, height: 900 });
+    await page.keyboard.type("exit 3");
+    await page.keyboard.press("Enter");
+    await terminalShows("[exited 3]");
+    expect(await page.textContent("[data-test=terminal-status]")).toBe("exited 3");
+    expect(sockets).toHaveLength(1);
+    expect(new URL(sockets[0]).pathname).toBe(`/v1/sandboxes/${id}/terminal`);
+    expect(sockets[0]).not.toContain(TOKENS.alice);
+    expect(sockets[0]).not.toMatch(/bearer|token/i);
+    // xterm's <style> elements carry the page's nonce: the strict CSP refused nothing
+    await expectNoScriptRan(page);
+  }, 300_000);
+
   it("uploads by the picker and by drag-and-drop; hostile names are listed as text", async () => {
     const hello = join(ARTIFACTS, "hello.txt");
     writeFileSync(hello, "hello from the console\n");
@@ -153,9 +212,18 @@ describe("the console in Chromium, on the local platform", () => {
       () => (globalThis as any).document.querySelector("[data-test=sandbox-error]")?.textContent !== "",
     );
     expect(await bob.textContent("[data-test=sandbox-error]")).toMatch(/^404 not_found: /);
+    // the terminal's handshake is refused before the upgrade (the API's 404); the panel says so
+    await bob.click("[data-action=terminal]");
+    await bob.waitForFunction(
+      () =>
+        (globalThis as any).document.querySelector("[data-test=terminal-error]")?.textContent?.includes("not found"),
+      undefined,
+      { timeout: 120_000 },
+    );
+    expect(await bob.textContent("[data-test=terminal-error]")).toMatch(/^the service refused the terminal/);
     await browser.screenshot(bob, "04-other-owner");
     await bob.close();
-  });
+  }, 240_000);
 
   it("pauses and resumes from the page; the uploaded file is still there", async () => {
     await page.click("[data-action=pause]");

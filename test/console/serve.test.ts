@@ -63,9 +63,32 @@ describe("serving /console", () => {
     expect(missing.json().error.message).toContain('no console file "../package.json"');
   });
 
+  it("gives each page load its own style nonce, in the CSP and on the stylesheet link alone", async () => {
+    const nonces = [];
+    for (let i = 0; i < 2; i++) {
+      const res = await rt.app.inject({ method: "GET", url: "/console/" });
+      const nonce = /style-src 'self' 'nonce-([A-Za-z0-9+/]{22}==)';/.exec(
+        String(res.headers["content-security-policy"]),
+      )?.[1];
+      expect(nonce, String(res.headers["content-security-policy"])).toBeDefined();
+      expect(res.body).toContain(`<link rel="stylesheet" href="app.css" nonce="${nonce}">`);
+      expect(res.body.split(nonce!)).toHaveLength(2);
+      expect(res.headers["cache-control"]).toBe("no-store");
+      nonces.push(nonce);
+    }
+    expect(nonces[0]).not.toBe(nonces[1]);
+    // scripts take no nonce, and nothing but the page has one
+    const csp = String((await rt.app.inject({ method: "GET", url: "/console/" })).headers["content-security-policy"]);
+    expect(csp).toContain("script-src 'self';");
+    expect(
+      String((await rt.app.inject({ method: "GET", url: "/console/xterm.js" })).headers["content-security-policy"]),
+    ).toContain("style-src 'self';");
+  });
+
   it("the built script writes no markup from strings (no innerHTML, no insertAdjacentHTML)", () => {
-    const js = buildConsoleAssets()["app.js"];
-    expect(js).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML|document\.write/);
+    // xterm.js too: the terminal draws a program's output as text
+    for (const name of ["app.js", "xterm.js"])
+      expect(buildConsoleAssets()[name]).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML|document\.write/);
   });
 
   it.each([
